@@ -1,0 +1,1 @@
+//! harness-bench (placeholder until its issue lands).

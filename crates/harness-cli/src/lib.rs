@@ -1,0 +1,1 @@
+//! harness-cli (placeholder until its issue lands).

@@ -1,0 +1,809 @@
+//! [`ReActAgent`]: the reason → act loop, its [`Turn`] and its errors.
+
+use crate::context::RuntimeContext;
+use crate::event::{AgentEvent, EventKind, EventSink};
+use crate::id::{AgentId, IdError, SessionId, UserId};
+use crate::message::{Block, Msg, Role, Usage};
+use crate::middleware::{ActingNext, AgentNext, Chain, Middleware, ModelCallInfo, ModelNext, ReasoningNext};
+use crate::model::{
+    BoxError, ChatModel, ChatRequest, ModelChunk, ModelError, ResponseAccumulator, SystemPrompt, ToolChoice, ToolSpec,
+};
+use crate::state::{AgentState, InMemoryStateStore, StateError, StateKey, StateStore, Version, repair_tool_pairs};
+use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, Toolkit, ToolkitError};
+use futures::{FutureExt, Stream, StreamExt};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+/// Default maximum number of reasoning-acting steps per call.
+pub const DEFAULT_MAX_ITERS: u32 = 10;
+/// Default time limit of one tool call.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// The user id used when a call names none.
+pub const DEFAULT_USER: &str = "default";
+/// The session id used when a call names none.
+pub const DEFAULT_SESSION: &str = "default";
+/// Capacity of a streaming call's event channel.
+const EVENT_CAPACITY: usize = 256;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The model failed (after the provider client's own retries).
+    #[error("model call failed")]
+    Model(#[from] ModelError),
+    /// Loading or saving the session failed.
+    #[error("session state")]
+    State(#[from] StateError),
+    /// The call's cancellation token fired. The session was saved with every finished step.
+    #[error("call cancelled")]
+    Cancelled,
+    /// The call named an unusable user or session id.
+    #[error("invalid call identity")]
+    Identity(#[from] IdError),
+    /// A capability failed in a way that stops the call.
+    #[error("{capability} failed")]
+    Capability {
+        /// The middleware or capability name.
+        capability: &'static str,
+        /// What failed.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// Why an agent could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No model was set.
+    #[error("no model set; call `.model(...)` on the builder")]
+    MissingModel,
+    /// The tools do not form a valid toolkit.
+    #[error(transparent)]
+    Toolkit(#[from] ToolkitError),
+    /// The agent name is not a valid id.
+    #[error("agent name")]
+    Name(#[from] IdError),
+}
+
+/// What a call is given: one or more new messages.
+#[derive(Debug, Clone)]
+pub struct AgentInput(pub Vec<Msg>);
+
+impl From<&str> for AgentInput {
+    fn from(text: &str) -> Self {
+        Self(vec![Msg::user(text)])
+    }
+}
+impl From<String> for AgentInput {
+    fn from(text: String) -> Self {
+        Self(vec![Msg::user(text)])
+    }
+}
+impl From<Msg> for AgentInput {
+    fn from(msg: Msg) -> Self {
+        Self(vec![msg])
+    }
+}
+impl From<Vec<Msg>> for AgentInput {
+    fn from(msgs: Vec<Msg>) -> Self {
+        Self(msgs)
+    }
+}
+
+/// Everything about one call in flight. Middlewares read and change it; it is dropped when
+/// the call ends (after the state was saved).
+#[derive(Debug)]
+pub struct Turn {
+    /// Who is calling.
+    pub ctx: RuntimeContext,
+    /// Which session.
+    pub key: StateKey,
+    /// The session state; `state.messages` is the context the model sees.
+    pub state: AgentState,
+    /// The version `state` was loaded at (0 = new session).
+    pub version: Version,
+    /// The messages this call was given.
+    pub input: Vec<Msg>,
+    /// Every message appended to the context during this call, in order (input, assistant
+    /// messages, tool results). Persistence capabilities write these.
+    pub appended: Vec<Arc<Msg>>,
+    /// Where events go.
+    pub events: EventSink,
+    /// The current step (1-based; 0 before the first).
+    pub step: u32,
+    /// Usage summed over the call's model calls.
+    pub usage: Usage,
+    /// The tools offered on this step. Middlewares may narrow them per step.
+    pub tools: Arc<[ToolSpec]>,
+    /// Extra text for this step's system prompt that is not persisted (e.g. reminders).
+    pub step_notes: Vec<String>,
+    /// The final message, once there is one.
+    pub output: Option<Msg>,
+}
+
+impl Turn {
+    /// Appends a message to the context and records it in [`appended`](Self::appended).
+    pub fn push(&mut self, msg: Msg) -> Arc<Msg> {
+        let msg = Arc::new(msg);
+        self.state.messages.push(Arc::clone(&msg));
+        self.appended.push(Arc::clone(&msg));
+        msg
+    }
+
+    /// The last message of the context.
+    pub fn last_message(&self) -> Option<&Arc<Msg>> {
+        self.state.messages.last()
+    }
+}
+
+/// Options of the loop.
+#[derive(Debug, Clone)]
+pub(crate) struct LoopConfig {
+    pub(crate) name: AgentId,
+    pub(crate) sys_prompt: String,
+    pub(crate) max_iters: NonZeroU32,
+    pub(crate) tool_timeout: Duration,
+    pub(crate) max_tokens: Option<u32>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// The immutable parts of an agent that the onion's innermost layers use.
+pub(crate) struct Kernel {
+    pub(crate) model: Arc<dyn ChatModel>,
+    pub(crate) toolkit: Toolkit,
+    pub(crate) chain: Chain,
+    pub(crate) config: LoopConfig,
+    pub(crate) store: Arc<dyn StateStore>,
+}
+
+/// Assembles a [`ReActAgent`]; nothing is checked until [`build`](Self::build).
+#[derive(Default)]
+#[must_use = "a builder does nothing until `.build()`"]
+pub struct ReActAgentBuilder {
+    name: Option<String>,
+    model: Option<Arc<dyn ChatModel>>,
+    tools: Vec<Arc<dyn Tool>>,
+    middleware: Vec<Arc<dyn Middleware>>,
+    sys_prompt: String,
+    max_iters: Option<NonZeroU32>,
+    tool_timeout: Option<Duration>,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+    extra: BTreeMap<String, serde_json::Value>,
+    store: Option<Arc<dyn StateStore>>,
+}
+
+impl ReActAgentBuilder {
+    /// The agent's name (default `agent`); a path segment, so letters, digits and `-_.@:`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The model.
+    pub fn model(mut self, model: impl ChatModel) -> Self {
+        self.model = Some(Arc::new(model));
+        self
+    }
+
+    /// The model, already shared.
+    pub fn shared_model(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds a middleware inside the ones added before (the first added is outermost).
+    pub fn middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// The base system prompt.
+    pub fn sys_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.sys_prompt = prompt.into();
+        self
+    }
+
+    /// Maximum reasoning-acting steps per call (default 10). When reached, one last model
+    /// call without tools asks for the final answer.
+    pub fn max_iters(mut self, max: NonZeroU32) -> Self {
+        self.max_iters = Some(max);
+        self
+    }
+
+    /// Default time limit of a tool call (default 120 s).
+    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = Some(timeout);
+        self
+    }
+
+    /// Output token cap per model call.
+    pub fn max_tokens(mut self, max: u32) -> Self {
+        self.max_tokens = Some(max);
+        self
+    }
+
+    /// Sampling temperature.
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// A provider-specific request option passed through verbatim.
+    pub fn request_option(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
+        self.extra.insert(key.into(), value);
+        self
+    }
+
+    /// Where sessions are kept (default: in memory).
+    pub fn state_store(mut self, store: Arc<dyn StateStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Validates and builds.
+    ///
+    /// # Errors
+    /// [`BuildError`] if no model is set, two tools share a name, a schema does not compile
+    /// or the name is not a valid id.
+    pub fn build(self) -> Result<ReActAgent, BuildError> {
+        let model = self.model.ok_or(BuildError::MissingModel)?;
+        let name = AgentId::parse(self.name.unwrap_or_else(|| "agent".to_owned()))?;
+        let toolkit = Toolkit::new(self.tools)?;
+        let config = LoopConfig {
+            name,
+            sys_prompt: self.sys_prompt,
+            max_iters: self
+                .max_iters
+                .unwrap_or(NonZeroU32::MIN.saturating_add(DEFAULT_MAX_ITERS - 1)),
+            tool_timeout: self.tool_timeout.unwrap_or(DEFAULT_TOOL_TIMEOUT),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            extra: self.extra,
+        };
+        let kernel = Kernel {
+            model,
+            toolkit,
+            chain: Chain::new(self.middleware),
+            config,
+            store: self.store.unwrap_or_else(|| Arc::new(InMemoryStateStore::default())),
+        };
+        Ok(ReActAgent {
+            kernel: Arc::new(kernel),
+        })
+    }
+}
+
+/// A ReAct agent: reason → act → observe until the model answers without tool calls.
+///
+/// Immutable and cheap to clone; one agent serves any number of sessions at once. Each call
+/// loads the session's [`AgentState`] from the [`StateStore`], runs the middleware onion
+/// around the loop and saves the state at the end — also when the call fails or is
+/// cancelled, so finished steps are never lost.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use harness_core::{ReActAgent, RuntimeContext};
+/// use harness_models::ScriptedModel;
+/// let agent = ReActAgent::builder().model(ScriptedModel::new().reply_text("hello")).build()?;
+/// let reply = agent.call("hi", RuntimeContext::for_user("u1")).await?;
+/// assert_eq!(reply.text(), "hello");
+/// # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ReActAgent {
+    kernel: Arc<Kernel>,
+}
+
+const _: fn() = || {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<ReActAgent>();
+};
+
+impl std::fmt::Debug for ReActAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReActAgent")
+            .field("name", &self.kernel.config.name)
+            .field("model", &self.kernel.model.name())
+            .field("tools", &self.kernel.toolkit)
+            .field("middleware", &self.kernel.chain.names)
+            .finish()
+    }
+}
+
+impl ReActAgent {
+    /// A new builder.
+    pub fn builder() -> ReActAgentBuilder {
+        ReActAgentBuilder::default()
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &AgentId {
+        &self.kernel.config.name
+    }
+
+    /// The tools offered to the model.
+    pub fn tool_specs(&self) -> Arc<[ToolSpec]> {
+        self.kernel.toolkit.specs()
+    }
+
+    /// The state store.
+    pub fn state_store(&self) -> &Arc<dyn StateStore> {
+        &self.kernel.store
+    }
+
+    /// The session key a context resolves to (documented defaults for missing ids).
+    ///
+    /// # Errors
+    /// [`IdError`] when the context's user or session id is not a safe path segment.
+    pub fn key_for(&self, ctx: &RuntimeContext) -> Result<StateKey, IdError> {
+        let user_id = ctx.user_id.clone().unwrap_or_else(|| UserId::new(DEFAULT_USER));
+        let session_id = ctx
+            .session_id
+            .clone()
+            .unwrap_or_else(|| SessionId::new(DEFAULT_SESSION));
+        user_id.validate()?;
+        session_id.validate()?;
+        Ok(StateKey {
+            agent_id: self.kernel.config.name.clone(),
+            user_id,
+            session_id,
+        })
+    }
+
+    /// Runs one call to completion and returns the final assistant message.
+    ///
+    /// # Errors
+    /// [`AgentError`] when the model fails, the state cannot be loaded or saved, or the call
+    /// is cancelled. The state is saved in every case it was loaded.
+    ///
+    /// # Cancellation
+    /// Cancelling `ctx`'s token stops the loop at the next chunk or tool boundary; every tool
+    /// call in the context keeps a result (a cancelled one gets an error result).
+    pub async fn call(&self, input: impl Into<AgentInput>, ctx: RuntimeContext) -> Result<Msg, AgentError> {
+        self.run(input.into(), ctx, EventSink::disabled()).await
+    }
+
+    /// Runs one call, yielding its events. The last event is [`EventKind::Final`] or
+    /// [`EventKind::Error`]. Dropping the stream stops the call.
+    pub fn stream(&self, input: impl Into<AgentInput>, ctx: RuntimeContext) -> AgentStream {
+        let (tx, rx) = mpsc::channel(EVENT_CAPACITY);
+        let sink = EventSink::new(tx);
+        self.stream_with(input.into(), ctx, sink, rx)
+    }
+
+    /// Like [`stream`](Self::stream) with a caller-made sink (e.g. one tagged with a child's
+    /// [`EventSource`](crate::EventSource)).
+    pub fn stream_with(
+        &self,
+        input: AgentInput,
+        ctx: RuntimeContext,
+        sink: EventSink,
+        rx: mpsc::Receiver<AgentEvent>,
+    ) -> AgentStream {
+        let agent = self.clone();
+        let future = async move {
+            let result = agent.run(input, ctx, sink.clone()).await;
+            match &result {
+                Ok(message) => {
+                    sink.emit(EventKind::Final {
+                        message: message.clone(),
+                    })
+                    .await
+                }
+                Err(err) => {
+                    sink.emit(EventKind::Error {
+                        message: error_chain(err),
+                    })
+                    .await
+                }
+            }
+        };
+        AgentStream {
+            future: Some(Box::pin(future)),
+            rx,
+        }
+    }
+
+    /// Runs one call with an explicit event sink.
+    ///
+    /// # Errors
+    /// See [`call`](Self::call).
+    pub async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
+        let key = self.key_for(&ctx)?;
+        let span = tracing::info_span!(
+            "invoke_agent",
+            gen_ai.agent.name = %key.agent_id,
+            user_id = %key.user_id,
+            session_id = %key.session_id,
+        );
+        self.run_keyed(input, ctx, events, key).instrument(span).await
+    }
+
+    async fn run_keyed(
+        &self,
+        input: AgentInput,
+        ctx: RuntimeContext,
+        events: EventSink,
+        key: StateKey,
+    ) -> Result<Msg, AgentError> {
+        let kernel = &*self.kernel;
+        let (mut state, version) = kernel.store.load(&key).await?.unwrap_or_default();
+        let repaired = repair_tool_pairs(&mut state.messages);
+        if repaired > 0 {
+            tracing::warn!(repairs = repaired, "repaired tool calls left without results");
+        }
+        let mut turn = Turn {
+            ctx,
+            key,
+            state,
+            version,
+            input: input.0,
+            appended: Vec::new(),
+            events,
+            step: 0,
+            usage: Usage::default(),
+            tools: kernel.toolkit.specs(),
+            step_notes: Vec::new(),
+            output: None,
+        };
+        let result = AgentNext {
+            rest: &kernel.chain.agent,
+            kernel,
+        }
+        .run(&mut turn)
+        .await;
+        // Save also after a failure: finished steps and the user's message are kept.
+        let saved = kernel.store.save(&turn.key, &turn.state, turn.version).await;
+        result?;
+        saved?;
+        turn.output.take().ok_or(AgentError::Capability {
+            capability: "agent",
+            source: "the call ended without a final message (a middleware skipped the loop)".into(),
+        })
+    }
+}
+
+impl Kernel {
+    /// The innermost `agent` layer: the loop.
+    pub(crate) async fn run_loop(&self, turn: &mut Turn) -> Result<(), AgentError> {
+        turn.events
+            .emit(EventKind::AgentStart {
+                session_id: turn.key.session_id.to_string(),
+            })
+            .await;
+        for msg in std::mem::take(&mut turn.input) {
+            turn.push(msg);
+        }
+        let limit = self.config.max_iters.get();
+        for step in 1..=limit {
+            turn.step = step;
+            if turn.ctx.is_cancelled() {
+                return Err(AgentError::Cancelled);
+            }
+            ReasoningNext {
+                rest: &self.chain.reasoning,
+                kernel: self,
+            }
+            .run(turn)
+            .await?;
+            let Some(reply) = turn.last_message().filter(|m| m.role == Role::Assistant).cloned() else {
+                return Err(AgentError::Capability {
+                    capability: "reasoning",
+                    source: "a reasoning step ended without an assistant message".into(),
+                });
+            };
+            if !reply.has_tool_calls() {
+                turn.events
+                    .emit(EventKind::StepEnd {
+                        step,
+                        usage: reply.usage,
+                    })
+                    .await;
+                turn.output = Some((*reply).clone());
+                return Ok(());
+            }
+            self.act(turn, &reply).await;
+            turn.events
+                .emit(EventKind::StepEnd {
+                    step,
+                    usage: reply.usage,
+                })
+                .await;
+            if turn.ctx.is_cancelled() {
+                return Err(AgentError::Cancelled);
+            }
+        }
+        // Out of steps: one last call without tools asks for the answer.
+        turn.events.emit(EventKind::MaxIterations { limit }).await;
+        turn.step = limit + 1;
+        turn.tools = Arc::from(Vec::new());
+        turn.step_notes.push(format!(
+            "You have used all {limit} reasoning steps allowed for this request. Do not call tools. \
+             Answer now with what you have, and say what is left undone."
+        ));
+        ReasoningNext {
+            rest: &self.chain.reasoning,
+            kernel: self,
+        }
+        .run(turn)
+        .await?;
+        let reply = turn.state.messages.pop().filter(|m| m.role == Role::Assistant);
+        let Some(reply) = reply else {
+            return Err(AgentError::Capability {
+                capability: "reasoning",
+                source: "no final message".into(),
+            });
+        };
+        // Tools were not offered; any call the model made anyway cannot run, so drop it
+        // rather than leave a call without a result.
+        let mut reply = (*reply).clone();
+        reply.content.retain(|block| !matches!(block, Block::ToolUse { .. }));
+        if reply.text().is_empty() {
+            reply.content.push(Block::text(format!(
+                "(stopped after {limit} steps without a final answer)"
+            )));
+        }
+        let reply = Arc::new(reply);
+        turn.state.messages.push(Arc::clone(&reply));
+        if let Some(last) = turn.appended.last_mut() {
+            *last = Arc::clone(&reply);
+        }
+        turn.output = Some((*reply).clone());
+        Ok(())
+    }
+
+    /// The innermost `reasoning` layer: prompt, model call, decode, append.
+    pub(crate) async fn reason(&self, turn: &mut Turn) -> Result<(), AgentError> {
+        let mut system = SystemPrompt::new(self.config.sys_prompt.clone());
+        for layer in &self.chain.system_prompt {
+            layer.system_prompt(&mut system, turn).await;
+        }
+        for note in std::mem::take(&mut turn.step_notes) {
+            system.push_volatile("step_note", note);
+        }
+        let tools = Arc::clone(&turn.tools);
+        let request = ChatRequest {
+            system,
+            messages: turn.state.messages.clone(),
+            tool_choice: if tools.is_empty() {
+                ToolChoice::None
+            } else {
+                ToolChoice::Auto
+            },
+            tools,
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+            extra: self.config.extra.clone(),
+        };
+        let cancel = turn.ctx.cancellation().clone();
+        let span = tracing::info_span!("chat", gen_ai.request.model = %self.model.name(), step = turn.step);
+        let response = async {
+            let info = ModelCallInfo {
+                turn,
+                model: self.model.name(),
+            };
+            let mut stream = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(AgentError::Cancelled),
+                opened = ModelNext { rest: &self.chain.model_call, kernel: self }.run(request, info) => opened?,
+            };
+            let mut acc = ResponseAccumulator::default();
+            let mut started = std::collections::HashSet::new();
+            loop {
+                let chunk = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return Err(AgentError::Cancelled),
+                    chunk = stream.next() => chunk,
+                };
+                let Some(chunk) = chunk else { break };
+                let chunk = chunk?;
+                if turn.events.is_active() {
+                    emit_chunk(&turn.events, &chunk, &mut started).await;
+                }
+                acc.push(&chunk);
+            }
+            Ok(acc.finish())
+        }
+        .instrument(span)
+        .await?;
+        if let Some(usage) = &response.usage {
+            turn.usage.add(usage);
+        }
+        turn.push(response.message);
+        Ok(())
+    }
+
+    /// Runs the tool calls of `reply` concurrently and appends their results in call order.
+    async fn act(&self, turn: &mut Turn, reply: &Msg) {
+        let calls: Vec<ToolCall> = reply
+            .tool_calls()
+            .map(|call| ToolCall {
+                id: call.id.to_owned(),
+                name: call.name.to_owned(),
+                input: call.input.clone(),
+            })
+            .collect();
+        if turn.events.is_active() {
+            for call in &calls {
+                turn.events
+                    .emit(EventKind::ToolCallEnd {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        input: call.input.clone(),
+                    })
+                    .await;
+            }
+        }
+        let contexts: Vec<ToolContext> = calls
+            .iter()
+            .map(|call| ToolContext {
+                runtime: turn.ctx.clone(),
+                call_id: call.id.clone(),
+                events: turn.events.clone(),
+            })
+            .collect();
+        let outputs = futures::future::join_all(calls.iter().zip(&contexts).map(|(call, ctx)| {
+            let span =
+                tracing::info_span!("execute_tool", gen_ai.tool.name = %call.name, gen_ai.tool.call.id = %call.id);
+            ActingNext {
+                rest: &self.chain.acting,
+                kernel: self,
+            }
+            .run(call.clone(), ctx)
+            .instrument(span)
+        }))
+        .await;
+        for (call, output) in calls.into_iter().zip(outputs) {
+            if turn.events.is_active() {
+                turn.events
+                    .emit(EventKind::ToolResult {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: output.content.clone(),
+                        is_error: output.is_error,
+                    })
+                    .await;
+            }
+            turn.push(Msg::tool_result(call.id, output.content, output.is_error));
+        }
+    }
+
+    /// The innermost `acting` layer: validate, call, catch a panic, apply the time limit.
+    pub(crate) async fn invoke(&self, call: ToolCall, ctx: &ToolContext) -> ToolOutput {
+        let tool = match self.toolkit.prepare(&call.name, &call.input) {
+            Ok(tool) => Arc::clone(tool),
+            Err(err) => return ToolOutput::error(err.to_string()),
+        };
+        let limit = tool.timeout().unwrap_or(self.config.tool_timeout);
+        let running = AssertUnwindSafe(tool.call(call.input, ctx)).catch_unwind();
+        let result = tokio::select! {
+            biased;
+            () = ctx.runtime.cancellation().cancelled() => Err(ToolError::Cancelled),
+            finished = tokio::time::timeout(limit, running) => match finished {
+                Err(_elapsed) => Err(ToolError::Timeout { tool: call.name.clone(), after: limit }),
+                Ok(Err(panic)) => Err(ToolError::Panicked { tool: call.name.clone(), message: panic_message(&panic) }),
+                Ok(Ok(result)) => result,
+            },
+        };
+        match result {
+            Ok(output) => output,
+            Err(err) => {
+                tracing::debug!(tool = %call.name, error = %err, "tool call failed");
+                ToolOutput::error(err.to_string())
+            }
+        }
+    }
+}
+
+async fn emit_chunk(events: &EventSink, chunk: &ModelChunk, started: &mut std::collections::HashSet<usize>) {
+    match chunk {
+        ModelChunk::TextDelta(text) if !text.is_empty() => {
+            events.emit(EventKind::TextDelta { delta: text.clone() }).await
+        }
+        ModelChunk::ThinkingDelta { text, .. } if !text.is_empty() => {
+            events.emit(EventKind::ThinkingDelta { delta: text.clone() }).await;
+        }
+        ModelChunk::ToolCallDelta {
+            index,
+            id,
+            name,
+            arguments,
+        } => {
+            if let Some(name) = name.as_ref().filter(|_| started.insert(*index)) {
+                let id = id.clone().unwrap_or_default();
+                events.emit(EventKind::ToolCallStart { id, name: name.clone() }).await;
+            }
+            if !arguments.is_empty() {
+                events
+                    .emit(EventKind::ToolCallArgs {
+                        index: *index,
+                        delta: arguments.clone(),
+                    })
+                    .await;
+            }
+        }
+        _ => {}
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic with a non-text payload".to_owned())
+}
+
+/// An error and its sources, joined with `: `.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The events of one streaming call. Polling the stream drives the call; dropping it stops
+/// the call (the state is saved only if the call reaches its end).
+pub struct AgentStream {
+    future: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    rx: mpsc::Receiver<AgentEvent>,
+}
+
+impl std::fmt::Debug for AgentStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentStream")
+            .field("running", &self.future.is_some())
+            .finish()
+    }
+}
+
+impl Stream for AgentStream {
+    type Item = AgentEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
+        loop {
+            if let Poll::Ready(Some(event)) = self.rx.poll_recv(cx) {
+                return Poll::Ready(Some(event));
+            }
+            match self.future.as_mut() {
+                Some(future) => match future.as_mut().poll(cx) {
+                    // The call ended: its sink is dropped, so the channel drains and closes.
+                    Poll::Ready(()) => self.future = None,
+                    Poll::Pending => return Poll::Pending,
+                },
+                None => return self.rx.poll_recv(cx),
+            }
+        }
+    }
+}

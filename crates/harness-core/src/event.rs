@@ -1,0 +1,177 @@
+//! [`AgentEvent`]: what a streaming call yields. Front-ends see only these.
+
+use crate::message::{Block, Msg, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// Which agent produced an event. `None` on the top-level agent's own events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventSource {
+    /// The producing agent.
+    pub agent_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Nesting depth (a direct child is 1).
+    pub depth: u32,
+    /// Slash-separated path from the root, e.g. `main/researcher`.
+    pub path: String,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A call started.
+    AgentStart {
+        /// The session it runs in.
+        session_id: String,
+    },
+    /// More answer text.
+    TextDelta {
+        /// The text.
+        delta: String,
+    },
+    /// More reasoning text.
+    ThinkingDelta {
+        /// The text.
+        delta: String,
+    },
+    /// The model started a tool call.
+    ToolCallStart {
+        /// Call id (may be generated when the provider gave none yet).
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// More argument text of a tool call.
+    ToolCallArgs {
+        /// Position of the call in the response.
+        index: usize,
+        /// Argument text.
+        delta: String,
+    },
+    /// A tool call is complete and about to run.
+    ToolCallEnd {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Parsed arguments.
+        input: Value,
+    },
+    /// A tool finished.
+    ToolResult {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Output blocks.
+        content: Vec<Block>,
+        /// Whether it failed.
+        is_error: bool,
+    },
+    /// A reasoning-acting step ended.
+    StepEnd {
+        /// 1-based step number.
+        step: u32,
+        /// Usage of the step's model call.
+        usage: Option<Usage>,
+    },
+    /// The maximum number of steps was reached; a final answer without tools was requested.
+    MaxIterations {
+        /// The limit.
+        limit: u32,
+    },
+    /// Something was degraded but handled (a skipped file, a failed background job).
+    Warning {
+        /// Machine-readable code, e.g. `workspace.file_skipped`.
+        code: String,
+        /// What happened.
+        message: String,
+    },
+    /// A capability's own notice (compaction, eviction, …) with structured details.
+    Notice {
+        /// Machine-readable kind, e.g. `compaction`.
+        kind: String,
+        /// Details.
+        data: Value,
+    },
+    /// The call failed.
+    Error {
+        /// What went wrong.
+        message: String,
+    },
+    /// The call's final message. Always the last event of a successful call.
+    Final {
+        /// The assistant's final message.
+        message: Msg,
+    },
+}
+
+/// One event, with its source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentEvent {
+    /// Which agent produced it; `None` for the top-level agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<EventSource>,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Where a call sends its events. A sink without a receiver (a plain `call`) drops them
+/// without building them where it can (see [`is_active`](Self::is_active)).
+#[derive(Debug, Clone, Default)]
+pub struct EventSink {
+    tx: Option<mpsc::Sender<AgentEvent>>,
+    source: Option<EventSource>,
+}
+
+impl EventSink {
+    /// A sink that drops everything.
+    pub fn disabled() -> Self {
+        Self::default()
+    }
+
+    /// A sink feeding `tx`.
+    pub fn new(tx: mpsc::Sender<AgentEvent>) -> Self {
+        Self {
+            tx: Some(tx),
+            source: None,
+        }
+    }
+
+    /// The same sink, tagging events with `source` (for child agents).
+    #[must_use]
+    pub fn with_source(mut self, source: EventSource) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Whether anyone listens. Producers of costly events check this first.
+    pub fn is_active(&self) -> bool {
+        self.tx.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// Sends an event, waiting while the receiver is behind (the channel is bounded). A gone
+    /// receiver is not an error: the call goes on.
+    pub async fn emit(&self, kind: EventKind) {
+        if let Some(tx) = &self.tx {
+            let _gone = tx
+                .send(AgentEvent {
+                    source: self.source.clone(),
+                    kind,
+                })
+                .await;
+        }
+    }
+
+    /// Forwards an event produced elsewhere (a child agent), keeping its source.
+    pub async fn forward(&self, event: AgentEvent) {
+        if let Some(tx) = &self.tx {
+            let _gone = tx.send(event).await;
+        }
+    }
+}

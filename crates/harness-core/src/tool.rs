@@ -1,0 +1,349 @@
+//! Tools: [`Tool`] (object-safe), [`TypedTool`] (typed arguments with a derived schema) and the
+//! [`Toolkit`] that validates arguments before a call.
+
+use crate::context::RuntimeContext;
+use crate::event::EventSink;
+use crate::message::Block;
+use crate::model::ToolSpec;
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a tool returns: blocks the model reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Output blocks (text, images).
+    pub content: Vec<Block>,
+    /// Whether this is an error the model should see as one.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![Block::text(text)],
+            is_error: false,
+        }
+    }
+
+    /// An error result with an actionable message.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            content: vec![Block::text(message)],
+            is_error: true,
+        }
+    }
+
+    /// The text blocks joined with newlines.
+    pub fn text_content(&self) -> String {
+        let mut out = String::new();
+        for text in self.content.iter().filter_map(Block::as_text) {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(text);
+        }
+        out
+    }
+
+    /// Total bytes of text.
+    pub fn text_len(&self) -> usize {
+        self.content.iter().filter_map(Block::as_text).map(str::len).sum()
+    }
+}
+
+/// Why a tool call failed. Every variant becomes an error result the model reads; the
+/// message says what to do differently.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The model called a tool that does not exist.
+    #[error("unknown tool `{name}`; available tools: {available}")]
+    UnknownTool {
+        /// The requested name.
+        name: String,
+        /// Comma-separated names of the offered tools.
+        available: String,
+    },
+    /// The arguments do not match the schema.
+    #[error("invalid arguments for `{tool}`: {message}")]
+    InvalidArguments {
+        /// Tool name.
+        tool: String,
+        /// What is wrong, from the validator.
+        message: String,
+    },
+    /// The tool ran and failed; `message` is what the model should know.
+    #[error("{message}")]
+    Failed {
+        /// Actionable message.
+        message: String,
+    },
+    /// The tool did not finish in time.
+    #[error("tool `{tool}` timed out after {after:?}")]
+    Timeout {
+        /// Tool name.
+        tool: String,
+        /// The limit.
+        after: Duration,
+    },
+    /// The tool panicked.
+    #[error("tool `{tool}` crashed: {message}")]
+    Panicked {
+        /// Tool name.
+        tool: String,
+        /// The panic payload, when it was text.
+        message: String,
+    },
+    /// The call was cancelled before the tool finished.
+    #[error("tool call cancelled before it finished")]
+    Cancelled,
+}
+
+impl ToolError {
+    /// A failure with a message for the model.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed {
+            message: message.into(),
+        }
+    }
+}
+
+/// One tool call to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// Call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the model sent them.
+    pub input: Value,
+}
+
+/// What a tool sees of the call it runs in.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The call's runtime context (identity, typed extras, cancellation).
+    pub runtime: RuntimeContext,
+    /// This tool call's id.
+    pub call_id: String,
+    /// The call's event sink.
+    pub events: EventSink,
+}
+
+/// A callable tool. Most tools implement [`TypedTool`] instead and are wrapped by
+/// [`typed`].
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// Name, description and argument schema.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool. Arguments were already validated against the schema.
+    ///
+    /// # Errors
+    /// A [`ToolError`], which the model sees as an error result.
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// A per-tool time limit overriding the agent's default.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// A tool with typed arguments. The schema is derived from `Args` once, at wrap time.
+#[async_trait]
+pub trait TypedTool: Send + Sync + 'static {
+    /// Wire name.
+    const NAME: &'static str;
+    /// Description for the model.
+    const DESCRIPTION: &'static str;
+    /// Arguments; field docs become the schema text the model reads.
+    type Args: DeserializeOwned + JsonSchema + Send;
+
+    /// Runs the tool.
+    ///
+    /// # Errors
+    /// A [`ToolError`], which the model sees as an error result.
+    async fn call(&self, args: Self::Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// A per-tool time limit.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// The JSON Schema of `T`, trimmed to what a provider needs.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+        object.remove("title");
+    }
+    schema
+}
+
+struct TypedAdapter<T> {
+    tool: T,
+    spec: ToolSpec,
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for TypedAdapter<T> {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: T::Args = serde_json::from_value(input).map_err(|err| ToolError::InvalidArguments {
+            tool: T::NAME.to_owned(),
+            message: err.to_string(),
+        })?;
+        self.tool.call(args, ctx).await
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.tool.timeout()
+    }
+}
+
+/// Wraps a [`TypedTool`] as a shareable [`Tool`].
+pub fn typed<T: TypedTool>(tool: T) -> Arc<dyn Tool> {
+    let spec = ToolSpec {
+        name: T::NAME.to_owned(),
+        description: T::DESCRIPTION.to_owned(),
+        input_schema: schema_of::<T::Args>(),
+    };
+    Arc::new(TypedAdapter { tool, spec })
+}
+
+/// Why a toolkit could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolkitError {
+    /// Two tools share a name.
+    #[error("two tools are named `{name}`; tool names must be unique")]
+    DuplicateName {
+        /// The name.
+        name: String,
+    },
+    /// A tool's schema does not compile.
+    #[error("the input schema of tool `{name}` is invalid: {message}")]
+    BadSchema {
+        /// Tool name.
+        name: String,
+        /// The compiler's words.
+        message: String,
+    },
+}
+
+struct Entry {
+    tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+}
+
+/// The tools of an agent, with compiled argument validators. Immutable once built.
+pub struct Toolkit {
+    entries: HashMap<String, Entry>,
+    specs: Arc<[ToolSpec]>,
+}
+
+impl std::fmt::Debug for Toolkit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toolkit").field("tools", &self.names()).finish()
+    }
+}
+
+impl Toolkit {
+    /// Checks names and compiles every schema.
+    ///
+    /// # Errors
+    /// [`ToolkitError`] on a duplicate name or a schema that does not compile.
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Self, ToolkitError> {
+        let mut entries = HashMap::with_capacity(tools.len());
+        let mut specs = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let spec = tool.spec().clone();
+            let validator = jsonschema::validator_for(&spec.input_schema).map_err(|err| ToolkitError::BadSchema {
+                name: spec.name.clone(),
+                message: err.to_string(),
+            })?;
+            if entries.contains_key(&spec.name) {
+                return Err(ToolkitError::DuplicateName { name: spec.name });
+            }
+            entries.insert(spec.name.clone(), Entry { tool, validator });
+            specs.push(spec);
+        }
+        Ok(Self {
+            entries,
+            specs: specs.into(),
+        })
+    }
+
+    /// The specs offered to the model, in registration order.
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        Arc::clone(&self.specs)
+    }
+
+    /// Tool names in registration order.
+    pub fn names(&self) -> Vec<&str> {
+        self.specs.iter().map(|spec| spec.name.as_str()).collect()
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+
+    /// Looks up a tool and checks `input` against its schema.
+    ///
+    /// # Errors
+    /// [`ToolError::UnknownTool`] or [`ToolError::InvalidArguments`].
+    pub fn prepare(&self, name: &str, input: &Value) -> Result<&Arc<dyn Tool>, ToolError> {
+        let entry = self.entries.get(name).ok_or_else(|| ToolError::UnknownTool {
+            name: name.to_owned(),
+            available: self.names().join(", "),
+        })?;
+        if let Value::String(raw) = input {
+            return Err(ToolError::InvalidArguments {
+                tool: name.to_owned(),
+                message: format!(
+                    "arguments must be a JSON object, got text that is not JSON: {}",
+                    excerpt(raw, 200)
+                ),
+            });
+        }
+        let problems: Vec<String> = entry
+            .validator
+            .iter_errors(input)
+            .take(5)
+            .map(|err| {
+                let at = err.instance_path().to_string();
+                if at.is_empty() {
+                    err.to_string()
+                } else {
+                    format!("at {at}: {err}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: name.to_owned(),
+                message: problems.join("; "),
+            });
+        }
+        Ok(&entry.tool)
+    }
+}
+
+/// At most `max` characters of `text`, with `…` when cut. Never splits a character.
+pub fn excerpt(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,1 @@
+//! harness-memory (placeholder until its issue lands).

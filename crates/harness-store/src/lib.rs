@@ -1,0 +1,1 @@
+//! harness-store (placeholder until its issue lands).

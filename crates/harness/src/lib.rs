@@ -1,0 +1,1 @@
+//! harness (placeholder until its issue lands).
