@@ -185,8 +185,11 @@ mod tests {
         }
     }
 
+    /// A plan with each message named: (cut, previous, replaced, protected).
+    type Named = (usize, Vec<String>, Vec<String>, Vec<String>);
+
     /// Runs a plan and names each message by its text (or call id) for readable asserts.
-    fn check(messages: Vec<Msg>, keep: Keep) -> Option<(usize, Vec<String>, Vec<String>, Vec<String>)> {
+    fn check(messages: Vec<Msg>, keep: Keep) -> Option<Named> {
         let messages: Vec<Arc<Msg>> = messages.into_iter().map(Arc::new).collect();
         let name = |at: &usize| {
             let msg = &messages[*at];

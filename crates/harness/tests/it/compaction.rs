@@ -3,7 +3,7 @@
 //! retention run.
 #![allow(clippy::expect_used)]
 
-use crate::support::{MemFs, TextTool, TranscriptRecorder, collect, ctx_with, notices, outcome, warnings};
+use crate::support::{MemFs, TranscriptRecorder, collect, ctx_with, notices, outcome, text_tool, warnings};
 use harness::compaction::{
     ArgsTruncatedNotice, Compaction, CompactionConfig, CompactionHook, CompactionNotice, CompactionOutcome,
     CompactionReason, NOTICE_ARGS_TRUNCATED, NOTICE_COMPACTION, OVERFLOW_HINT, OverflowHint, SummaryRecord,
@@ -186,7 +186,7 @@ async fn compacts_when_reported_tokens_reach_the_trigger_and_forgets_stale_usage
 
 #[tokio::test]
 async fn the_cut_never_separates_a_tool_call_from_its_result() {
-    let lookup = TextTool::new("lookup", |input| {
+    let lookup = text_tool("lookup", |input| {
         format!("value of {}", input["key"].as_str().unwrap_or_default())
     });
     let model = ScriptedModel::new()
@@ -471,7 +471,7 @@ async fn oversized_arguments_are_cut_first_without_a_model_call() {
     let agent = ReActAgent::builder()
         .model(model.clone())
         .state_store(store.clone())
-        .tool(TextTool::new("write_file", |_| "ok".to_owned()))
+        .tool(text_tool("write_file", |_| "ok".to_owned()))
         .middleware(recorder.clone())
         .middleware(Arc::new(compaction(config, &summaries)))
         .build()
@@ -594,7 +594,9 @@ fn retention_model(log: Log) -> ScriptedModel {
         let turn = turn_number(request);
         match request.messages.last().map(|msg| msg.role) {
             Some(Role::Tool) => Reply::text(format!("answer {turn} after lookup")),
-            _ if turn % 3 == 0 => call_reply("lookup", &format!("call-{turn}"), json!({"key": format!("k{turn}")})),
+            _ if turn.is_multiple_of(3) => {
+                call_reply("lookup", &format!("call-{turn}"), json!({"key": format!("k{turn}")}))
+            }
             _ => Reply::text(format!("answer {turn}")),
         }
     })
@@ -620,7 +622,7 @@ async fn retention_over_two_hundred_turns() {
     let summaries = retention_summarizer(Arc::clone(&log));
     let recorder = Arc::new(TranscriptRecorder::default());
     let config = CompactionConfig::default().trigger_messages(30).keep_messages(10);
-    let lookup = TextTool::new("lookup", |input| {
+    let lookup = text_tool("lookup", |input| {
         format!("value of {}", input["key"].as_str().unwrap_or_default())
     });
     let agent = ReActAgent::builder()
@@ -633,8 +635,8 @@ async fn retention_over_two_hundred_turns() {
         .expect("agent");
     let fs = MemFs::new();
     let ctx = ctx_with("alice", fs.clone());
-    for turn in 1..=200 {
-        let input = if turn % 25 == 0 {
+    for turn in 1..=200_u32 {
+        let input = if turn.is_multiple_of(25) {
             Msg::user(format!("turn {turn}: RULE-{turn}: never delete files under /data")).pinned()
         } else {
             Msg::user(format!("turn {turn}: fact-{turn} is {}", turn * 7))

@@ -2,7 +2,7 @@
 //! re-runs, exclusions, and write failures.
 #![allow(clippy::expect_used)]
 
-use crate::support::{FailingFs, MemFs, ReadFile, TextTool, collect, ctx_with, notices, outcome, warnings};
+use crate::support::{FailingFs, MemFs, ReadFile, collect, ctx_with, notices, outcome, text_tool, warnings};
 use harness::eviction::{
     EvictionNotice, EvictionOutcome, NOTICE_TOOL_RESULT_EVICTED, ToolResultEviction, ToolResultEvictionConfig,
     WARNING_EVICTION_FAILED,
@@ -80,7 +80,7 @@ async fn a_large_result_is_evicted_to_a_file_and_paged_with_read_file() {
     let full = big_text();
     let output = full.clone();
     let model = paging_model();
-    let tools = vec![TextTool::new("dump", move |_| output.clone()), ReadFile::tool()];
+    let tools = vec![text_tool("dump", move |_| output.clone()), ReadFile::tool()];
     let agent = agent(&model, tools, ToolResultEvictionConfig::default());
     let fs = MemFs::new();
     let events = collect(agent.stream("dump it", ctx_with("alice", fs.clone()))).await;
@@ -121,7 +121,7 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (at, ch) in digits.chars().enumerate() {
-        if at > 0 && (digits.len() - at) % 3 == 0 {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -133,7 +133,7 @@ fn thousands(n: usize) -> String {
 async fn running_the_same_call_again_does_not_fail() {
     let full = big_text();
     let runs = AtomicUsize::new(0);
-    let dump = TextTool::new("dump", move |_| {
+    let dump = text_tool("dump", move |_| {
         if runs.fetch_add(1, Ordering::SeqCst) < 2 {
             full.clone()
         } else {
@@ -171,8 +171,8 @@ async fn excluded_tools_and_small_results_are_left_alone() {
         .reply(call_reply("small", "c2", json!({})))
         .reply_text("done");
     let tools = vec![
-        TextTool::new("dump", move |_| output.clone()),
-        TextTool::new("small", |_| "tiny".to_owned()),
+        text_tool("dump", move |_| output.clone()),
+        text_tool("small", |_| "tiny".to_owned()),
     ];
     let agent = agent(&model, tools, ToolResultEvictionConfig::default().exclude("dump"));
     let fs = MemFs::new();
@@ -198,7 +198,7 @@ async fn a_failed_write_cuts_the_result_in_place_and_warns() {
             .reply_text("done");
         let agent = agent(
             &model,
-            vec![TextTool::new("dump", move |_| output.clone())],
+            vec![text_tool("dump", move |_| output.clone())],
             ToolResultEvictionConfig::default(),
         );
         let events = collect(agent.stream("go", ctx)).await;

@@ -275,7 +275,7 @@ impl Filesystem for MemFs {
             if let Some(glob) = &glob {
                 let rest: Vec<&str> = relative(path, base.as_str()).split('/').collect();
                 let name = rest.last().copied().unwrap_or("");
-                if !glob_match(glob, &rest) && !(glob.len() == 1 && glob_match(glob, &[name])) {
+                if !(glob_match(glob, &rest) || (glob.len() == 1 && glob_match(glob, &[name]))) {
                     continue;
                 }
             }
@@ -405,18 +405,16 @@ pub struct TextTool {
     output: Box<dyn Fn(&Value) -> String + Send + Sync>,
 }
 
-impl TextTool {
-    /// A tool named `name` (any arguments) answering `output(arguments)`.
-    pub fn new(name: &str, output: impl Fn(&Value) -> String + Send + Sync + 'static) -> Arc<dyn Tool> {
-        Arc::new(Self {
-            spec: ToolSpec {
-                name: name.to_owned(),
-                description: format!("test tool {name}"),
-                input_schema: serde_json::json!({"type": "object"}),
-            },
-            output: Box::new(output),
-        })
-    }
+/// A tool named `name` (any arguments) answering `output(arguments)`.
+pub fn text_tool(name: &str, output: impl Fn(&Value) -> String + Send + Sync + 'static) -> Arc<dyn Tool> {
+    Arc::new(TextTool {
+        spec: ToolSpec {
+            name: name.to_owned(),
+            description: format!("test tool {name}"),
+            input_schema: serde_json::json!({"type": "object"}),
+        },
+        output: Box::new(output),
+    })
 }
 
 #[async_trait]
