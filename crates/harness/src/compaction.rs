@@ -167,6 +167,12 @@ impl CompactionState {
             .unwrap_or_default()
     }
 
+    /// Just the boundary, read without decoding the history (this runs every step).
+    fn boundary(state: &AgentState) -> Option<String> {
+        let value = state.extensions.get(STATE_KEY)?.get("boundary")?;
+        value.as_str().map(str::to_owned)
+    }
+
     fn store(&self, state: &mut AgentState) {
         if let Ok(value) = serde_json::to_value(self) {
             state.extensions.insert(STATE_KEY.to_owned(), value);
@@ -275,7 +281,7 @@ impl Compaction {
     /// The pre-pass: cut oversized arguments when triggered (always when `forced`). Returns
     /// the context size afterwards.
     async fn truncate_pass(&self, turn: &mut Turn, forced: bool) -> u64 {
-        let boundary = CompactionState::load(&turn.state).boundary;
+        let boundary = CompactionState::boundary(&turn.state);
         let size = context_size(&turn.state.messages, boundary.as_deref(), self.estimator);
         let Some(config) = &self.config.truncate_args else {
             return size.tokens;
@@ -691,5 +697,6 @@ mod tests {
         state.store(&mut agent_state);
         let back = CompactionState::load(&agent_state);
         assert_eq!((back.compactions, back.boundary), (3, Some("m9".to_owned())));
+        assert_eq!(CompactionState::boundary(&agent_state), Some("m9".to_owned()));
     }
 }
