@@ -464,4 +464,18 @@ mod tests {
         ));
         assert!(ToolResultEviction::new(&AgentId::new("a/b"), ToolResultEvictionConfig::default()).is_err());
     }
+
+    #[test]
+    fn replacing_text_keeps_other_blocks_and_the_error_flag() {
+        let image = Block::Image {
+            source: harness_core::MediaSource::Path { path: "a.png".into() },
+        };
+        let output = ToolOutput {
+            content: vec![Block::text("a"), image.clone(), Block::text("b")],
+            is_error: true,
+        };
+        let replaced = replace_text(output, "placeholder".into());
+        assert_eq!(replaced.content, vec![Block::text("placeholder"), image]);
+        assert!(replaced.is_error);
+    }
 }

@@ -388,4 +388,28 @@ mod tests {
             None
         );
     }
+
+    #[test]
+    fn the_toml_table_parses_and_rejects_unknown_keys() {
+        let text = r#"
+            trigger_messages = 40
+            keep_tokens = 6000
+            model = "openai:gpt-4o-mini"
+            offload_before_compact = false
+
+            [truncate_args]
+            max_param_chars = 1000
+        "#;
+        let config: CompactionConfig = toml::from_str(text).unwrap_or_else(|err| panic!("{err}"));
+        let expected = CompactionConfig::default()
+            .trigger_messages(40)
+            .keep_tokens(6_000)
+            .model("openai:gpt-4o-mini")
+            .offload_before_compact(false)
+            .truncate_args(TruncateArgsConfig::default().max_param_chars(1_000));
+        assert_eq!(config, expected);
+        assert_eq!(config.validate(), Ok(()));
+        assert!(toml::from_str::<CompactionConfig>("trigger_msgs = 3").is_err());
+        assert!(toml::from_str::<CompactionConfig>("[truncate_args]\nmax_chars = 3").is_err());
+    }
 }
