@@ -3,7 +3,7 @@
 //! retention run.
 #![allow(clippy::expect_used)]
 
-use crate::support::{MemFs, TranscriptRecorder, collect, ctx_with, notices, outcome, text_tool, warnings};
+use crate::doubles::{MemFs, TranscriptRecorder, collect, ctx_with, notices, outcome, text_tool, warnings};
 use harness::compaction::{
     ArgsTruncatedNotice, Compaction, CompactionConfig, CompactionHook, CompactionNotice, CompactionOutcome,
     CompactionReason, NOTICE_ARGS_TRUNCATED, NOTICE_COMPACTION, OVERFLOW_HINT, OverflowHint, SummaryRecord,

@@ -2,7 +2,7 @@
 //! re-runs, exclusions, and write failures.
 #![allow(clippy::expect_used)]
 
-use crate::support::{FailingFs, MemFs, ReadFile, collect, ctx_with, notices, outcome, text_tool, warnings};
+use crate::doubles::{FailingFs, MemFs, ReadFile, collect, ctx_with, notices, outcome, text_tool, warnings};
 use harness::eviction::{
     EvictionNotice, EvictionOutcome, NOTICE_TOOL_RESULT_EVICTED, ToolResultEviction, ToolResultEvictionConfig,
     WARNING_EVICTION_FAILED,

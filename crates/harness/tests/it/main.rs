@@ -1,4 +1,5 @@
-//! Integration tests of the harness crate (one module per area).
+//! Integration tests of the `harness` crate.
+
 mod compaction;
+mod doubles;
 mod eviction;
-mod support;

@@ -1,5 +1,5 @@
-//! Test doubles shared by the integration tests: an in-memory `Filesystem`, a filesystem that
-//! refuses writes, simple tools, and event helpers.
+//! Test doubles for the compaction and eviction tests: an in-memory `Filesystem`, a filesystem
+//! that refuses writes, simple tools, a transcript recorder and event helpers.
 #![allow(clippy::expect_used, dead_code, unreachable_pub)]
 
 use futures::StreamExt;
