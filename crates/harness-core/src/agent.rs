@@ -605,6 +605,7 @@ impl Kernel {
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
             extra: self.config.extra.clone(),
+            stream: turn.events.is_active(),
         };
         let cancel = turn.ctx.cancellation().clone();
         let span = tracing::info_span!("chat", gen_ai.request.model = %self.model.name(), step = turn.step);
