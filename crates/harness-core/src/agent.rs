@@ -789,7 +789,10 @@ impl AgentStream {
     /// A stream that drives `future` and yields what it sends into the sink feeding `rx`.
     /// The future should end by emitting [`EventKind::Final`] or [`EventKind::Error`].
     pub fn new(future: impl Future<Output = ()> + Send + 'static, rx: mpsc::Receiver<AgentEvent>) -> Self {
-        Self { future: Some(Box::pin(future)), rx }
+        Self {
+            future: Some(Box::pin(future)),
+            rx,
+        }
     }
 
     /// A channel pair for [`new`](Self::new), with the kernel's capacity.

@@ -41,7 +41,9 @@ pub struct FileStateStore {
 
 impl std::fmt::Debug for FileStateStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileStateStore").field("root", &self.root).finish_non_exhaustive()
+        f.debug_struct("FileStateStore")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
     }
 }
 
@@ -62,7 +64,10 @@ impl FileStateStore {
 
     /// A store under `root` where `layout` places each session's directory.
     pub fn with_layout(root: impl Into<PathBuf>, layout: StateLayout) -> Self {
-        Self { root: root.into(), layout }
+        Self {
+            root: root.into(),
+            layout,
+        }
     }
 
     /// The directory of a session, after checking its ids.
@@ -70,12 +75,22 @@ impl FileStateStore {
     /// # Errors
     /// [`StateError::Corrupt`] is never returned; an unsafe id gives [`StateError::Backend`].
     pub fn dir_of(&self, key: &StateKey) -> Result<PathBuf, StateError> {
-        for check in [key.agent_id.validate(), key.user_id.validate(), key.session_id.validate()] {
+        for check in [
+            key.agent_id.validate(),
+            key.user_id.validate(),
+            key.session_id.validate(),
+        ] {
             check.map_err(|err| StateError::Backend(Box::new(err)))?;
         }
         let relative = (self.layout)(key);
-        if relative.is_absolute() || relative.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-            return Err(StateError::Backend(format!("state layout produced an unsafe path {relative:?}").into()));
+        if relative.is_absolute()
+            || relative
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(StateError::Backend(
+                format!("state layout produced an unsafe path {relative:?}").into(),
+            ));
         }
         Ok(self.root.join(relative))
     }
@@ -86,8 +101,10 @@ impl FileStateStore {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(StateError::Backend(Box::new(err))),
         };
-        let envelope: OwnedEnvelope = serde_json::from_slice(&bytes)
-            .map_err(|err| StateError::Corrupt { key: key.display(), message: err.to_string() })?;
+        let envelope: OwnedEnvelope = serde_json::from_slice(&bytes).map_err(|err| StateError::Corrupt {
+            key: key.display(),
+            message: err.to_string(),
+        })?;
         Ok(Some((envelope.state, envelope.version)))
     }
 
@@ -106,19 +123,30 @@ impl FileStateStore {
                 Err(err) => return Err(StateError::Backend(Box::new(err))),
             }
         }
-        parse_version(&header[..filled])
-            .ok_or_else(|| StateError::Corrupt { key: key.display(), message: "no version header".into() })
+        parse_version(&header[..filled]).ok_or_else(|| StateError::Corrupt {
+            key: key.display(),
+            message: "no version header".into(),
+        })
     }
 
     fn save_blocking(dir: &Path, key: &StateKey, bytes: &[u8], expected: Version) -> Result<Version, StateError> {
         let backend = |err: std::io::Error| StateError::Backend(Box::new(err));
         fs::create_dir_all(dir).map_err(backend)?;
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE)).map_err(backend)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(LOCK_FILE))
+            .map_err(backend)?;
         lock.lock().map_err(backend)?;
         let path = dir.join(STATE_FILE);
         let found = Self::stored_version(&path, key)?;
         if found != expected {
-            return Err(StateError::Conflict { key: key.display(), expected, found });
+            return Err(StateError::Conflict {
+                key: key.display(),
+                expected,
+                found,
+            });
         }
         let version = found + 1;
         let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(backend)?;
@@ -146,7 +174,9 @@ fn parse_version(header: &[u8]) -> Option<Version> {
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StateError> + Send + 'static,
 ) -> Result<T, StateError> {
-    tokio::task::spawn_blocking(work).await.map_err(|err| StateError::Backend(Box::new(err)))?
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| StateError::Backend(Box::new(err)))?
 }
 
 #[async_trait]
@@ -184,7 +214,11 @@ mod tests {
     use harness_core::{AgentId, Msg, SessionId, UserId};
 
     fn key(user: &str, session: &str) -> StateKey {
-        StateKey { agent_id: AgentId::new("a"), user_id: UserId::new(user), session_id: SessionId::new(session) }
+        StateKey {
+            agent_id: AgentId::new("a"),
+            user_id: UserId::new(user),
+            session_id: SessionId::new(session),
+        }
     }
 
     #[tokio::test]
@@ -200,7 +234,9 @@ mod tests {
         let (loaded, version) = store.load(&k).await.unwrap().unwrap();
         assert_eq!((loaded, version), (state.clone(), 2));
         match store.save(&k, &state, 1).await {
-            Err(StateError::Conflict { expected: 1, found: 2, .. }) => {}
+            Err(StateError::Conflict {
+                expected: 1, found: 2, ..
+            }) => {}
             other => panic!("expected a conflict, got {other:?}"),
         }
         assert!(dir.path().join("u1/agents/a/context/s1/agent_state.json").exists());
@@ -211,7 +247,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = FileStateStore::new(dir.path().join("root"));
         for (user, session) in [("..", "s"), ("u", ".."), ("u/../../x", "s"), ("u", "a/b")] {
-            assert!(store.save(&key(user, session), &AgentState::default(), 0).await.is_err());
+            assert!(
+                store
+                    .save(&key(user, session), &AgentState::default(), 0)
+                    .await
+                    .is_err()
+            );
         }
         assert!(!dir.path().join("root").exists());
     }
