@@ -117,6 +117,9 @@ pub struct Turn {
     /// Every message appended to the context during this call, in order (input, assistant
     /// messages, tool results). Persistence capabilities write these.
     pub appended: Vec<Arc<Msg>>,
+    /// How many of [`appended`](Self::appended) a persistence capability already wrote
+    /// durably (it advances this; the kernel never does).
+    pub persisted: usize,
     /// Where events go.
     pub events: EventSink,
     /// The current step (1-based; 0 before the first).
@@ -466,6 +469,7 @@ impl ReActAgent {
             version,
             input: input.0,
             appended: Vec::new(),
+            persisted: 0,
             events,
             step: 0,
             usage: Usage::default(),
@@ -601,6 +605,7 @@ impl Kernel {
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
             extra: self.config.extra.clone(),
+            stream: turn.events.is_active(),
         };
         let cancel = turn.ctx.cancellation().clone();
         let span = tracing::info_span!("chat", gen_ai.request.model = %self.model.name(), step = turn.step);
@@ -778,6 +783,23 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
 pub struct AgentStream {
     future: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     rx: mpsc::Receiver<AgentEvent>,
+}
+
+impl AgentStream {
+    /// A stream that drives `future` and yields what it sends into the sink feeding `rx`.
+    /// The future should end by emitting [`EventKind::Final`] or [`EventKind::Error`].
+    pub fn new(future: impl Future<Output = ()> + Send + 'static, rx: mpsc::Receiver<AgentEvent>) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
+            rx,
+        }
+    }
+
+    /// A channel pair for [`new`](Self::new), with the kernel's capacity.
+    pub fn channel() -> (EventSink, mpsc::Receiver<AgentEvent>) {
+        let (tx, rx) = mpsc::channel(EVENT_CAPACITY);
+        (EventSink::new(tx), rx)
+    }
 }
 
 impl std::fmt::Debug for AgentStream {

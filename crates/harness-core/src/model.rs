@@ -142,6 +142,9 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Provider-specific options passed through to the request body (e.g. `enable_thinking`).
     pub extra: BTreeMap<String, Value>,
+    /// Whether anyone watches the chunks as they arrive. When `false` a client may use the
+    /// provider's cheaper non-streaming endpoint and return the whole response as chunks.
+    pub stream: bool,
 }
 
 /// Why the model stopped.

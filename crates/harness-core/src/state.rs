@@ -25,9 +25,11 @@ pub struct AgentState {
     /// The context sent to the model, oldest first.
     #[serde(default)]
     pub messages: Vec<Arc<Msg>>,
-    /// How many transcript records this state already contains (for crash replay).
+    /// How many bytes of the session's append-only transcript this state already contains.
+    /// A transcript longer than this after a crash holds messages the state lacks; the
+    /// session layer replays them on load.
     #[serde(default)]
-    pub transcript_len: u64,
+    pub transcript_offset: u64,
     /// Capability state by capability name (compaction summaries, plan mode, …).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extensions: Map<String, Value>,
@@ -38,7 +40,7 @@ impl Default for AgentState {
         Self {
             format: STATE_FORMAT,
             messages: Vec::new(),
-            transcript_len: 0,
+            transcript_offset: 0,
             extensions: Map::new(),
         }
     }

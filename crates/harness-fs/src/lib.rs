@@ -17,3 +17,5 @@ pub use filesystem::{
 };
 pub use namespace::{IsolationScope, NamespaceFactory, RESERVED_NAMES};
 pub use path::{MAX_PATH_LEN, WsPath};
+mod scratch;
+pub use scratch::{LocalFs, Namespaced};

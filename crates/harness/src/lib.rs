@@ -1,7 +1,35 @@
-//! harness: `HarnessAgent` and the built-in capabilities over the Harness kernel.
+//! `HarnessAgent`: the ReAct kernel plus a file-based workspace (persona, knowledge,
+//! memory), durable sessions and per-user isolation.
 //!
-//! Context bounding lives in [`compaction`] (summaries, argument truncation, overflow
-//! recovery) and [`eviction`] (large tool results moved to files).
+//! Where to start: [`HarnessAgent::builder`]. The built-in middlewares run inside the
+//! user's, in this order (outermost first):
+//!
+//! 1. `session_persistence` — crash replay, transcript, session index ([`session`]).
+//! 2. `workspace_context` — the system prompt from the workspace ([`prompt`]).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use harness::HarnessAgent;
+//! use harness_core::RuntimeContext;
+//! use harness_models::ScriptedModel;
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("AGENTS.md"), "You are Ada, a terse assistant.")?;
+//! let model = ScriptedModel::new().reply_text("hello");
+//! let agent = HarnessAgent::builder().workspace(dir.path()).model(model.clone()).build()?;
+//! let reply = agent.call("hi", RuntimeContext::for_user("u1")).await?;
+//! assert_eq!(reply.text(), "hello");
+//! assert!(model.requests()[0].system.render().contains("You are Ada"));
+//! # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
 
+mod agent;
 pub mod compaction;
+pub mod config;
 pub mod eviction;
+pub mod prompt;
+pub mod session;
+pub mod workspace;
+
+pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};
+pub use config::{ConfigError, HarnessConfig};
+pub use workspace::{WorkspaceManager, init_workspace};

@@ -1,5 +1,10 @@
 //! Integration tests of the `harness` crate.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
+
 mod compaction;
 mod doubles;
 mod eviction;
+mod sessions;
+mod support;
+mod workspace;

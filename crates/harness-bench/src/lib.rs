@@ -1,1 +1,0 @@
-//! harness-bench (placeholder until its issue lands).

@@ -1,0 +1,141 @@
+//! `harness demo`: two turns on the scripted model in a fresh workspace, showing the persona
+//! injected, the history sent on turn 2 and the files written.
+
+use harness::HarnessAgent;
+use harness_core::{ChatRequest, Role, RuntimeContext};
+use harness_models::{Reply, ScriptedModel};
+use std::path::{Path, PathBuf};
+
+const PERSONA: &str = "# Persona\n\nYou are Harness Demo, a friendly assistant who remembers what people tell you\nand answers in one or two sentences.\n";
+const TURN_1: &str = "My name is Tianyu; today I am giving a talk about ReAct.";
+const TURN_2: &str = "What is my name and what am I doing today?";
+
+/// The text after `marker` up to the next `;` or `.`.
+fn after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    let start = text.find(marker)? + marker.len();
+    let rest = &text[start..];
+    let end = rest.find([';', '.']).unwrap_or(rest.len());
+    Some(rest[..end].trim())
+}
+
+/// A scripted model that answers from the conversation it is sent: turn 2's answer can
+/// only be right if turn 1 is in the request.
+fn demo_model() -> ScriptedModel {
+    ScriptedModel::from_fn(|request: &ChatRequest| {
+        let users: Vec<String> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .collect();
+        let last = users.last().cloned().unwrap_or_default();
+        let name = users
+            .iter()
+            .find_map(|text| after(text, "My name is").map(str::to_owned));
+        let plan = users
+            .iter()
+            .find_map(|text| after(text, "today I am").map(str::to_owned));
+        if last.contains("What is my name") {
+            match (name, plan) {
+                (Some(name), Some(plan)) => Reply::text(format!("Your name is {name}, and today you are {plan}.")),
+                _ => Reply::text("I don't know yet: nobody told me in this conversation."),
+            }
+        } else {
+            let name = name.unwrap_or_else(|| "there".into());
+            Reply::text(format!("Nice to meet you, {name}! Good luck with the talk."))
+        }
+    })
+}
+
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|entry| entry.path());
+    for entry in entries {
+        let path = entry.path();
+        if path.is_dir() {
+            list_files(root, &path, out);
+        } else if let Ok(meta) = entry.metadata() {
+            out.push((path.strip_prefix(root).unwrap_or(&path).to_owned(), meta.len()));
+        }
+    }
+}
+
+pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
+    let root = match workspace {
+        Some(dir) => dir,
+        None => tempfile::Builder::new().prefix("harness-demo-").tempdir()?.keep(),
+    };
+    harness::init_workspace(&root)?;
+    let agents_md = root.join("AGENTS.md");
+    if std::fs::read_to_string(&agents_md)
+        .map(|text| text == harness::workspace::AGENTS_TEMPLATE)
+        .unwrap_or(true)
+    {
+        std::fs::write(&agents_md, PERSONA)?;
+    }
+    let model = demo_model();
+    let agent = HarnessAgent::builder().workspace(&root).model(model.clone()).build()?;
+    let ctx = || RuntimeContext::for_user("tianyu").with_session("demo");
+
+    println!(
+        "Harness demo — offline, scripted model\nworkspace: {}\n",
+        root.display()
+    );
+    println!(
+        "persona (AGENTS.md):\n{}",
+        indent(&std::fs::read_to_string(&agents_md)?)
+    );
+    for (n, message) in [TURN_1, TURN_2].into_iter().enumerate() {
+        let reply = agent.call(message, ctx()).await?;
+        println!(
+            "── turn {} ──\n  user:      {message}\n  assistant: {}\n",
+            n + 1,
+            reply.text()
+        );
+    }
+
+    let requests = model.requests();
+    let turn2 = requests
+        .last()
+        .ok_or_else(|| anyhow::anyhow!("the model received no request"))?;
+    let system = turn2.system.render();
+    let persona_injected = system.contains("You are Harness Demo");
+    println!("turn 2's model request:");
+    println!(
+        "  system prompt: {} bytes; persona injected: {}",
+        system.len(),
+        if persona_injected { "yes" } else { "NO" }
+    );
+    if let Some(start) = system.find("<agents_context>") {
+        let end = system[start..]
+            .find("</agents_context>")
+            .map_or(system.len(), |at| start + at + "</agents_context>".len());
+        println!("{}", indent(&system[start..end]));
+    }
+    println!("  messages ({}):", turn2.messages.len());
+    for msg in &turn2.messages {
+        println!("    [{:?}] {}", msg.role, msg.text());
+    }
+    let mut files = Vec::new();
+    list_files(&root, &root, &mut files);
+    println!("\nfiles in the workspace:");
+    for (path, size) in files {
+        println!("  {:>7} B  {}", size, path.display());
+    }
+    println!(
+        "\nContinue this conversation with a real model:\n  harness run --workspace {} --user tianyu --session demo --model openai:gpt-4o-mini \"...\"",
+        root.display()
+    );
+    if !persona_injected || turn2.messages.iter().filter(|m| m.role == Role::User).count() < 2 {
+        anyhow::bail!("the demo did not see the persona or the history in turn 2's request");
+    }
+    Ok(())
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,1 +1,0 @@
-//! harness-cli (placeholder until its issue lands).

@@ -1,0 +1,296 @@
+//! The binary end to end.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn harness() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+    for key in [
+        "HARNESS_MODEL",
+        "HARNESS_WORKSPACE",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+    ] {
+        command.env_remove(key);
+    }
+    command
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn script(dir: &Path, body: &str) -> String {
+    let path = dir.join("script.json");
+    std::fs::write(&path, body).unwrap();
+    format!("scripted:{}", path.display())
+}
+
+#[test]
+fn demo_runs_offline_and_shows_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = harness()
+        .args(["demo", "--workspace"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("persona injected: yes"), "{stdout}");
+    assert!(
+        stdout.contains("Your name is Tianyu, and today you are giving a talk about ReAct."),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("tianyu/agents/harness/sessions/demo.log.jsonl"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn run_without_a_model_says_how_to_set_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = harness()
+        .args(["run", "--workspace"])
+        .arg(dir.path())
+        .arg("hi")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr.contains("--model") && stderr.contains("HARNESS_MODEL"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+}
+
+#[test]
+fn a_missing_api_key_names_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = harness()
+        .args(["run", "--model", "openai:gpt-4o-mini", "--workspace"])
+        .arg(dir.path())
+        .arg("hi")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
+}
+
+#[test]
+fn scripted_runs_continue_a_session_and_json_ends_with_the_final_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = script(
+        dir.path(),
+        r#"{"replies": [{"text": "first reply"}, {"text": "second reply"}]}"#,
+    );
+    let ws = dir.path().join("ws");
+    let output = harness()
+        .args(["run", "--model", &model, "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .arg("one")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{:?}", text(&output));
+    assert_eq!(text(&output).0.trim(), "first reply");
+    // A scripted model is re-read per process; the second process plays the script again.
+    let model = script(dir.path(), r#"{"replies": [{"text": "second reply"}]}"#);
+    let output = harness()
+        .args(["run", "--json", "--model", &model, "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .arg("two")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let last: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "final");
+    assert_eq!(last["message"]["content"][0]["text"], "second reply");
+    let output = harness()
+        .args(["sessions", "show", "s1", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&output);
+    assert!(
+        stdout.contains("one") && stdout.contains("first reply") && stdout.contains("two"),
+        "{stdout}"
+    );
+    let output = harness()
+        .args(["sessions", "list", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(text(&output).0.contains("s1"), "{:?}", text(&output));
+}
+
+#[test]
+fn model_errors_exit_one_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = script(dir.path(), r#"{"replies": [{"error": {"kind": "auth"}}]}"#);
+    let output = harness()
+        .args(["run", "--model", &model, "--workspace"])
+        .arg(dir.path().join("ws"))
+        .arg("hi")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("authentication"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_config_key_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("harness.toml"), "[agent]\nmodle = \"x\"\n").unwrap();
+    let model = script(dir.path(), r#"[{"text": "x"}]"#);
+    let output = harness()
+        .args(["run", "--model", &model, "--workspace"])
+        .arg(dir.path())
+        .arg("hi")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr.contains("modle"), "{stderr}");
+}
+
+#[test]
+fn init_writes_a_skeleton() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = harness().arg("init").arg(dir.path()).output().unwrap();
+    assert!(output.status.success());
+    for file in ["AGENTS.md", "knowledge/KNOWLEDGE.md", "harness.toml"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+}
+
+#[test]
+fn two_processes_on_one_session_take_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let model = script(dir.path(), r#"{"replies": [{"text": "slow reply", "delay_ms": 300}]}"#);
+    let children: Vec<_> = (0..2)
+        .map(|n| {
+            harness()
+                .args(["run", "--model", &model, "--session", "shared", "--workspace"])
+                .arg(&ws)
+                .arg(format!("message {n}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{:?}", text(&output));
+    }
+    let log = std::fs::read_to_string(ws.join("default/agents/harness/sessions/shared.log.jsonl")).unwrap();
+    let roles: Vec<String> = log
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["role"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"], "{log}");
+}
+
+mod openai_server {
+    //! A tiny OpenAI-compatible server on 127.0.0.1:0.
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::extract::State;
+    use axum::http::header;
+    use axum::response::Response;
+    use axum::routing::post;
+    use std::sync::{Arc, Mutex};
+
+    pub type Seen = Arc<Mutex<Vec<serde_json::Value>>>;
+
+    async fn completions(State(seen): State<Seen>, body: String) -> Response {
+        let request: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let stream = request["stream"].as_bool().unwrap_or(false);
+        seen.lock().unwrap().push(request);
+        if stream {
+            let body = [
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"hello "}}]}"#,
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"from fake"},"finish_reason":"stop"}]}"#,
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
+            ]
+            .iter()
+            .map(|data| format!("data: {data}\n\n"))
+            .collect::<String>()
+                + "data: [DONE]\n\n";
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from(body))
+                .unwrap()
+        } else {
+            let body = r#"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello from fake"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}"#;
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body))
+                .unwrap()
+        }
+    }
+
+    pub fn start() -> (String, Seen, tokio::runtime::Runtime) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let seen: Seen = Arc::default();
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(seen.clone());
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{address}/v1"), seen, runtime)
+    }
+}
+
+#[test]
+fn openai_compatible_servers_work_streaming_and_not() {
+    let (base, seen, _runtime) = openai_server::start();
+    let dir = tempfile::tempdir().unwrap();
+    for json in [false, true] {
+        let mut command = harness();
+        command.env("OPENAI_API_KEY", "sk-test").env("OPENAI_BASE_URL", &base);
+        command
+            .args(["run", "--model", "openai:any-model", "--workspace"])
+            .arg(dir.path());
+        if json {
+            command.arg("--json");
+        }
+        let output = command.arg("hi").output().unwrap();
+        let (stdout, stderr) = text(&output);
+        assert!(output.status.success(), "{stderr}");
+        assert!(stdout.contains("hello from fake"), "{stdout}");
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0]["model"], "any-model");
+    assert_eq!(seen[0]["stream"].as_bool().unwrap_or(false), false);
+    assert_eq!(seen[1]["stream"], true);
+    assert_eq!(
+        seen[1]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .count(),
+        2
+    );
+}

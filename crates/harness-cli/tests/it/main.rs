@@ -1,0 +1,6 @@
+//! Integration tests of the `harness` binary: the real executable in a temporary workspace.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
+
+mod cli;
+mod tidy;

@@ -1,0 +1,140 @@
+//! `harness.toml`: the optional configuration file at the workspace root.
+//!
+//! ```toml
+//! [agent]
+//! name = "assistant"                 # agent id: letters, digits, - _ . @ :
+//! model = "openai:gpt-4o-mini"       # provider:model (see harness-models)
+//! sys_prompt = "You are helpful."
+//! max_iters = 10
+//! max_context_tokens = 8000          # MEMORY.md budget in the prompt
+//! additional_context_files = ["docs/api.md"]
+//! isolation = "user"                 # session | user | agent | global
+//! ```
+//!
+//! Unknown keys are errors that name the key. Values set on the builder (or by CLI flags)
+//! override the file.
+
+use harness_fs::IsolationScope;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The file name looked up at the workspace root.
+pub const CONFIG_FILE: &str = "harness.toml";
+
+/// Why the configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid (syntax, types, unknown keys).
+    #[error("{path} is invalid: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said (names the key and line).
+        message: String,
+    },
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessConfig {
+    /// `[agent]`.
+    #[serde(default)]
+    pub agent: AgentConfig,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Agent name.
+    pub name: Option<String>,
+    /// Model spec, `provider:model`.
+    pub model: Option<String>,
+    /// Base system prompt.
+    pub sys_prompt: Option<String>,
+    /// Maximum reasoning-acting steps per call.
+    pub max_iters: Option<u32>,
+    /// Token budget of MEMORY.md in the prompt.
+    pub max_context_tokens: Option<usize>,
+    /// Files injected in full, relative to the workspace.
+    #[serde(default)]
+    pub additional_context_files: Vec<String>,
+    /// How runtime data is partitioned.
+    pub isolation: Option<IsolationScope>,
+}
+
+impl HarnessConfig {
+    /// Parses a configuration text; `path` is only used in messages.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the offending key.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|err| ConfigError::Invalid {
+            path: path.to_owned(),
+            message: err.to_string().trim().replace('\n', " "),
+        })
+    }
+
+    /// Loads `<workspace>/harness.toml`; a missing file is the default configuration.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unreadable or invalid file.
+    pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
+        let path = workspace.join(CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+}
+
+/// The commented `harness.toml` written by `harness init`.
+pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optional; CLI flags override these values.
+
+[agent]
+# name = "assistant"              # agent id: letters, digits, - _ . @ :
+# model = "openai:gpt-4o-mini"    # or anthropic:..., deepseek:..., dashscope:..., ollama:..., scripted:PATH
+# sys_prompt = "You are a helpful assistant."
+# max_iters = 10                  # reasoning-acting steps per call
+# max_context_tokens = 8000       # MEMORY.md budget in the system prompt
+# additional_context_files = []   # extra files injected in full, relative to the workspace
+# isolation = "user"              # session | user | agent | global
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = HarnessConfig::parse("[agent]\nmax_iter = 3\n", Path::new("harness.toml")).err();
+        let message = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("max_iter"), "{message}");
+        let err = HarnessConfig::parse("[agnet]\n", Path::new("harness.toml")).err();
+        assert!(err.map(|e| e.to_string()).unwrap_or_default().contains("agnet"));
+    }
+
+    #[test]
+    fn template_parses_and_values_load() {
+        assert_eq!(
+            HarnessConfig::parse(CONFIG_TEMPLATE, Path::new("t")).ok(),
+            Some(HarnessConfig::default())
+        );
+        let config = HarnessConfig::parse("[agent]\nmax_iters = 3\nisolation = \"session\"\n", Path::new("t"))
+            .unwrap_or_default();
+        assert_eq!(config.agent.max_iters, Some(3));
+        assert_eq!(config.agent.isolation, Some(IsolationScope::Session));
+    }
+}

@@ -1,0 +1,404 @@
+//! Durable sessions: the append-only transcript, the session index, crash replay and the
+//! per-session turn gate.
+//!
+//! Files, in the caller's namespace:
+//!
+//! ```text
+//! agents/<agentId>/sessions/<sessionId>.log.jsonl   one Msg per line, append-only, never rewritten
+//! agents/<agentId>/sessions/sessions.json           {"v":1,"sessions":{"<id>":{summary,created,updated,message_count}}}
+//! ```
+//!
+//! The transcript is written as the call goes (before each model call and after it), so a
+//! process that dies mid-turn leaves the finished messages on disk. The agent state records
+//! how many transcript bytes it contains (`transcript_offset`); on the next call, anything
+//! past that offset is replayed into the state and a tool call left without a result gets a
+//! synthetic "interrupted" result.
+
+use harness_core::{
+    AgentError, AgentNext, Hooks, Middleware, Msg, ReasoningNext, Role, Turn, async_trait, repair_tool_pairs,
+};
+use harness_fs::{CallWorkspace, Filesystem, FsError, WriteMode, WsPath};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// The transcript of a session, relative to the caller's namespace.
+///
+/// # Errors
+/// [`FsError::InvalidPath`] for unsafe ids (ids are checked before they reach here).
+pub fn transcript_path(agent: &str, session: &str) -> Result<WsPath, FsError> {
+    WsPath::parse(&format!("agents/{agent}/sessions/{session}.log.jsonl"))
+}
+
+/// The session index of an agent, relative to the caller's namespace.
+///
+/// # Errors
+/// [`FsError::InvalidPath`] for an unsafe agent id.
+pub fn index_path(agent: &str) -> Result<WsPath, FsError> {
+    WsPath::parse(&format!("agents/{agent}/sessions/sessions.json"))
+}
+
+/// One entry of `sessions.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// The first user message, cut to 120 characters.
+    pub summary: String,
+    /// When the session started.
+    pub created: jiff::Timestamp,
+    /// When it last changed.
+    pub updated: jiff::Timestamp,
+    /// Messages in its transcript.
+    pub message_count: u64,
+}
+
+/// `sessions.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionIndex {
+    /// Format version.
+    #[serde(default = "one")]
+    pub v: u32,
+    /// Sessions by id.
+    #[serde(default)]
+    pub sessions: BTreeMap<String, SessionSummary>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Reads every complete record of a transcript. A torn or corrupt line is skipped (with a
+/// count) instead of failing the read.
+pub fn parse_transcript(bytes: &[u8]) -> (Vec<Msg>, usize) {
+    let mut messages = Vec::new();
+    let mut skipped = 0;
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Msg>(line) {
+            Ok(msg) => messages.push(msg),
+            Err(_) => skipped += 1,
+        }
+    }
+    (messages, skipped)
+}
+
+/// Reads a session's transcript from `fs` (missing = empty).
+///
+/// # Errors
+/// [`FsError`] other than not-found.
+pub async fn read_transcript(fs: &dyn Filesystem, agent: &str, session: &str) -> Result<Vec<Msg>, FsError> {
+    match fs.read(&transcript_path(agent, session)?).await {
+        Ok(bytes) => Ok(parse_transcript(&bytes).0),
+        Err(FsError::NotFound { .. }) => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Reads an agent's session index (missing or corrupt = empty; corrupt is logged, and the
+/// next update keeps the corrupt file aside instead of silently dropping it).
+pub async fn read_index(fs: &dyn Filesystem, agent: &str) -> SessionIndex {
+    let Ok(path) = index_path(agent) else {
+        return SessionIndex::default();
+    };
+    match fs.read(&path).await {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "sessions.json is corrupt; treating it as empty");
+            SessionIndex::default()
+        }),
+        Err(_) => SessionIndex::default(),
+    }
+}
+
+fn session_error(err: impl Into<harness_core::BoxError>) -> AgentError {
+    AgentError::Capability {
+        capability: "session_persistence",
+        source: err.into(),
+    }
+}
+
+/// The `session_persistence` middleware: replays a crashed turn, writes the transcript as
+/// the call goes, and updates the session index at the end (also after a failure).
+#[derive(Debug, Default)]
+pub struct SessionPersistence {
+    /// One async lock per index file, so updates in this process never race (CAS covers
+    /// other processes).
+    index_locks: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+}
+
+impl SessionPersistence {
+    async fn flush(&self, turn: &mut Turn) -> Result<(), AgentError> {
+        if turn.persisted >= turn.appended.len() {
+            return Ok(());
+        }
+        let call = turn
+            .ctx
+            .get::<CallWorkspace>()
+            .ok_or_else(|| session_error("the call has no workspace bound"))?;
+        let mut lines = Vec::with_capacity(256 * (turn.appended.len() - turn.persisted));
+        for msg in &turn.appended[turn.persisted..] {
+            serde_json::to_writer(&mut lines, msg.as_ref()).map_err(session_error)?;
+            lines.push(b'\n');
+        }
+        let path = transcript_path(turn.key.agent_id.as_str(), turn.key.session_id.as_str()).map_err(session_error)?;
+        call.user.append(&path, &lines).await.map_err(session_error)?;
+        turn.state.transcript_offset += lines.len() as u64;
+        turn.persisted = turn.appended.len();
+        Ok(())
+    }
+
+    /// Brings the state up to date with the transcript after a crash.
+    async fn replay(&self, turn: &mut Turn) -> Result<(), AgentError> {
+        let call = turn
+            .ctx
+            .get::<CallWorkspace>()
+            .ok_or_else(|| session_error("the call has no workspace bound"))?;
+        let path = transcript_path(turn.key.agent_id.as_str(), turn.key.session_id.as_str()).map_err(session_error)?;
+        let size = match call.user.stat(&path).await {
+            Ok(info) => info.size,
+            Err(FsError::NotFound { .. }) => 0,
+            Err(err) => return Err(session_error(err)),
+        };
+        if size == turn.state.transcript_offset {
+            return Ok(());
+        }
+        let bytes = call.user.read(&path).await.map_err(session_error)?;
+        let offset = usize::try_from(turn.state.transcript_offset).unwrap_or(usize::MAX);
+        if bytes.len() < offset {
+            // The transcript is shorter than the state believes (restored from an older
+            // copy?): keep the state, resynchronise the offset.
+            tracing::warn!(size = bytes.len(), offset, "transcript shorter than the state's offset");
+            turn.state.transcript_offset = bytes.len() as u64;
+            return Ok(());
+        }
+        let (missing, torn) = parse_transcript(&bytes[offset..]);
+        let known: std::collections::HashSet<&str> = turn.state.messages.iter().map(|m| m.id.as_str()).collect();
+        let missing: Vec<Msg> = missing.into_iter().filter(|m| !known.contains(m.id.as_str())).collect();
+        let mut repaired = missing.len();
+        for msg in missing {
+            turn.state.messages.push(Arc::new(msg));
+        }
+        repaired += repair_tool_pairs(&mut turn.state.messages);
+        // A torn last line: end it so the next record starts on a line of its own.
+        let mut end = bytes.len() as u64;
+        if bytes.last().is_some_and(|b| *b != b'\n') {
+            call.user.append(&path, b"\n").await.map_err(session_error)?;
+            end += 1;
+        }
+        turn.state.transcript_offset = end;
+        tracing::warn!(
+            replayed = repaired,
+            torn,
+            "session repaired from its transcript after an interrupted turn"
+        );
+        Ok(())
+    }
+
+    async fn update_index(&self, turn: &Turn) -> Result<(), AgentError> {
+        let call = turn
+            .ctx
+            .get::<CallWorkspace>()
+            .ok_or_else(|| session_error("the call has no workspace bound"))?;
+        let path = index_path(turn.key.agent_id.as_str()).map_err(session_error)?;
+        let gate = {
+            let key = format!("{}|{}", call.user.describe(), path);
+            let mut locks = self.index_locks.lock().unwrap_or_else(PoisonError::into_inner);
+            locks.retain(|_, weak| weak.strong_count() > 0);
+            match locks.get(&key).and_then(Weak::upgrade) {
+                Some(gate) => gate,
+                None => {
+                    let gate = Arc::new(tokio::sync::Mutex::new(()));
+                    locks.insert(key, Arc::downgrade(&gate));
+                    gate
+                }
+            }
+        };
+        let _held = gate.lock().await;
+        let now = jiff::Timestamp::now();
+        let new_messages = turn.appended.len() as u64;
+        let first_user = || {
+            turn.state
+                .messages
+                .iter()
+                .chain(turn.appended.iter())
+                .find(|m| m.role == Role::User)
+                .map(|m| harness_core::excerpt(&m.text().replace('\n', " "), 120))
+                .unwrap_or_default()
+        };
+        for _attempt in 0..8 {
+            let (mut index, mode) = match call.user.read_versioned(&path).await {
+                Ok((bytes, version)) => match serde_json::from_slice::<SessionIndex>(&bytes) {
+                    Ok(index) => (index, WriteMode::IfMatch(version)),
+                    Err(err) => {
+                        // Never drop other sessions' entries silently: keep the bad file aside.
+                        let aside =
+                            WsPath::parse(&format!("{path}.corrupt-{}", now.as_second())).map_err(session_error)?;
+                        let _ = call.user.write(&aside, &bytes, WriteMode::Overwrite).await;
+                        tracing::warn!(error = %err, kept = %aside, "sessions.json was corrupt; rebuilt it");
+                        (SessionIndex::default(), WriteMode::IfMatch(version))
+                    }
+                },
+                Err(FsError::NotFound { .. }) => (SessionIndex::default(), WriteMode::CreateNew),
+                Err(err) => return Err(session_error(err)),
+            };
+            let entry = index
+                .sessions
+                .entry(turn.key.session_id.to_string())
+                .or_insert_with(|| SessionSummary {
+                    summary: first_user(),
+                    created: now,
+                    updated: now,
+                    message_count: 0,
+                });
+            if entry.summary.is_empty() {
+                entry.summary = first_user();
+            }
+            entry.updated = now;
+            entry.message_count += new_messages;
+            let bytes = serde_json::to_vec_pretty(&index).map_err(session_error)?;
+            match call.user.write(&path, &bytes, mode).await {
+                Ok(()) => return Ok(()),
+                Err(FsError::Conflict { .. } | FsError::AlreadyExists { .. }) => continue,
+                Err(err) => return Err(session_error(err)),
+            }
+        }
+        Err(session_error(
+            "sessions.json kept changing under concurrent writers; gave up after 8 attempts",
+        ))
+    }
+}
+
+#[async_trait]
+impl Middleware for SessionPersistence {
+    fn name(&self) -> &'static str {
+        "session_persistence"
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::AGENT | Hooks::REASONING
+    }
+
+    async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
+        self.replay(turn).await?;
+        let result = next.run(turn).await;
+        // Write what the call produced even when it failed: the user's message and every
+        // finished tool result are kept.
+        let flushed = self.flush(turn).await;
+        let indexed = if turn.appended.is_empty() {
+            Ok(())
+        } else {
+            self.update_index(turn).await
+        };
+        result?;
+        flushed?;
+        indexed
+    }
+
+    async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
+        self.flush(turn).await?;
+        let result = next.run(turn).await;
+        self.flush(turn).await?;
+        result
+    }
+}
+
+/// Serialises turns of one session: FIFO within the process (a fair async mutex per
+/// session) and, for a local workspace, across processes (an advisory lock file).
+#[derive(Debug)]
+pub struct TurnGate {
+    locks: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+    lock_dir: Option<PathBuf>,
+}
+
+/// A held turn. Dropping it lets the next turn of the session in.
+#[derive(Debug)]
+pub struct TurnPermit {
+    _local: tokio::sync::OwnedMutexGuard<()>,
+    _file: Option<std::fs::File>,
+}
+
+impl TurnGate {
+    /// A gate; with `lock_dir`, turns are also serialised across processes through lock
+    /// files under it.
+    pub fn new(lock_dir: Option<PathBuf>) -> Self {
+        Self {
+            locks: Mutex::new(HashMap::new()),
+            lock_dir,
+        }
+    }
+
+    /// Waits for the session's turn. `key` must be made of checked ids (`agent/user/session`).
+    ///
+    /// # Errors
+    /// An IO error from the lock file.
+    pub async fn enter(&self, segments: [&str; 3]) -> Result<TurnPermit, std::io::Error> {
+        let key = segments.join("/");
+        let gate = {
+            let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+            if locks.len() > 1024 {
+                locks.retain(|_, weak| weak.strong_count() > 0);
+            }
+            match locks.get(&key).and_then(Weak::upgrade) {
+                Some(gate) => gate,
+                None => {
+                    let gate = Arc::new(tokio::sync::Mutex::new(()));
+                    locks.insert(key.clone(), Arc::downgrade(&gate));
+                    gate
+                }
+            }
+        };
+        let local = gate.lock_owned().await;
+        let file = match &self.lock_dir {
+            None => None,
+            Some(dir) => {
+                let path = segments
+                    .iter()
+                    .fold(dir.clone(), |path, segment| path.join(segment))
+                    .with_extension("lock");
+                Some(lock_file(path).await?)
+            }
+        };
+        Ok(TurnPermit {
+            _local: local,
+            _file: file,
+        })
+    }
+}
+
+/// Takes an exclusive advisory lock on `path`, polling so no thread blocks while another
+/// process holds it.
+async fn lock_file(path: PathBuf) -> Result<std::fs::File, std::io::Error> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    let mut wait = std::time::Duration::from_millis(2);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(std::fs::TryLockError::Error(err)) => return Err(err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_lines_are_skipped() {
+        let good = serde_json::to_string(&Msg::user("a")).unwrap_or_default();
+        let bytes = format!("{good}\n{good}\n{{\"v\":1,\"id\":\"x\",\"ro");
+        let (messages, torn) = parse_transcript(bytes.as_bytes());
+        assert_eq!((messages.len(), torn), (2, 1));
+    }
+}

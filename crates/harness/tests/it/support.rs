@@ -1,0 +1,81 @@
+//! Shared helpers.
+
+use harness::HarnessAgent;
+use harness_core::{
+    AgentEvent, JsonSchema, RuntimeContext, ToolContext, ToolError, ToolOutput, TypedTool, async_trait,
+};
+use harness_models::ScriptedModel;
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn agent(dir: &Path, model: &ScriptedModel) -> HarnessAgent {
+    HarnessAgent::builder()
+        .workspace(dir)
+        .model(model.clone())
+        .build()
+        .unwrap()
+}
+
+pub fn ctx(user: &str, session: &str) -> RuntimeContext {
+    RuntimeContext::for_user(user).with_session(session)
+}
+
+pub async fn collect(stream: harness_core::AgentStream) -> Vec<AgentEvent> {
+    use futures::StreamExt;
+    stream.collect().await
+}
+
+/// Arguments of `write_note`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteNoteArgs {
+    /// Workspace-relative path.
+    pub path: String,
+    /// Text to write.
+    pub text: String,
+}
+
+/// Writes a file into the caller's workspace view (the shared root), like an operator edit
+/// happening between two steps.
+pub struct WriteNote {
+    pub root: std::path::PathBuf,
+}
+
+#[async_trait]
+impl TypedTool for WriteNote {
+    const NAME: &'static str = "write_note";
+    const DESCRIPTION: &'static str = "Write a file.";
+    type Args = WriteNoteArgs;
+
+    async fn call(&self, args: WriteNoteArgs, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        std::fs::write(self.root.join(&args.path), args.text).map_err(|e| ToolError::failed(e.to_string()))?;
+        Ok(ToolOutput::text("written"))
+    }
+}
+
+/// Arguments of `sleep`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SleepArgs {
+    /// Milliseconds.
+    pub ms: u64,
+}
+
+/// Sleeps, for crash and cancellation tests.
+pub struct Sleep;
+
+#[async_trait]
+impl TypedTool for Sleep {
+    const NAME: &'static str = "sleep";
+    const DESCRIPTION: &'static str = "Sleep.";
+    type Args = SleepArgs;
+
+    async fn call(&self, args: SleepArgs, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_millis(args.ms)).await;
+        Ok(ToolOutput::text("slept"))
+    }
+}
+
+pub fn tool<T: TypedTool>(tool: T) -> Arc<dyn harness_core::Tool> {
+    harness_core::typed(tool)
+}
