@@ -1,6 +1,8 @@
 //! [`HarnessAgent`]: the kernel plus the workspace, sessions and isolation.
 
+use crate::compaction::{Compaction, CompactionConfig, OverflowHint};
 use crate::config::HarnessConfig;
+use crate::eviction::{ToolResultEviction, ToolResultEvictionConfig};
 use crate::prompt::{WorkspaceContext, WorkspaceContextConfig};
 use crate::session::{SessionPersistence, TurnGate};
 use crate::workspace::WorkspaceManager;
@@ -43,6 +45,15 @@ pub enum BuildError {
     /// The agent name is not a valid id.
     #[error("agent name")]
     Name(#[from] harness_core::IdError),
+    /// A capability's configuration is invalid.
+    #[error("{capability} configuration")]
+    Capability {
+        /// The capability.
+        capability: &'static str,
+        /// What is wrong.
+        #[source]
+        source: harness_core::BoxError,
+    },
 }
 
 /// Assembles a [`HarnessAgent`]; nothing is checked until [`build`](Self::build).
@@ -63,6 +74,9 @@ pub struct HarnessAgentBuilder {
     filesystem: Option<Arc<dyn Filesystem>>,
     state_store: Option<Arc<dyn StateStore>>,
     cross_process_lock: Option<bool>,
+    compaction: Option<CompactionConfig>,
+    compaction_model: Option<Arc<dyn ChatModel>>,
+    eviction: Option<Option<ToolResultEvictionConfig>>,
 }
 
 impl HarnessAgentBuilder {
@@ -158,6 +172,25 @@ impl HarnessAgentBuilder {
         self
     }
 
+    /// Turns conversation compaction on with `config` (also `[compaction]` in harness.toml).
+    pub fn compaction(mut self, config: CompactionConfig) -> Self {
+        self.compaction = Some(config);
+        self
+    }
+
+    /// The model that writes compaction summaries (default: the agent's model). The CLI
+    /// resolves `[compaction] model` into this.
+    pub fn compaction_model(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.compaction_model = Some(model);
+        self
+    }
+
+    /// Tool-result eviction settings (on by default); `None` turns it off.
+    pub fn tool_result_eviction(mut self, config: Option<ToolResultEvictionConfig>) -> Self {
+        self.eviction = Some(config);
+        self
+    }
+
     /// Validates and builds.
     ///
     /// # Errors
@@ -165,10 +198,23 @@ impl HarnessAgentBuilder {
     /// refuses the tools or the name.
     pub fn build(self) -> Result<HarnessAgent, BuildError> {
         let file = self.config.agent;
+        let compaction = self.compaction.or(self.config.compaction);
+        let eviction = match (self.eviction, self.config.tool_result_eviction) {
+            (Some(choice), _) => choice,
+            (None, Some(section)) => section.enabled.then_some(section.config),
+            (None, None) => Some(ToolResultEvictionConfig::default()),
+        };
         let model = self.model.ok_or(BuildError::MissingModel)?;
         let root = self.workspace.unwrap_or_else(|| PathBuf::from(DEFAULT_WORKSPACE));
         let name = self.name.or(file.name).unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
         let agent_id = harness_core::AgentId::parse(name.clone())?;
+        let eviction = eviction
+            .map(|config| ToolResultEviction::new(&agent_id, config))
+            .transpose()
+            .map_err(|err| BuildError::Capability {
+                capability: "tool_result_eviction",
+                source: Box::new(err),
+            })?;
         let scope = self.isolation.or(file.isolation).unwrap_or_default();
         let local = self.filesystem.is_none();
         let fs: Arc<dyn Filesystem> = match self.filesystem {
@@ -199,7 +245,7 @@ impl HarnessAgentBuilder {
             root.clone(),
             fs,
             template,
-            NamespaceFactory::new(scope, agent_id),
+            NamespaceFactory::new(scope, agent_id.clone()),
         ));
         let mut context_files = Vec::new();
         for path in file
@@ -221,6 +267,17 @@ impl HarnessAgentBuilder {
             .state_store
             .unwrap_or_else(|| Arc::new(harness_store::FileStateStore::new(root.clone())));
 
+        let compaction = match compaction {
+            Some(config) => {
+                let summary_model = self.compaction_model.unwrap_or_else(|| Arc::clone(&model));
+                let layer = Compaction::new(config, summary_model).map_err(|err| BuildError::Capability {
+                    capability: "compaction",
+                    source: Box::new(err),
+                })?;
+                Arc::new(layer) as Arc<dyn Middleware>
+            }
+            None => Arc::new(OverflowHint),
+        };
         let mut kernel = ReActAgent::builder()
             .name(name)
             .shared_model(model)
@@ -236,7 +293,11 @@ impl HarnessAgentBuilder {
         }
         kernel = kernel
             .middleware(Arc::new(SessionPersistence::default()))
-            .middleware(Arc::new(WorkspaceContext::new(Arc::clone(&workspace), context)));
+            .middleware(compaction);
+        if let Some(eviction) = eviction {
+            kernel = kernel.middleware(Arc::new(eviction));
+        }
+        kernel = kernel.middleware(Arc::new(WorkspaceContext::new(Arc::clone(&workspace), context)));
         let lock_dir = (self.cross_process_lock.unwrap_or(local)).then(|| root.join(".harness").join("locks"));
         Ok(HarnessAgent {
             kernel: kernel.build()?,

@@ -14,6 +14,8 @@
 //! Unknown keys are errors that name the key. Values set on the builder (or by CLI flags)
 //! override the file.
 
+use crate::compaction::CompactionConfig;
+use crate::eviction::ToolResultEvictionConfig;
 use harness_fs::IsolationScope;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -51,6 +53,39 @@ pub struct HarnessConfig {
     /// `[agent]`.
     #[serde(default)]
     pub agent: AgentConfig,
+    /// `[compaction]`: present = compaction on (off when absent).
+    #[serde(default)]
+    pub compaction: Option<CompactionConfig>,
+    /// `[tool_result_eviction]`: eviction is on by default with these settings.
+    #[serde(default)]
+    pub tool_result_eviction: Option<EvictionSection>,
+}
+
+/// `[tool_result_eviction]`: the eviction settings plus an on/off switch (`enabled`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Table")]
+pub struct EvictionSection {
+    /// Set to `false` to turn eviction off (default on).
+    pub enabled: bool,
+    /// The settings.
+    pub config: ToolResultEvictionConfig,
+}
+
+impl TryFrom<toml::Table> for EvictionSection {
+    type Error = String;
+
+    fn try_from(mut table: toml::Table) -> Result<Self, String> {
+        let enabled = match table.remove("enabled") {
+            None => true,
+            Some(toml::Value::Boolean(enabled)) => enabled,
+            Some(other) => return Err(format!("`enabled` must be true or false, not {other}")),
+        };
+        // The settings refuse unknown keys themselves.
+        let config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|err: toml::de::Error| err.message().to_owned())?;
+        Ok(Self { enabled, config })
+    }
 }
 
 /// `[agent]`.
@@ -111,6 +146,18 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # max_context_tokens = 8000       # MEMORY.md budget in the system prompt
 # additional_context_files = []   # extra files injected in full, relative to the workspace
 # isolation = "user"              # session | user | agent | global
+
+# Conversation compaction is off until this section exists (uncomment to enable).
+# [compaction]
+# trigger_messages = 50           # compact at this many messages (0 = off)
+# trigger_tokens = 80000          # ... or at this many prompt tokens (0 = off)
+# keep_messages = 20              # recent messages kept verbatim
+# model = "openai:gpt-4o-mini"    # optional cheaper summary model
+
+# Large tool results are moved to large_tool_results/ and replaced by a preview (on by default).
+# [tool_result_eviction]
+# enabled = true
+# max_chars = 80000
 "#;
 
 #[cfg(test)]
@@ -124,6 +171,25 @@ mod tests {
         assert!(message.contains("max_iter"), "{message}");
         let err = HarnessConfig::parse("[agnet]\n", Path::new("harness.toml")).err();
         assert!(err.map(|e| e.to_string()).unwrap_or_default().contains("agnet"));
+    }
+
+    #[test]
+    fn capability_sections_parse_and_refuse_unknown_keys() {
+        let config = HarnessConfig::parse(
+            "[compaction]\ntrigger_messages = 30\n[tool_result_eviction]\nenabled = false\nmax_chars = 100\n",
+            Path::new("t"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.compaction.map(|c| c.trigger_messages), Some(30));
+        let eviction = config.tool_result_eviction.unwrap_or_default();
+        assert_eq!((eviction.enabled, eviction.config.max_chars), (false, 100));
+        for bad in ["[compaction]\ntriger = 1\n", "[tool_result_eviction]\nmax_char = 1\n"] {
+            let message = HarnessConfig::parse(bad, Path::new("t"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(message.contains("triger") || message.contains("max_char"), "{message}");
+        }
     }
 
     #[test]

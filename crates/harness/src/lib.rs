@@ -5,7 +5,10 @@
 //! user's, in this order (outermost first):
 //!
 //! 1. `session_persistence` — crash replay, transcript, session index ([`session`]).
-//! 2. `workspace_context` — the system prompt from the workspace ([`prompt`]).
+//! 2. `compaction` (when configured; else `overflow_hint`) — bounded context and overflow
+//!    recovery ([`compaction`]).
+//! 3. `tool_result_eviction` (on by default) — oversized tool results to files ([`eviction`]).
+//! 4. `workspace_context` — the system prompt from the workspace ([`prompt`]).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

@@ -280,3 +280,48 @@ async fn sessions_of_different_users_do_not_mix() {
         assert!(texts.iter().all(|t| t.contains(&format!("u{user} "))), "{texts:?}");
     }
 }
+
+#[tokio::test]
+async fn compaction_never_touches_the_raw_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::from_fn(|request| {
+        let last = request.messages.last().map(|m| m.text()).unwrap_or_default();
+        if request.tools.is_empty() && last.contains("summar")
+            || request.system.render().contains("summar") && request.messages.len() == 1
+        {
+            Reply::text("SUMMARY of the earlier turns")
+        } else {
+            Reply::text(format!("re: {last}"))
+        }
+    });
+    let config = harness::compaction::CompactionConfig::default()
+        .trigger_messages(6)
+        .keep_messages(2);
+    let agent = HarnessAgent::builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .compaction(config)
+        .build()
+        .unwrap();
+    let mut previous = Vec::new();
+    for n in 0..12 {
+        agent.call(format!("turn {n}"), ctx("u", "s")).await.unwrap();
+        let bytes = std::fs::read(transcript_file(dir.path(), "u", "s")).unwrap();
+        assert!(bytes.starts_with(&previous), "turn {n} rewrote the transcript");
+        previous = bytes;
+    }
+    let raw = transcript(dir.path(), "u", "s");
+    let texts: Vec<String> = raw.iter().map(Msg::text).collect();
+    let expected: Vec<String> = (0..12)
+        .flat_map(|n| [format!("turn {n}"), format!("re: turn {n}")])
+        .collect();
+    assert_eq!(texts, expected, "the transcript holds every raw message and no summary");
+    let key = agent.kernel().key_for(&agent.bind(ctx("u", "s")).unwrap()).unwrap();
+    let (state, _) = agent.kernel().state_store().load(&key).await.unwrap().unwrap();
+    assert!(
+        state.messages.len() < raw.len(),
+        "the context was compacted ({} messages)",
+        state.messages.len()
+    );
+    assert!(state.messages.iter().any(|m| harness::compaction::is_summary(m)));
+}
