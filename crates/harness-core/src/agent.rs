@@ -579,6 +579,13 @@ impl Kernel {
         if let Some(last) = turn.appended.last_mut() {
             *last = Arc::clone(&reply);
         }
+        // Like every other model call, the last one ends its step (and reports its usage).
+        turn.events
+            .emit(EventKind::StepEnd {
+                step: limit + 1,
+                usage: reply.usage,
+            })
+            .await;
         turn.output = Some((*reply).clone());
         Ok(())
     }
@@ -707,7 +714,10 @@ impl Kernel {
             Err(err) => return ToolOutput::error(err.to_string()),
         };
         let limit = tool.timeout().unwrap_or(self.config.tool_timeout);
-        let running = AssertUnwindSafe(tool.call(call.input, ctx)).catch_unwind();
+        let input = call.input;
+        // `tool.call` runs inside the guarded future, so a panic raised before the tool's
+        // future exists (a hand-written `Tool`) is caught too.
+        let running = AssertUnwindSafe(async { tool.call(input, ctx).await }).catch_unwind();
         let result = tokio::select! {
             biased;
             () = ctx.runtime.cancellation().cancelled() => Err(ToolError::Cancelled),
@@ -820,8 +830,13 @@ impl Stream for AgentStream {
             }
             match self.future.as_mut() {
                 Some(future) => match future.as_mut().poll(cx) {
-                    // The call ended: its sink is dropped, so the channel drains and closes.
-                    Poll::Ready(()) => self.future = None,
+                    // The call ended. Close the channel rather than wait for every sender to
+                    // drop: a tool may have handed a sink clone to work that outlives the call.
+                    // Buffered events are still delivered.
+                    Poll::Ready(()) => {
+                        self.future = None;
+                        self.rx.close();
+                    }
                     Poll::Pending => return Poll::Pending,
                 },
                 None => return self.rx.poll_recv(cx),

@@ -157,6 +157,10 @@ pub fn repair_tool_pairs(messages: &mut Vec<Arc<Msg>>) -> usize {
     use crate::message::{Block, Role, meta};
     use std::collections::HashSet;
 
+    // Runs on every load: skip the owned id sets and the rebuild when nothing is broken.
+    if is_well_paired(messages) {
+        return 0;
+    }
     let answered: HashSet<String> = messages
         .iter()
         .flat_map(|msg| msg.tool_result_ids().map(str::to_owned))
@@ -206,4 +210,23 @@ pub fn repair_tool_pairs(messages: &mut Vec<Arc<Msg>>) -> usize {
     }
     *messages = out;
     repairs
+}
+
+/// Whether every tool result answers an earlier call that is still open and no call is left
+/// open, in which case [`repair_tool_pairs`] has nothing to do. One pass, no hashing and no
+/// id copies; open calls are few (one step's worth).
+fn is_well_paired(messages: &[Arc<Msg>]) -> bool {
+    let mut open: Vec<&str> = Vec::new();
+    for msg in messages {
+        open.extend(msg.tool_calls().map(|call| call.id));
+        for id in msg.tool_result_ids() {
+            match open.iter().position(|call| *call == id) {
+                Some(at) => {
+                    open.swap_remove(at);
+                }
+                None => return false,
+            }
+        }
+    }
+    open.is_empty()
 }
