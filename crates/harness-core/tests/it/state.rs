@@ -286,7 +286,7 @@ async fn a_crashed_session_is_repaired_before_the_next_model_call() {
 fn agent_state_round_trips_and_old_records_read_as_the_current_format() {
     let mut state = AgentState::default();
     state.messages.push(Arc::new(Msg::user("hi")));
-    state.transcript_len = 7;
+    state.transcript_offset = 7;
     state.extensions.insert("plan_mode".into(), json!({"on": true}));
     let text = serde_json::to_string(&state).unwrap();
     let back: AgentState = serde_json::from_str(&text).unwrap();
