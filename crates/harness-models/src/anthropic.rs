@@ -288,16 +288,11 @@ struct WireMessage<'a> {
     from_tools: bool,
 }
 
-#[derive(Serialize)]
 struct WireBlock<'a> {
-    #[serde(flatten)]
     kind: BlockKind<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     cache_control: Option<CacheControl>,
 }
 
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
 enum BlockKind<'a> {
     Text {
         text: Cow<'a, str>,
@@ -313,14 +308,59 @@ enum BlockKind<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
         content: Vec<WireBlock<'a>>,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
     Image {
         source: ImageSource<'a>,
     },
+}
+
+// Written by hand (not `#[serde(flatten)]` over a tagged enum): this runs once per block of a
+// long history, and the derived flatten path is several times slower.
+impl Serialize for WireBlock<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        match &self.kind {
+            BlockKind::Text { text } => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            BlockKind::Thinking { thinking, signature } => {
+                map.serialize_entry("type", "thinking")?;
+                map.serialize_entry("thinking", thinking)?;
+                map.serialize_entry("signature", signature)?;
+            }
+            BlockKind::ToolUse { id, name, input } => {
+                map.serialize_entry("type", "tool_use")?;
+                map.serialize_entry("id", id)?;
+                map.serialize_entry("name", name)?;
+                map.serialize_entry("input", input)?;
+            }
+            BlockKind::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                map.serialize_entry("type", "tool_result")?;
+                map.serialize_entry("tool_use_id", tool_use_id)?;
+                if !content.is_empty() {
+                    map.serialize_entry("content", content)?;
+                }
+                if *is_error {
+                    map.serialize_entry("is_error", &true)?;
+                }
+            }
+            BlockKind::Image { source } => {
+                map.serialize_entry("type", "image")?;
+                map.serialize_entry("source", source)?;
+            }
+        }
+        if let Some(cache_control) = &self.cache_control {
+            map.serialize_entry("cache_control", cache_control)?;
+        }
+        map.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -361,6 +401,12 @@ fn media_block<'a>(kind: &str, source: &'a MediaSource, name: Option<&str>) -> W
 /// The blocks of `content` that may appear in a message of the given side.
 fn content_blocks(content: &[Block], assistant: bool) -> Vec<WireBlock<'_>> {
     let mut out = Vec::with_capacity(content.len());
+    push_content_blocks(content, assistant, &mut out);
+    out
+}
+
+/// Appends the blocks of `content` that may appear in a message of the given side.
+fn push_content_blocks<'a>(content: &'a [Block], assistant: bool, out: &mut Vec<WireBlock<'a>>) {
     for item in content {
         match item {
             // The API rejects empty text blocks.
@@ -387,7 +433,6 @@ fn content_blocks(content: &[Block], assistant: bool) -> Vec<WireBlock<'_>> {
             _ => {}
         }
     }
-    out
 }
 
 fn tool_result_blocks(content: &[Block]) -> impl Iterator<Item = WireBlock<'_>> {
@@ -412,10 +457,10 @@ fn wire_messages(messages: &[std::sync::Arc<Msg>], cache_last: bool) -> Vec<Wire
     let mut out: Vec<WireMessage<'_>> = Vec::with_capacity(messages.len());
     for msg in messages {
         let assistant = msg.role == Role::Assistant;
-        let mut results: Vec<WireBlock<'_>> = tool_result_blocks(&msg.content).collect();
-        let has_results = !results.is_empty();
-        let mut content = std::mem::take(&mut results);
-        content.extend(content_blocks(&msg.content, assistant));
+        let mut content: Vec<WireBlock<'_>> = Vec::with_capacity(msg.content.len());
+        content.extend(tool_result_blocks(&msg.content));
+        let has_results = !content.is_empty();
+        push_content_blocks(&msg.content, assistant, &mut content);
         if content.is_empty() {
             continue;
         }

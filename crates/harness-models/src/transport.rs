@@ -44,6 +44,7 @@ pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// A reqwest client with the timeouts above.
 pub(crate) fn http_client() -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
+        .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(READ_TIMEOUT)
         .build()
