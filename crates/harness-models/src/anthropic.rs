@@ -152,6 +152,11 @@ impl ChatModel for AnthropicClient {
             "messages stream"
         );
         let response = transport::post(&self.http, &self.url, &self.headers, body, Dialect::Anthropic).await?;
+        if transport::is_json(&response) {
+            return Ok(transport::replay(decode_response(
+                &transport::read_body(response).await?,
+            )?));
+        }
         Ok(transport::chunk_stream(response, StreamDecoder::default()))
     }
 

@@ -81,8 +81,10 @@ pub(crate) fn classify_stream_error(dialect: Dialect, data: &str) -> ModelError 
 }
 
 fn classify_info(dialect: Dialect, status: u16, retry_after: Option<Duration>, info: ErrorInfo) -> ModelError {
-    let client_error = (400..500).contains(&status) && status != 429;
-    if status == 413 || (client_error && is_overflow(&info)) {
+    // Overflow wording wins over the status (some servers answer it with a 5xx, or inside a
+    // stream without any status), except where the status says "wait" or "who are you".
+    let overflow_possible = !matches!(status, 401 | 403 | 429);
+    if status == 413 || (overflow_possible && is_overflow(&info)) {
         return ModelError::ContextOverflow { message: info.message };
     }
     let overloaded = status == 529 || (dialect == Dialect::Anthropic && info.kind == "overloaded_error");
@@ -400,6 +402,11 @@ mod tests {
         assert!(matches!(too_long, ModelError::ContextOverflow { .. }));
         let internal = classify_stream_error(Dialect::OpenAi, r#"{"error":{"message":"internal error"}}"#);
         assert!(matches!(internal, ModelError::Transient(_)));
+        let untyped_overflow = classify_stream_error(
+            Dialect::OpenAi,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens"}}"#,
+        );
+        assert!(matches!(untyped_overflow, ModelError::ContextOverflow { .. }));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::classify::{Dialect, classify, excerpt};
 use crate::sse::{SseEvent, sse_events};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use harness_core::{ModelChunk, ModelError, ModelStream};
+use harness_core::{Block, ModelChunk, ModelError, ModelResponse, ModelStream};
 use reqwest::header::HeaderMap;
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -112,6 +112,47 @@ pub(crate) async fn read_body(response: reqwest::Response) -> Result<Bytes, Mode
         .bytes()
         .await
         .map_err(|err| ModelError::transient(WireError::StreamCut(err)))
+}
+
+/// Whether a response to a streaming request came back as one JSON document instead of SSE
+/// (servers that ignore `stream: true`, proxies that answer errors with 200).
+pub(crate) fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+/// A complete response replayed as chunks, for [`is_json`] answers to streaming requests.
+pub(crate) fn replay(response: ModelResponse) -> ModelStream {
+    let mut chunks = Vec::new();
+    let mut calls = 0;
+    for block in response.message.content {
+        match block {
+            Block::Text { text } => chunks.push(ModelChunk::TextDelta(text)),
+            Block::Thinking { thinking, signature } => chunks.push(ModelChunk::ThinkingDelta {
+                text: thinking,
+                signature,
+            }),
+            Block::ToolUse { id, name, input } => {
+                chunks.push(ModelChunk::ToolCallDelta {
+                    index: calls,
+                    id: Some(id),
+                    name: Some(name),
+                    arguments: match input {
+                        serde_json::Value::String(raw) => raw,
+                        other => other.to_string(),
+                    },
+                });
+                calls += 1;
+            }
+            _ => {}
+        }
+    }
+    chunks.extend(response.usage.map(ModelChunk::Usage));
+    chunks.extend(response.finish_reason.map(ModelChunk::Finish));
+    Box::pin(futures::stream::iter(chunks.into_iter().map(Ok)))
 }
 
 /// A [`ModelError::Malformed`] for a payload that did not decode.

@@ -423,3 +423,33 @@ async fn retrying_recovers_from_server_errors_and_early_cuts() {
     );
     assert_eq!(server.requests().len(), 5, "a 400 is never retried");
 }
+
+#[tokio::test]
+async fn a_json_answer_to_a_stream_request_is_replayed_or_classified() {
+    let server = Server::start(vec![
+        Mock::status(
+            200,
+            r#"{"choices":[{"message":{"role":"assistant","content":"whole"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":1}}"#,
+        ),
+        Mock::status(
+            200,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error"}}"#,
+        ),
+    ])
+    .await;
+    let model = client(&server);
+    let response = stream(&model, request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+    assert_eq!(
+        (
+            response.message.text(),
+            response.finish_reason,
+            response.usage.map(|u| u.input_tokens)
+        ),
+        ("whole".to_owned(), Some(FinishReason::Stop), Some(4))
+    );
+    let overflow = stream(&model, request_with_tool(vec![Msg::user("hi")])).await;
+    assert!(
+        matches!(overflow, Err(ModelError::ContextOverflow { .. })),
+        "{overflow:?}"
+    );
+}
