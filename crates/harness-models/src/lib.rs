@@ -1,8 +1,56 @@
-//! Model providers for Harness.
+//! Model providers for Harness: the wire protocols behind [`harness_core::ChatModel`].
 //!
-//! Wire protocols only — no agent logic. Start with [`ScriptedModel`], the test double every
-//! other crate's tests use.
+//! - [`OpenAiClient`]: OpenAI Chat Completions and the servers that speak it (DashScope/Qwen,
+//!   DeepSeek, vLLM, Ollama), streaming and not, with lenient decoding.
+//! - [`AnthropicClient`]: Anthropic Messages, with prompt-cache breakpoints and signed
+//!   thinking round-tripped.
+//! - [`Retrying`]: backoff with jitter on rate limits and transient failures, honouring
+//!   `Retry-After` — the one place calls are retried.
+//! - [`classify()`]: the one place an HTTP failure becomes a typed [`harness_core::ModelError`]
+//!   (context overflow recognised per provider).
+//! - [`ModelSpec`]: `provider:model` strings, parsed once, built with the environment the
+//!   binary passes in.
+//! - Token estimation for budgets: [`estimate_tokens`], [`count_tokens`], [`TokenCounter`].
+//! - [`ScriptedModel`]: the test double every other crate's tests use.
+//!
+//! This crate holds no agent logic. Where to start: [`ModelSpec`] to get a model from a
+//! string, [`ScriptedModel`] to test without a network.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use harness_core::{ChatModel, ChatRequest, Msg};
+//! use harness_models::ScriptedModel;
+//! use std::sync::Arc;
+//!
+//! let model = ScriptedModel::new().reply_tool_call("lookup", serde_json::json!({"key": "k1"}));
+//! let request = ChatRequest { messages: vec![Arc::new(Msg::user("find k1"))], ..ChatRequest::default() };
+//! let response = model.call(request).await?;
+//! let call = response.message.tool_calls().next().map(|c| c.name.to_owned());
+//! assert_eq!(call.as_deref(), Some("lookup"));
+//! assert_eq!(model.request_count(), 1); // every request is recorded
+//! # Ok::<_, harness_core::ModelError>(()) }).unwrap();
+//! ```
 
+mod anthropic;
+mod classify;
+mod openai;
+mod retry;
 mod scripted;
+mod secret;
+mod spec;
+mod sse;
+mod tokens;
+mod transport;
 
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_MAX_TOKENS};
+pub use classify::{Dialect, classify};
+pub use openai::{MaxTokensField, OpenAiClient, OpenAiConfig};
+pub use retry::{RetryPolicy, Retrying};
 pub use scripted::{Fallback, Reply, ScriptError, ScriptedError, ScriptedModel, ScriptedToolCall};
+pub use secret::Secret;
+pub use spec::{ModelConfigError, ModelSpec};
+pub use tokens::{
+    MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, count_tokens, estimate_msg, estimate_request, estimate_tokens,
+    is_warm, warm_up,
+};
+pub use transport::WireError;

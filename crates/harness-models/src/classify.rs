@@ -1,0 +1,434 @@
+//! Error classification: the one place where an HTTP status, headers and a provider's error
+//! body become a typed [`ModelError`]. Nothing else in Harness inspects error text.
+//!
+//! The overflow phrases are data ([`OVERFLOW_PHRASES`]), one row per provider wording, each
+//! tested against a recorded body.
+
+use crate::transport::WireError;
+use harness_core::ModelError;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Which provider's error and event shapes to expect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// OpenAI Chat Completions and compatible servers (DashScope, DeepSeek, vLLM, Ollama…):
+    /// `{"error": {"message", "type", "code"}}`, and the variants those servers use.
+    OpenAi,
+    /// Anthropic Messages: `{"type": "error", "error": {"type", "message"}}`.
+    Anthropic,
+}
+
+/// Error codes that mean "the prompt does not fit the context window".
+const OVERFLOW_CODES: &[&str] = &["context_length_exceeded", "model_context_window_exceeded"];
+
+/// Lower-case phrases that mean "the prompt does not fit", with who says them.
+const OVERFLOW_PHRASES: &[(&str, &str)] = &[
+    ("maximum context length", "OpenAI, DeepSeek, vLLM, Mistral"),
+    ("prompt is too long", "Anthropic"),
+    ("exceed context limit", "Anthropic (input plus max_tokens)"),
+    ("range of input length should be", "DashScope / Qwen"),
+    ("exceeds the context window", "OpenAI Responses"),
+    ("exceeds the maximum number of tokens", "Gemini OpenAI-compatible"),
+    ("reduce the length of the messages", "OpenAI legacy, Groq"),
+    ("context length exceeded", "various proxies"),
+    ("input is too long", "Bedrock-style proxies"),
+];
+
+/// The message, code and type a provider put in an error body.
+#[derive(Debug, Default, PartialEq)]
+struct ErrorInfo {
+    message: String,
+    code: String,
+    kind: String,
+}
+
+/// Maps a failed HTTP response to a [`ModelError`].
+///
+/// - context overflow (per provider wording, or 413) → [`ModelError::ContextOverflow`]
+/// - 429 → [`ModelError::RateLimited`] with `Retry-After` (except OpenAI's `insufficient_quota`,
+///   which no wait fixes: [`ModelError::InvalidRequest`])
+/// - 401, 403 → [`ModelError::Auth`]
+/// - 529 and Anthropic `overloaded_error` → [`ModelError::RateLimited`]
+/// - 408, other 5xx → [`ModelError::Transient`]
+/// - other 4xx → [`ModelError::InvalidRequest`] with the provider's message
+pub fn classify(dialect: Dialect, status: u16, headers: &HeaderMap, body: &str) -> ModelError {
+    classify_info(dialect, status, retry_after(headers), extract(body, status))
+}
+
+/// Maps an error reported inside a stream (an Anthropic `error` event, an OpenAI chunk with an
+/// `error` object) to a [`ModelError`], deriving a status from the error's type or code.
+pub(crate) fn classify_stream_error(dialect: Dialect, data: &str) -> ModelError {
+    let info = extract(data, 500);
+    let status = match info.kind.as_str() {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" | "rate_limit_exceeded" => 429,
+        "overloaded_error" => 529,
+        _ => info
+            .code
+            .parse::<u16>()
+            .ok()
+            .filter(|code| (400..600).contains(code))
+            .unwrap_or(500),
+    };
+    classify_info(dialect, status, None, info)
+}
+
+fn classify_info(dialect: Dialect, status: u16, retry_after: Option<Duration>, info: ErrorInfo) -> ModelError {
+    // Overflow wording wins over the status (some servers answer it with a 5xx, or inside a
+    // stream without any status), except where the status says "wait" or "who are you".
+    let overflow_possible = !matches!(status, 401 | 403 | 429);
+    if status == 413 || (overflow_possible && is_overflow(&info)) {
+        return ModelError::ContextOverflow { message: info.message };
+    }
+    let overloaded = status == 529 || (dialect == Dialect::Anthropic && info.kind == "overloaded_error");
+    match status {
+        429 if info.code == "insufficient_quota" || info.kind == "insufficient_quota" => ModelError::InvalidRequest {
+            status,
+            message: info.message,
+        },
+        429 => ModelError::RateLimited { retry_after },
+        _ if overloaded => ModelError::RateLimited { retry_after },
+        401 | 403 => ModelError::Auth {
+            status,
+            message: info.message,
+        },
+        408 => ModelError::transient(WireError::Status {
+            status,
+            message: info.message,
+        }),
+        400..=499 => ModelError::InvalidRequest {
+            status,
+            message: info.message,
+        },
+        _ => ModelError::transient(WireError::Status {
+            status,
+            message: info.message,
+        }),
+    }
+}
+
+fn is_overflow(info: &ErrorInfo) -> bool {
+    if OVERFLOW_CODES.contains(&info.code.as_str()) {
+        return true;
+    }
+    let message = info.message.to_lowercase();
+    OVERFLOW_PHRASES.iter().any(|(phrase, _)| message.contains(phrase))
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Pulls message, code and type out of the error shapes providers use; falls back to the
+/// body text itself (capped), then to the status's reason phrase.
+fn extract(body: &str, status: u16) -> ErrorInfo {
+    let mut info = ErrorInfo::default();
+    if let Ok(Value::Object(top)) = serde_json::from_str::<Value>(body) {
+        let error = top.get("error");
+        let pick = |key: &str| {
+            error
+                .and_then(|e| e.get(key))
+                .or_else(|| top.get(key))
+                .map(text_of)
+                .unwrap_or_default()
+        };
+        info.message = match error {
+            Some(Value::String(message)) => message.clone(),
+            _ => pick("message"),
+        };
+        if info.message.is_empty() {
+            info.message = top.get("detail").map(text_of).unwrap_or_default();
+        }
+        info.code = pick("code");
+        info.kind = pick("type");
+        if info.kind == "error" {
+            // Anthropic's envelope type; the interesting type is inside `error`.
+            info.kind = error.and_then(|e| e.get("type")).map(text_of).unwrap_or_default();
+        }
+    }
+    if info.message.is_empty() {
+        info.message = excerpt(body.trim(), 500);
+    }
+    if info.message.is_empty() {
+        info.message = reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|code| code.canonical_reason())
+            .unwrap_or("no error message")
+            .to_owned();
+    }
+    info
+}
+
+/// At most `max` characters of `text`, cut at a character boundary with a visible marker.
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// How long the provider asked us to wait: `retry-after-ms`, then `Retry-After` as seconds or
+/// as an HTTP date.
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
+    }
+    header("retry-after").and_then(|value| parse_retry_after(value, jiff::Timestamp::now()))
+}
+
+/// Parses a `Retry-After` value: delay seconds (fractions accepted) or an HTTP date, relative
+/// to `now`. A date in the past means "now" (zero).
+pub(crate) fn parse_retry_after(value: &str, now: jiff::Timestamp) -> Option<Duration> {
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).ok();
+    }
+    let when = jiff::fmt::rfc2822::DateTimeParser::new().parse_timestamp(value).ok()?;
+    let millis = when.as_millisecond().saturating_sub(now.as_millisecond());
+    Some(Duration::from_millis(u64::try_from(millis).unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    /// Classifies a recorded body and renders the outcome as a short, comparable string.
+    fn check(dialect: Dialect, status: u16, headers: &[(&'static str, &str)], body: &str, expect: &str) {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, HeaderValue::from_str(value).unwrap_or_else(|e| panic!("{e}")));
+        }
+        let got = match classify(dialect, status, &map, body) {
+            ModelError::ContextOverflow { message } => format!("overflow: {message}"),
+            ModelError::RateLimited { retry_after } => format!("rate_limited: {retry_after:?}"),
+            ModelError::Transient(source) => format!("transient: {source}"),
+            ModelError::Auth { status, message } => format!("auth {status}: {message}"),
+            ModelError::InvalidRequest { status, message } => format!("invalid {status}: {message}"),
+            other => format!("other: {other}"),
+        };
+        assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn openai_context_length_exceeded() {
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130310 tokens. Please reduce the length of the messages.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}"#,
+            "overflow: This model's maximum context length is 128000 tokens. However, your messages resulted in 130310 tokens. Please reduce the length of the messages.",
+        );
+    }
+
+    #[test]
+    fn anthropic_prompt_too_long() {
+        check(
+            Dialect::Anthropic,
+            400,
+            &[],
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"},"request_id":"req_011CU"}"#,
+            "overflow: prompt is too long: 208310 tokens > 200000 maximum",
+        );
+        check(
+            Dialect::Anthropic,
+            400,
+            &[],
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again"}}"#,
+            "overflow: input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again",
+        );
+    }
+
+    #[test]
+    fn dashscope_range_of_input_length() {
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"error":{"code":"invalid_parameter_error","param":null,"message":"<400> InternalError.Algo.InvalidParameter: Range of input length should be [1, 129024]","type":"invalid_request_error"},"id":"chatcmpl-5b1","request_id":"5b1"}"#,
+            "overflow: <400> InternalError.Algo.InvalidParameter: Range of input length should be [1, 129024]",
+        );
+    }
+
+    #[test]
+    fn deepseek_and_vllm_maximum_context_length() {
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70123 tokens (70123 in the messages, 0 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}"#,
+            "overflow: This model's maximum context length is 65536 tokens. However, you requested 70123 tokens (70123 in the messages, 0 in the completion). Please reduce the length of the messages or completion.",
+        );
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages, Please reduce the length of the messages.","type":"BadRequestError","param":null,"code":400}"#,
+            "overflow: This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages, Please reduce the length of the messages.",
+        );
+    }
+
+    #[test]
+    fn payload_too_large_is_overflow() {
+        check(Dialect::OpenAi, 413, &[], "", "overflow: Payload Too Large");
+    }
+
+    #[test]
+    fn rate_limited_with_retry_after_seconds() {
+        check(
+            Dialect::OpenAi,
+            429,
+            &[("retry-after", "7")],
+            r#"{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#,
+            "rate_limited: Some(7s)",
+        );
+        check(
+            Dialect::Anthropic,
+            429,
+            &[("retry-after-ms", "1500")],
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#,
+            "rate_limited: Some(1.5s)",
+        );
+    }
+
+    #[test]
+    fn insufficient_quota_is_not_retried() {
+        check(
+            Dialect::OpenAi,
+            429,
+            &[],
+            r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#,
+            "invalid 429: You exceeded your current quota, please check your plan and billing details.",
+        );
+    }
+
+    #[test]
+    fn auth_failures() {
+        check(
+            Dialect::OpenAi,
+            401,
+            &[],
+            r#"{"error":{"message":"Incorrect API key provided: sk-abc***. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
+            "auth 401: Incorrect API key provided: sk-abc***. You can find your API key at https://platform.openai.com/account/api-keys.",
+        );
+        check(
+            Dialect::Anthropic,
+            401,
+            &[],
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+            "auth 401: invalid x-api-key",
+        );
+        check(
+            Dialect::OpenAi,
+            403,
+            &[],
+            "<html>Forbidden</html>",
+            "auth 403: <html>Forbidden</html>",
+        );
+    }
+
+    #[test]
+    fn overloaded_and_server_errors() {
+        check(
+            Dialect::Anthropic,
+            529,
+            &[],
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            "rate_limited: None",
+        );
+        check(
+            Dialect::OpenAi,
+            503,
+            &[],
+            r#"{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}"#,
+            "transient: provider returned 503: The server is overloaded or not ready yet.",
+        );
+        check(
+            Dialect::OpenAi,
+            502,
+            &[],
+            "",
+            "transient: provider returned 502: Bad Gateway",
+        );
+    }
+
+    #[test]
+    fn other_client_errors_keep_the_provider_message() {
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"error":{"message":"Invalid schema for function 'lookup': 'object' is not valid under any of the given schemas.","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
+            "invalid 400: Invalid schema for function 'lookup': 'object' is not valid under any of the given schemas.",
+        );
+        check(
+            Dialect::OpenAi,
+            404,
+            &[],
+            r#"{"detail":"Not Found"}"#,
+            "invalid 404: Not Found",
+        );
+        check(
+            Dialect::OpenAi,
+            402,
+            &[],
+            r#"{"error":{"message":"Insufficient Balance","type":"unknown_error","param":null,"code":"invalid_request_error"}}"#,
+            "invalid 402: Insufficient Balance",
+        );
+    }
+
+    #[test]
+    fn stream_errors_derive_a_status_from_their_type() {
+        let overloaded = classify_stream_error(
+            Dialect::Anthropic,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert!(matches!(overloaded, ModelError::RateLimited { retry_after: None }));
+        let too_long = classify_stream_error(
+            Dialect::Anthropic,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 1 tokens > 0 maximum"}}"#,
+        );
+        assert!(matches!(too_long, ModelError::ContextOverflow { .. }));
+        let internal = classify_stream_error(Dialect::OpenAi, r#"{"error":{"message":"internal error"}}"#);
+        assert!(matches!(internal, ModelError::Transient(_)));
+        let untyped_overflow = classify_stream_error(
+            Dialect::OpenAi,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens"}}"#,
+        );
+        assert!(matches!(untyped_overflow, ModelError::ContextOverflow { .. }));
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = jiff::Timestamp::from_second(784_111_717).unwrap_or_else(|e| panic!("{e}")); // Sun, 06 Nov 1994 08:48:37 GMT
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("0.25", now), Some(Duration::from_millis(250)));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-3", now), None);
+    }
+
+    #[test]
+    fn excerpts_cut_at_character_boundaries() {
+        assert_eq!(excerpt("你好世界", 2), "你好…");
+        assert_eq!(excerpt("abc", 3), "abc");
+    }
+}
