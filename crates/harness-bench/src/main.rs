@@ -157,8 +157,10 @@ fn user_message(n: u32) -> String {
 }
 
 fn build_agent(args: &Args) -> anyhow::Result<HarnessAgent> {
-    let model = harness_models::openai_compatible(&args.base_url, "mock-model", Some("sk-mock-not-a-real-key"))
-        .context("building the OpenAI-compatible client")?;
+    let config = harness_models::OpenAiConfig::new("mock-model", args.base_url.trim_end_matches('/'))
+        .api_key(harness_models::Secret::new("sk-mock-not-a-real-key"));
+    let model: Arc<dyn harness_core::ChatModel> =
+        Arc::new(harness_models::OpenAiClient::new(config).context("building the OpenAI-compatible client")?);
     Ok(HarnessAgent::builder()
         .workspace(&args.state_dir)
         .name("bench")

@@ -173,19 +173,23 @@ fn context(args: &AgentArgs) -> RuntimeContext {
 async fn run(args: AgentArgs, json: bool, message: String) -> anyhow::Result<()> {
     let agent = build_agent(&args)?;
     let ctx = context(&args);
+    if !json {
+        // Nobody watches tokens: one non-streaming request per model call.
+        let reply = agent
+            .call(message, ctx)
+            .await
+            .map_err(|err| anyhow::anyhow!(harness_core::error_chain(&err)))?;
+        println!("{}", reply.text());
+        return Ok(());
+    }
     let mut events = agent.stream(message, ctx);
     let mut stdout = std::io::stdout().lock();
     let mut failed = None;
     while let Some(event) = events.next().await {
-        if json {
-            serde_json::to_writer(&mut stdout, &event)?;
-            writeln!(stdout)?;
-        }
-        match event.kind {
-            EventKind::Final { message } if !json => writeln!(stdout, "{}", message.text())?,
-            EventKind::Error { message } => failed = Some(message),
-            EventKind::Warning { message, .. } if !json => eprintln!("warning: {message}"),
-            _ => {}
+        serde_json::to_writer(&mut stdout, &event)?;
+        writeln!(stdout)?;
+        if let EventKind::Error { message } = event.kind {
+            failed = Some(message);
         }
     }
     stdout.flush()?;

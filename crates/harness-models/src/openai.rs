@@ -155,7 +155,9 @@ impl ChatModel for OpenAiClient {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
-        let body = self.request_body(&request, true)?;
+        // Nobody watches the chunks (`request.stream` is false for a plain `call`): ask for
+        // one JSON response, which is cheaper to produce and decode, and replay it as chunks.
+        let body = self.request_body(&request, request.stream)?;
         tracing::debug!(
             model = %self.config.model,
             messages = request.messages.len(),

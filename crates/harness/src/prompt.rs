@@ -59,17 +59,9 @@ impl WorkspaceContext {
     }
 }
 
-/// Estimated tokens of `text` (CJK-aware: one per CJK character, one per four others).
+/// Estimated tokens of `text` (CJK-aware).
 fn tokens(text: &str) -> usize {
-    let (mut cjk, mut other) = (0usize, 0usize);
-    for c in text.chars() {
-        if matches!(c as u32, 0x2E80..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF) {
-            cjk += 1;
-        } else {
-            other += 1;
-        }
-    }
-    cjk + other.div_ceil(4)
+    harness_models::estimate_tokens(text)
 }
 
 /// Indents every line by two spaces.

@@ -22,6 +22,7 @@ pub fn request_with_tool(messages: Vec<Msg>) -> ChatRequest {
         system: harness_core::SystemPrompt::new("You are terse."),
         messages: messages.into_iter().map(Arc::new).collect(),
         tools: Arc::from(vec![lookup_tool()]),
+        stream: true,
         ..ChatRequest::default()
     }
 }

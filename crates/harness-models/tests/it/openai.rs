@@ -393,6 +393,26 @@ async fn non_streaming_call_uses_stream_false() {
 }
 
 #[tokio::test]
+async fn an_unwatched_stream_asks_for_one_json_response() {
+    let server = Server::start(vec![Mock::status(
+        200,
+        json!({
+            "id": "c2", "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "whole"}}]
+        })
+        .to_string(),
+    )])
+    .await;
+    let request = harness_core::ChatRequest {
+        stream: false,
+        ..request_with_tool(vec![Msg::user("hi")])
+    };
+    let response = stream(&client(&server), request).await.unwrap();
+    assert_eq!(response.message.text(), "whole");
+    assert_eq!(server.only_request().body["stream"], false);
+}
+
+#[tokio::test]
 async fn retrying_recovers_from_server_errors_and_early_cuts() {
     let server = Server::start(vec![
         Mock::status(
