@@ -282,7 +282,7 @@ fn openai_compatible_servers_work_streaming_and_not() {
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0]["model"], "any-model");
-    assert_eq!(seen[0]["stream"].as_bool().unwrap_or(false), false);
+    assert!(!seen[0]["stream"].as_bool().unwrap_or(false));
     assert_eq!(seen[1]["stream"], true);
     assert_eq!(
         seen[1]["messages"]
