@@ -252,17 +252,24 @@ fn find_normalized(text: &str, table: &LineTable, needle: &Needle<'_>) -> Vec<us
 
 /// The replacement for lines `first..first + m` of the file: the new lines re-indented from
 /// the old text's indentation to the file's, with the file's line ending.
+///
+/// Each old line is aligned with its file line, which maps old indentation strings to the
+/// file's (e.g. two spaces → four, four → a tab). A new line's indentation is rewritten with
+/// the longest mapped old indentation it starts with; the rest of it is kept.
 fn replacement_for(text: &str, table: &LineTable, needle: &Needle<'_>, first: usize) -> String {
-    let old_indent = needle
-        .lines
-        .iter()
-        .find(|line| !line.trim().is_empty())
-        .map_or("", |line| indent_of(line));
-    let file_first = (first..first + needle.lines.len())
-        .map(|index| table.line(text, index))
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or("");
-    let file_indent = indent_of(file_first);
+    let mut indents: Vec<(&str, &str)> = Vec::new();
+    for (offset, old_line) in needle.lines.iter().enumerate() {
+        let file_line = table.line(text, first + offset);
+        if old_line.trim().is_empty() || file_line.trim().is_empty() {
+            continue;
+        }
+        let old_indent = indent_of(old_line);
+        if !indents.iter().any(|(known, _)| *known == old_indent) {
+            indents.push((old_indent, indent_of(file_line)));
+        }
+    }
+    // Longest old indentation first, so the most specific mapping wins.
+    indents.sort_by_key(|(old_indent, _)| std::cmp::Reverse(old_indent.len()));
     let (start, _) = table.spans[first];
     let crlf = text[start..].find('\n').is_some_and(|at| at > 0 && text.as_bytes()[start + at - 1] == b'\r');
     let mut out = String::new();
@@ -270,15 +277,16 @@ fn replacement_for(text: &str, table: &LineTable, needle: &Needle<'_>, first: us
         if index > 0 {
             out.push_str(if crlf { "\r\n" } else { "\n" });
         }
-        if old_indent != file_indent
-            && !line.trim().is_empty()
-            && let Some(rest) = line.strip_prefix(old_indent)
-        {
-            out.push_str(file_indent);
-            out.push_str(rest);
-            continue;
+        let mapped = (!line.trim().is_empty())
+            .then(|| indents.iter().find(|(old_indent, _)| line.starts_with(old_indent)))
+            .flatten();
+        match mapped {
+            Some((old_indent, file_indent)) if old_indent != file_indent => {
+                out.push_str(file_indent);
+                out.push_str(&line[old_indent.len()..]);
+            }
+            _ => out.push_str(line),
         }
-        out.push_str(line);
     }
     out
 }
@@ -470,7 +478,7 @@ mod tests {
         let old = "    if x {\n        call(1, 2);\n    }";
         let new = "    if y {\n        call(3);\n    }";
         let (text, outcome) = check(file, old, new, false).unwrap();
-        assert_eq!(text, "fn main() {\n\tif y {\n\t    call(3);\n\t}\n}\n");
+        assert_eq!(text, "fn main() {\n\tif y {\n\t\tcall(3);\n\t}\n}\n");
         assert_eq!(outcome.line, 2);
         assert!(outcome.fuzzy.unwrap().contains("2-4"));
     }

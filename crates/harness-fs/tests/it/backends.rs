@@ -1,0 +1,1 @@
+//! Behaviour specific to one backend: overlay layering, composite routing, KV layout.

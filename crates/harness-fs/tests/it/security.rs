@@ -1,0 +1,1 @@
+//! Paths that must be refused.
