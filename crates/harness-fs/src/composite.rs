@@ -89,12 +89,6 @@ impl std::fmt::Debug for CompositeFs {
     }
 }
 
-/// Where a path goes.
-enum Target<'a> {
-    Routed(&'a Route, WsPath),
-    Default,
-}
-
 impl CompositeFs {
     /// Everything goes to `default` until something is mounted.
     pub fn new(default: Arc<dyn Filesystem>) -> Self {
@@ -141,22 +135,36 @@ impl CompositeFs {
         self
     }
 
-    fn target(&self, path: &WsPath) -> Target<'_> {
-        match self.routes.iter().find(|route| path.starts_with(&route.prefix)) {
-            Some(route) => Target::Routed(route, route.inner(path)),
-            None => Target::Default,
+    /// The index of the mount owning `path` (`None`: the default backend).
+    fn owner(&self, path: &WsPath) -> Option<usize> {
+        self.routes.iter().position(|route| path.starts_with(&route.prefix))
+    }
+
+    fn backend(&self, owner: Option<usize>) -> &Arc<dyn Filesystem> {
+        owner.map_or(&self.default, |index| &self.routes[index].fs)
+    }
+
+    fn inner(&self, owner: Option<usize>, path: &WsPath) -> WsPath {
+        owner.map_or_else(|| path.clone(), |index| self.routes[index].inner(path))
+    }
+
+    fn outer(&self, owner: Option<usize>, path: &WsPath) -> WsPath {
+        owner.map_or_else(|| path.clone(), |index| self.routes[index].outer(path))
+    }
+
+    fn error(&self, owner: Option<usize>, err: FsError) -> FsError {
+        match owner {
+            Some(index) => self.routes[index].error(err),
+            None => err,
         }
     }
 
-    fn is_routed(&self, path: &WsPath) -> bool {
-        matches!(self.target(path), Target::Routed(..))
-    }
-
-    /// Mounts strictly below `path`.
-    fn routes_below<'a>(&'a self, path: &'a WsPath) -> impl Iterator<Item = &'a Route> + 'a {
+    /// Mounts strictly below `path`, with their indices.
+    fn routes_below<'a>(&'a self, path: &'a WsPath) -> impl Iterator<Item = (usize, &'a Route)> + 'a {
         self.routes
             .iter()
-            .filter(move |route| route.prefix != *path && route.prefix.starts_with(path))
+            .enumerate()
+            .filter(move |(_, route)| route.prefix != *path && route.prefix.starts_with(path))
     }
 
     /// The direct child of `dir` on the way to `below` (which lies strictly below `dir`).
@@ -196,12 +204,14 @@ impl CompositeFs {
 
 /// Forwards a single-path operation to the backend that owns the path.
 macro_rules! forward {
-    ($self:ident, $path:expr, $method:ident ( $($arg:expr),* )) => {
-        match $self.target($path) {
-            Target::Routed(route, inner) => route.fs.$method(&inner $(, $arg)*).await.map_err(|err| route.error(err)),
-            Target::Default => $self.default.$method($path $(, $arg)*).await,
-        }
-    };
+    ($self:ident, $path:expr, $method:ident ( $($arg:expr),* )) => {{
+        let owner = $self.owner($path);
+        $self
+            .backend(owner)
+            .$method(&$self.inner(owner, $path) $(, $arg)*)
+            .await
+            .map_err(|err| $self.error(owner, err))
+    }};
 }
 
 #[async_trait]
@@ -232,40 +242,33 @@ impl Filesystem for CompositeFs {
     }
 
     async fn stat(&self, path: &WsPath) -> Result<FileInfo, FsError> {
-        match self.target(path) {
-            Target::Routed(route, inner) => {
-                let info = route.fs.stat(&inner).await.map_err(|err| route.error(err))?;
-                Ok(FileInfo {
-                    path: path.clone(),
-                    ..info
-                })
-            }
-            Target::Default => match self.default.stat(path).await {
-                Err(FsError::NotFound { .. }) if self.routes_below(path).next().is_some() => Ok(FileInfo {
-                    path: path.clone(),
-                    is_dir: true,
-                    size: 0,
-                    modified: None,
-                }),
-                other => other,
-            },
+        match forward!(self, path, stat()) {
+            Ok(info) => Ok(FileInfo {
+                path: path.clone(),
+                ..info
+            }),
+            Err(FsError::NotFound { .. }) if self.routes_below(path).next().is_some() => Ok(FileInfo {
+                path: path.clone(),
+                is_dir: true,
+                size: 0,
+                modified: None,
+            }),
+            Err(err) => Err(err),
         }
     }
 
     async fn list(&self, path: &WsPath) -> Result<Vec<FileInfo>, FsError> {
-        if let Target::Routed(route, inner) = self.target(path) {
-            let infos = route.fs.list(&inner).await.map_err(|err| route.error(err))?;
-            return Ok(route.infos(infos));
-        }
-        let mut entries: Vec<FileInfo> = self
-            .default
-            .list(path)
-            .await?
+        let owner = self.owner(path);
+        let mut entries: Vec<FileInfo> = forward!(self, path, list())?
             .into_iter()
-            .filter(|info| !self.is_routed(&info.path))
+            .map(|info| FileInfo {
+                path: self.outer(owner, &info.path),
+                ..info
+            })
+            .filter(|info| self.owner(&info.path) == owner)
             .collect();
         let mut mounted = Vec::new();
-        for route in self.routes_below(path) {
+        for (_, route) in self.routes_below(path) {
             let Some(child) = Self::child_towards(path, &route.prefix) else {
                 continue;
             };
@@ -289,25 +292,27 @@ impl Filesystem for CompositeFs {
     }
 
     async fn glob(&self, base: &WsPath, pattern: &str, limit: usize) -> Result<Vec<FileInfo>, FsError> {
-        if let Target::Routed(route, inner) = self.target(base) {
-            let infos = route
-                .fs
-                .glob(&inner, pattern, limit)
-                .await
-                .map_err(|err| route.error(err))?;
-            return Ok(route.infos(infos));
-        }
-        let matcher = compile_glob(pattern)?;
-        let mut layers = vec![
-            self.default
-                .glob(base, pattern, limit)
-                .await?
-                .into_iter()
-                .filter(|info| !self.is_routed(&info.path))
-                .collect::<Vec<_>>(),
-        ];
-        for route in self.routes_below(base) {
-            layers.push(Self::route_files(route, base, |relative| matcher.is_match(relative.as_str())).await?);
+        let owner = self.owner(base);
+        let own: Vec<FileInfo> = forward!(self, base, glob(pattern, limit))?
+            .into_iter()
+            .map(|info| FileInfo {
+                path: self.outer(owner, &info.path),
+                ..info
+            })
+            .filter(|info| self.owner(&info.path) == owner)
+            .collect();
+        let mut layers = vec![own];
+        if self.routes_below(base).next().is_some() {
+            let matcher = compile_glob(pattern)?;
+            for (index, route) in self.routes_below(base) {
+                let files = Self::route_files(route, base, |relative| matcher.is_match(relative.as_str())).await?;
+                layers.push(
+                    files
+                        .into_iter()
+                        .filter(|info| self.owner(&info.path) == Some(index))
+                        .collect(),
+                );
+            }
         }
         let mut merged = union_by_path(layers);
         merged.truncate(limit);
@@ -315,43 +320,43 @@ impl Filesystem for CompositeFs {
     }
 
     async fn grep(&self, base: &WsPath, options: &GrepOptions) -> Result<Vec<GrepMatch>, FsError> {
-        if let Target::Routed(route, inner) = self.target(base) {
-            let matches = route.fs.grep(&inner, options).await.map_err(|err| route.error(err))?;
-            return Ok(matches
-                .into_iter()
-                .map(|found| GrepMatch {
-                    path: route.outer(&found.path),
-                    ..found
-                })
-                .collect());
-        }
-        let filter = FileFilter::new(options.glob.as_deref())?;
-        let mut matches: Vec<GrepMatch> = self
-            .default
-            .grep(base, options)
-            .await?
+        let owner = self.owner(base);
+        let mut matches: Vec<GrepMatch> = forward!(self, base, grep(options))?
             .into_iter()
-            .filter(|found| !self.is_routed(&found.path))
+            .map(|found| GrepMatch {
+                path: self.outer(owner, &found.path),
+                ..found
+            })
+            .filter(|found| self.owner(&found.path) == owner)
             .collect();
-        for route in self.routes_below(base) {
-            // Grep the whole mount without a glob and filter here, where paths are the
-            // composite's (a path glob is relative to `base`, not to the mount).
+        if self.routes_below(base).next().is_some() {
+            let filter = FileFilter::new(options.glob.as_deref())?;
+            // Mounts are grepped whole, without the glob, and filtered here, where paths are
+            // the composite's (a path glob is relative to `base`, not to the mount).
             let unfiltered = GrepOptions {
                 glob: None,
                 ..options.clone()
             };
-            let search_base = if route.is_file { route.inner(&route.prefix) } else { WsPath::root() };
-            let found = match route.fs.grep(&search_base, &unfiltered).await {
-                Ok(found) => found,
-                Err(FsError::NotFound { .. }) => Vec::new(),
-                Err(err) => return Err(route.error(err)),
-            };
-            matches.extend(found.into_iter().filter_map(|found| {
-                let path = route.outer(&found.path);
-                let accepted = path.starts_with(&route.prefix)
-                    && path.strip_prefix(base).is_some_and(|relative| filter.accepts(&relative));
-                accepted.then_some(GrepMatch { path, ..found })
-            }));
+            for (index, route) in self.routes_below(base) {
+                let search_base = if route.is_file {
+                    route.inner(&route.prefix)
+                } else {
+                    WsPath::root()
+                };
+                let found = match route.fs.grep(&search_base, &unfiltered).await {
+                    Ok(found) => found,
+                    Err(FsError::NotFound { .. }) => Vec::new(),
+                    Err(err) => return Err(route.error(err)),
+                };
+                matches.extend(found.into_iter().filter_map(|found| {
+                    let path = route.outer(&found.path);
+                    let accepted = self.owner(&path) == Some(index)
+                        && path
+                            .strip_prefix(base)
+                            .is_some_and(|relative| filter.accepts(&relative));
+                    accepted.then_some(GrepMatch { path, ..found })
+                }));
+            }
         }
         Ok(finish_matches(matches, options.max_matches.max(1)))
     }
@@ -365,10 +370,7 @@ impl Filesystem for CompositeFs {
     }
 
     async fn exists(&self, path: &WsPath) -> Result<bool, FsError> {
-        match self.target(path) {
-            Target::Routed(route, inner) => route.fs.exists(&inner).await.map_err(|err| route.error(err)),
-            Target::Default => Ok(self.routes_below(path).next().is_some() || self.default.exists(path).await?),
-        }
+        Ok(self.routes_below(path).next().is_some() || forward!(self, path, exists())?)
     }
 
     async fn read_text(&self, path: &WsPath, offset: usize, limit: usize) -> Result<TextPage, FsError> {

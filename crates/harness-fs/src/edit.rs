@@ -122,7 +122,11 @@ impl LineTable {
                 .iter()
                 .position(|byte| *byte == b'\n')
                 .map_or(bytes.len(), |at| start + at);
-            let trimmed = if end > start && bytes[end - 1] == b'\r' { end - 1 } else { end };
+            let trimmed = if end > start && bytes[end - 1] == b'\r' {
+                end - 1
+            } else {
+                end
+            };
             if end == bytes.len() && start == end && !spans.is_empty() {
                 break; // no extra empty line after a final newline
             }
@@ -158,7 +162,9 @@ struct Needle<'a> {
 impl<'a> Needle<'a> {
     fn new(old: &'a str, new: &'a str) -> Self {
         let split = |text: &'a str| -> Vec<&'a str> {
-            text.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect()
+            text.split('\n')
+                .map(|line| line.strip_suffix('\r').unwrap_or(line))
+                .collect()
         };
         let mut lines = split(old);
         let leading = lines.iter().take_while(|line| line.trim().is_empty()).count();
@@ -170,7 +176,11 @@ impl<'a> Needle<'a> {
         let mut replacement = split(new);
         let drop_front = leading.min(replacement.iter().take_while(|line| line.trim().is_empty()).count());
         replacement.drain(..drop_front);
-        let trailing_old = split(old).iter().rev().take_while(|line| line.trim().is_empty()).count();
+        let trailing_old = split(old)
+            .iter()
+            .rev()
+            .take_while(|line| line.trim().is_empty())
+            .count();
         for _ in 0..trailing_old {
             if replacement.last().is_some_and(|line| line.trim().is_empty()) {
                 replacement.pop();
@@ -220,7 +230,11 @@ fn find_normalized(text: &str, table: &LineTable, needle: &Needle<'_>) -> Vec<us
     const BASE: u64 = 1_000_003;
     let file_normalized: Vec<String> = (0..n).map(|index| normalize(table.line(text, index))).collect();
     let file_hashes: Vec<u64> = file_normalized.iter().map(|line| hash_of(line)).collect();
-    let roll = |hashes: &[u64]| hashes.iter().fold(0u64, |acc, h| acc.wrapping_mul(BASE).wrapping_add(*h));
+    let roll = |hashes: &[u64]| {
+        hashes
+            .iter()
+            .fold(0u64, |acc, h| acc.wrapping_mul(BASE).wrapping_add(*h))
+    };
     let target = roll(&needle.hashes);
     let top = (1..m).fold(1u64, |acc, _| acc.wrapping_mul(BASE));
     let mut current = roll(&file_hashes[..m]);
@@ -271,7 +285,9 @@ fn replacement_for(text: &str, table: &LineTable, needle: &Needle<'_>, first: us
     // Longest old indentation first, so the most specific mapping wins.
     indents.sort_by_key(|(old_indent, _)| std::cmp::Reverse(old_indent.len()));
     let (start, _) = table.spans[first];
-    let crlf = text[start..].find('\n').is_some_and(|at| at > 0 && text.as_bytes()[start + at - 1] == b'\r');
+    let crlf = text[start..]
+        .find('\n')
+        .is_some_and(|at| at > 0 && text.as_bytes()[start + at - 1] == b'\r');
     let mut out = String::new();
     for (index, line) in needle.replacement.iter().enumerate() {
         if index > 0 {
@@ -342,7 +358,11 @@ fn whitespace_insensitive(
 }
 
 fn line_range(first: usize, last: usize) -> String {
-    if first == last { first.to_string() } else { format!("{first}-{last}") }
+    if first == last {
+        first.to_string()
+    } else {
+        format!("{first}-{last}")
+    }
 }
 
 /// Scores at most [`MAX_CANDIDATES`] windows (chosen by how many of their lines occur in the
@@ -457,10 +477,16 @@ mod tests {
         assert_eq!((text.as_str(), outcome.replacements, outcome.fuzzy), ("a c a", 1, None));
         assert_eq!(
             check("x\na\ny\na\n", "a", "b", false),
-            Err(EditFailure::NotUnique { count: 2, lines: vec![2, 4] })
+            Err(EditFailure::NotUnique {
+                count: 2,
+                lines: vec![2, 4]
+            })
         );
         let (text, outcome) = check("x\na\ny\na\n", "a", "b", true).unwrap();
-        assert_eq!((text.as_str(), outcome.replacements, outcome.line), ("x\nb\ny\nb\n", 2, 2));
+        assert_eq!(
+            (text.as_str(), outcome.replacements, outcome.line),
+            ("x\nb\ny\nb\n", 2, 2)
+        );
         assert!(matches!(check("abc", "", "x", false), Err(EditFailure::Invalid(_))));
         assert!(matches!(check("abc", "b", "b", false), Err(EditFailure::Invalid(_))));
     }
@@ -488,7 +514,10 @@ mod tests {
         let file = "  a  b\nx\na b\n";
         assert_eq!(
             check(file, "a b ", "c", false),
-            Err(EditFailure::NotUnique { count: 2, lines: vec![1, 3] })
+            Err(EditFailure::NotUnique {
+                count: 2,
+                lines: vec![1, 3]
+            })
         );
     }
 
@@ -505,9 +534,7 @@ mod tests {
         }
         assert_eq!(
             check(file, "zzz qqq", "x", false),
-            Err(EditFailure::NoMatch {
-                hint: String::new()
-            })
+            Err(EditFailure::NoMatch { hint: String::new() })
         );
     }
 
@@ -516,11 +543,18 @@ mod tests {
         // 200k identical lines: exact, normalised and similarity steps all stay fast.
         let file = "    same line here\n".repeat(200_000);
         let started = std::time::Instant::now();
-        assert!(matches!(check(&file, "same line here", "x", false), Err(EditFailure::NotUnique { count: 200_000, .. })));
+        assert!(matches!(
+            check(&file, "same line here", "x", false),
+            Err(EditFailure::NotUnique { count: 200_000, .. })
+        ));
         assert!(matches!(
             check(&file, "same  line  here\nsame line here\nnot here at all", "x", false),
             Err(EditFailure::NoMatch { .. })
         ));
-        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -358,18 +358,29 @@ pub trait Filesystem: Send + Sync + 'static {
             let size = bytes.len() as u64;
             let text = match String::from_utf8(bytes) {
                 Ok(text) if !text.as_bytes()[..text.len().min(crate::text::BINARY_SNIFF_LEN)].contains(&0) => text,
-                _ => return Err(FsError::Binary { path: path.clone(), size }),
+                _ => {
+                    return Err(FsError::Binary {
+                        path: path.clone(),
+                        size,
+                    });
+                }
             };
             let plan = crate::edit::plan(&text, old, new, replace_all).map_err(|failure| match failure {
                 crate::edit::EditFailure::Invalid(reason) => FsError::InvalidArgument { reason },
-                crate::edit::EditFailure::NoMatch { hint } => FsError::NoMatch { path: path.clone(), hint },
+                crate::edit::EditFailure::NoMatch { hint } => FsError::NoMatch {
+                    path: path.clone(),
+                    hint,
+                },
                 crate::edit::EditFailure::NotUnique { count, lines } => FsError::NotUnique {
                     path: path.clone(),
                     count,
                     lines,
                 },
             })?;
-            match self.write(path, plan.text.as_bytes(), WriteMode::IfMatch(version)).await {
+            match self
+                .write(path, plan.text.as_bytes(), WriteMode::IfMatch(version))
+                .await
+            {
                 Ok(()) => return Ok(plan.outcome),
                 Err(FsError::Conflict { .. }) => {}
                 Err(other) => return Err(other),

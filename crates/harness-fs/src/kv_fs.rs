@@ -257,7 +257,11 @@ impl Filesystem for KvFs {
             }
             let duplicate = out.last().is_some_and(|last| last.path == child);
             if !duplicate {
-                out.push(if is_dir { dir_info(child) } else { info_of(child, &entry) });
+                out.push(if is_dir {
+                    dir_info(child)
+                } else {
+                    info_of(child, &entry)
+                });
             }
             true
         })
@@ -295,7 +299,9 @@ impl Filesystem for KvFs {
         let mut candidates = Vec::new();
         self.scan(base, "grep", |entry| {
             if let Some(path) = self.path_of(&entry.key)
-                && path.strip_prefix(base).is_some_and(|relative| plan.filter.accepts(&relative))
+                && path
+                    .strip_prefix(base)
+                    .is_some_and(|relative| plan.filter.accepts(&relative))
             {
                 candidates.push(path);
             }

@@ -140,7 +140,8 @@ impl LocalFs {
         let real = self.jail.resolve(path)?;
         let mut file = open_read(&real, path)?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(|err| io_error(err, path, "read"))?;
+        file.read_to_end(&mut bytes)
+            .map_err(|err| io_error(err, path, "read"))?;
         Ok(bytes)
     }
 
@@ -149,7 +150,9 @@ impl LocalFs {
             return Err(FsError::IsDirectory { path: path.clone() });
         }
         let real = self.jail.resolve(path)?;
-        let parent = real.parent().ok_or_else(|| FsError::IsDirectory { path: path.clone() })?;
+        let parent = real
+            .parent()
+            .ok_or_else(|| FsError::IsDirectory { path: path.clone() })?;
         std::fs::create_dir_all(parent).map_err(|err| parent_error(err, path))?;
         let _guard = self.lock_for(&real).lock().unwrap_or_else(PoisonError::into_inner);
         let existing = match std::fs::metadata(&real) {
@@ -330,7 +333,12 @@ impl LocalFs {
             };
             let path = base.join_path(&relative);
             let meta = if file_type.is_symlink() {
-                match self.jail.resolve(&path).ok().and_then(|target| std::fs::metadata(target).ok()) {
+                match self
+                    .jail
+                    .resolve(&path)
+                    .ok()
+                    .and_then(|target| std::fs::metadata(target).ok())
+                {
                     Some(meta) if meta.is_file() => meta,
                     _ => continue,
                 }
@@ -367,14 +375,20 @@ impl LocalFs {
         let real = self.jail.resolve(base)?;
         if std::fs::metadata(&real).is_ok_and(|meta| meta.is_file()) {
             let file = open_read(&real, base)?;
-            let _ = searcher.search_file(&plan.matcher, &file, Collector::new(base.clone(), &mut out, plan.max_matches));
+            let _ = searcher.search_file(
+                &plan.matcher,
+                &file,
+                Collector::new(base.clone(), &mut out, plan.max_matches),
+            );
             return Ok(out);
         }
         self.walk_files(base, |path, relative, _meta| {
             if !plan.filter.accepts(&relative) {
                 return true;
             }
-            let Ok(real) = self.jail.resolve(&path) else { return true };
+            let Ok(real) = self.jail.resolve(&path) else {
+                return true;
+            };
             let Ok(file) = open_read(&real, &path) else { return true };
             let collector = Collector::new(path, &mut out, plan.max_matches);
             // An unreadable file is skipped, like ripgrep does.
@@ -414,7 +428,12 @@ impl LocalFs {
         let real = self.jail.resolve(path)?;
         match std::fs::create_dir_all(&real) {
             Ok(()) => Ok(()),
-            Err(err) if matches!(err.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory) => {
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
                 Err(FsError::NotDirectory { path: path.clone() })
             }
             Err(err) => Err(io_error(err, path, "mkdir")),
@@ -531,7 +550,8 @@ impl Filesystem for LocalFs {
     async fn append(&self, path: &WsPath, bytes: &[u8]) -> Result<(), FsError> {
         let owned = path.clone();
         let bytes = bytes.to_vec();
-        self.blocking(path, "append", move |fs| fs.append_sync(&owned, &bytes)).await
+        self.blocking(path, "append", move |fs| fs.append_sync(&owned, &bytes))
+            .await
     }
 
     async fn stat(&self, path: &WsPath) -> Result<FileInfo, FsError> {
@@ -554,7 +574,8 @@ impl Filesystem for LocalFs {
     async fn grep(&self, base: &WsPath, options: &GrepOptions) -> Result<Vec<GrepMatch>, FsError> {
         let owned = base.clone();
         let options = options.clone();
-        self.blocking(base, "grep", move |fs| fs.grep_sync(&owned, &options)).await
+        self.blocking(base, "grep", move |fs| fs.grep_sync(&owned, &options))
+            .await
     }
 
     async fn delete(&self, path: &WsPath) -> Result<(), FsError> {

@@ -115,7 +115,11 @@ impl NamespaceFactory {
     ///
     /// # Errors
     /// As [`prefix`](Self::prefix).
-    pub fn namespaced(&self, fs: Arc<dyn Filesystem>, ctx: &RuntimeContext) -> Result<Arc<dyn Filesystem>, crate::FsError> {
+    pub fn namespaced(
+        &self,
+        fs: Arc<dyn Filesystem>,
+        ctx: &RuntimeContext,
+    ) -> Result<Arc<dyn Filesystem>, crate::FsError> {
         let prefix = self.prefix(ctx)?;
         if prefix.is_root() {
             return Ok(fs);
@@ -218,7 +222,11 @@ impl Filesystem for Namespaced {
     }
 
     async fn stat(&self, path: &WsPath) -> Result<FileInfo, FsError> {
-        let info = self.inner.stat(&self.inside(path)).await.map_err(|err| self.error(err))?;
+        let info = self
+            .inner
+            .stat(&self.inside(path))
+            .await
+            .map_err(|err| self.error(err))?;
         Ok(FileInfo {
             path: path.clone(),
             ..info
@@ -226,7 +234,11 @@ impl Filesystem for Namespaced {
     }
 
     async fn list(&self, path: &WsPath) -> Result<Vec<FileInfo>, FsError> {
-        let infos = self.inner.list(&self.inside(path)).await.map_err(|err| self.error(err))?;
+        let infos = self
+            .inner
+            .list(&self.inside(path))
+            .await
+            .map_err(|err| self.error(err))?;
         Ok(self.infos(infos))
     }
 
@@ -261,15 +273,24 @@ impl Filesystem for Namespaced {
                 reason: "the root cannot be deleted".to_owned(),
             });
         }
-        self.inner.delete(&self.inside(path)).await.map_err(|err| self.error(err))
+        self.inner
+            .delete(&self.inside(path))
+            .await
+            .map_err(|err| self.error(err))
     }
 
     async fn mkdir(&self, path: &WsPath) -> Result<(), FsError> {
-        self.inner.mkdir(&self.inside(path)).await.map_err(|err| self.error(err))
+        self.inner
+            .mkdir(&self.inside(path))
+            .await
+            .map_err(|err| self.error(err))
     }
 
     async fn exists(&self, path: &WsPath) -> Result<bool, FsError> {
-        self.inner.exists(&self.inside(path)).await.map_err(|err| self.error(err))
+        self.inner
+            .exists(&self.inside(path))
+            .await
+            .map_err(|err| self.error(err))
     }
 
     async fn read_text(&self, path: &WsPath, offset: usize, limit: usize) -> Result<TextPage, FsError> {
@@ -291,6 +312,9 @@ impl Filesystem for Namespaced {
     }
 
     fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
-        Some(Arc::new(Self::new(Arc::clone(&self.inner), self.prefix.join_path(prefix))))
+        Some(Arc::new(Self::new(
+            Arc::clone(&self.inner),
+            self.prefix.join_path(prefix),
+        )))
     }
 }

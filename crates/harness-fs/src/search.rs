@@ -90,9 +90,7 @@ impl GrepPlan {
             .line_terminator(Some(b'\n'))
             .build(&options.pattern)
             .map_err(|err| FsError::InvalidArgument {
-                reason: format!(
-                    "invalid regular expression: {err}; set regex=false to search for literal text"
-                ),
+                reason: format!("invalid regular expression: {err}; set regex=false to search for literal text"),
             })?;
         Ok(Self {
             matcher,

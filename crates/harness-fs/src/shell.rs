@@ -5,8 +5,8 @@
 mod capture;
 mod local;
 
-pub use local::{DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig};
 pub(crate) use local::ShellSettings;
+pub use local::{DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig};
 
 use crate::filesystem::FsError;
 use crate::path::WsPath;

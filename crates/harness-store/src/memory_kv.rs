@@ -150,7 +150,11 @@ impl KvStore for InMemoryKv {
                 modified_ms: item.modified_ms,
             });
         }
-        let next_after = if more { entries.last().map(|entry| entry.key.clone()) } else { None };
+        let next_after = if more {
+            entries.last().map(|entry| entry.key.clone())
+        } else {
+            None
+        };
         Ok(KvPage { entries, next_after })
     }
 }

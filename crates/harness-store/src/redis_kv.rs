@@ -54,7 +54,9 @@ pub struct RedisKv {
 
 impl std::fmt::Debug for RedisKv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisKv").field("prefix", &self.prefix).finish_non_exhaustive()
+        f.debug_struct("RedisKv")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
     }
 }
 

@@ -166,7 +166,9 @@ impl Drop for GroupGuard {
 /// Sends `SIGKILL` to every process of group `group`.
 #[allow(unsafe_code)]
 fn kill_group(group: u32) {
-    let Ok(group) = libc::pid_t::try_from(group) else { return };
+    let Ok(group) = libc::pid_t::try_from(group) else {
+        return;
+    };
     // Group ids 0 and 1 would mean "our own group" and init: never signal those.
     if group <= 1 {
         return;
@@ -187,9 +189,9 @@ impl Shell for LocalShell {
         let this = self.clone();
         let cwd = request.cwd.clone();
         let directory = tokio::task::spawn_blocking(move || this.working_directory(&cwd))
-        .await
-        .map_err(|err| ShellError::Io(std::io::Error::other(err)))?
-        .map_err(ShellError::WorkingDirectory)?;
+            .await
+            .map_err(|err| ShellError::Io(std::io::Error::other(err)))?
+            .map_err(ShellError::WorkingDirectory)?;
 
         let config = &self.settings.config;
         let mut command = tokio::process::Command::new("sh");
@@ -286,7 +288,11 @@ mod tests {
         ]
         .map(|(name, value)| (OsString::from(name), OsString::from(value)));
         let settings = ShellSettings::capture_from(LocalShellConfig::default(), parent.into_iter());
-        let names: Vec<&str> = settings.inherited.iter().filter_map(|(name, _)| name.to_str()).collect();
+        let names: Vec<&str> = settings
+            .inherited
+            .iter()
+            .filter_map(|(name, _)| name.to_str())
+            .collect();
         assert_eq!(names, ["PATH", "LC_ALL"]);
     }
 }

@@ -85,7 +85,10 @@ async fn append_is_atomic(kv: Arc<dyn KvStore>) {
     let value = kv.get("app/log").await.unwrap().unwrap().value;
     assert_eq!(value.len(), 8 * 20 * 3);
     for chunk in value.chunks(3) {
-        assert!(chunk.iter().all(|byte| *byte == chunk[0]), "interleaved append: {chunk:?}");
+        assert!(
+            chunk.iter().all(|byte| *byte == chunk[0]),
+            "interleaved append: {chunk:?}"
+        );
     }
     kv.delete("app/log").await.unwrap();
 }
@@ -125,7 +128,10 @@ async fn no_aba_after_delete(kv: &dyn KvStore) {
     kv.delete("aba/k").await.unwrap();
     let v2 = kv.put("aba/k", b"2", Some(0)).await.unwrap();
     assert_ne!(v1, v2, "a recreated key must not reuse a version");
-    assert!(matches!(kv.put("aba/k", b"3", Some(v1)).await, Err(StoreError::Conflict { .. })));
+    assert!(matches!(
+        kv.put("aba/k", b"3", Some(v1)).await,
+        Err(StoreError::Conflict { .. })
+    ));
     kv.delete("aba/k").await.unwrap();
 }
 
@@ -141,7 +147,10 @@ async fn concurrent_cas_increments(kv: Arc<dyn KvStore>) {
             while done < EACH {
                 let item = kv.get("cnt/n").await.unwrap().unwrap();
                 let n: u64 = std::str::from_utf8(&item.value).unwrap().parse().unwrap();
-                match kv.put("cnt/n", (n + 1).to_string().as_bytes(), Some(item.version)).await {
+                match kv
+                    .put("cnt/n", (n + 1).to_string().as_bytes(), Some(item.version))
+                    .await
+                {
                     Ok(_) => done += 1,
                     Err(StoreError::Conflict { .. }) => tokio::task::yield_now().await,
                     Err(other) => panic!("{other}"),
@@ -159,7 +168,10 @@ async fn concurrent_cas_increments(kv: Arc<dyn KvStore>) {
 
 async fn invalid_keys(kv: &dyn KvStore) {
     for key in [String::new(), "a\0b".to_owned(), "k".repeat(9000)] {
-        assert!(matches!(kv.put(&key, b"x", None).await, Err(StoreError::InvalidKey { .. })), "{key:?}");
+        assert!(
+            matches!(kv.put(&key, b"x", None).await, Err(StoreError::InvalidKey { .. })),
+            "{key:?}"
+        );
         assert!(matches!(kv.get(&key).await, Err(StoreError::InvalidKey { .. })));
     }
 }
