@@ -1,1 +1,3 @@
 //! harness (placeholder until its issue lands).
+
+pub mod tools;
