@@ -297,14 +297,17 @@ pub trait Filesystem: Send + Sync + 'static {
     /// `[..]`, `{a,b}`), sorted by path, at most `limit`.
     ///
     /// # Errors
-    /// [`FsError::InvalidPath`] for a bad pattern, IO.
+    /// [`FsError::InvalidArgument`] for a bad pattern, [`FsError::NotDirectory`] when `base`
+    /// is a file, IO.
     async fn glob(&self, base: &WsPath, pattern: &str, limit: usize) -> Result<Vec<FileInfo>, FsError>;
 
     /// Lines matching `options` in the files under `base` (binary files skipped), in path
     /// and line order, at most `options.max_matches`.
     ///
+    /// `base` may also be a single file.
+    ///
     /// # Errors
-    /// [`FsError::InvalidPath`] for a bad regex or glob, IO.
+    /// [`FsError::InvalidArgument`] for an empty pattern or a bad regex or glob, IO.
     async fn grep(&self, base: &WsPath, options: &GrepOptions) -> Result<Vec<GrepMatch>, FsError>;
 
     /// Removes a file, or a directory with everything in it. Removing nothing is not an error.

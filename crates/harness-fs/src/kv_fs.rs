@@ -135,7 +135,11 @@ impl KvFs {
     }
 
     /// Refuses a write of a file at `path` when a directory is there or a parent is a file.
+    /// An existing file passed these checks when it was created, so it costs one lookup.
     async fn check_file_slot(&self, path: &WsPath) -> Result<(), FsError> {
+        if !path.is_root() && self.head(path, "write").await?.is_some() {
+            return Ok(());
+        }
         if path.is_root() || self.is_dir(path).await? {
             return Err(FsError::IsDirectory { path: path.clone() });
         }
@@ -273,6 +277,9 @@ impl Filesystem for KvFs {
 
     async fn glob(&self, base: &WsPath, pattern: &str, limit: usize) -> Result<Vec<FileInfo>, FsError> {
         let matcher = compile_glob(pattern)?;
+        if self.head(base, "glob").await?.is_some() {
+            return Err(FsError::NotDirectory { path: base.clone() });
+        }
         let mut found = SmallestPaths::new(limit);
         self.scan(base, "glob", |entry| {
             if let Some(path) = self.path_of(&entry.key)

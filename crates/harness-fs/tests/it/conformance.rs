@@ -164,6 +164,10 @@ async fn glob(fs: &dyn Filesystem) {
     assert_eq!(fs.glob(&p("ws"), "**/*.md", 2).await.unwrap().len(), 2);
     assert!(fs.glob(&p("ws/nothing"), "**", 10).await.unwrap().is_empty());
     assert!(matches!(
+        fs.glob(&p("ws/a.txt"), "**", 10).await,
+        Err(FsError::NotDirectory { .. })
+    ));
+    assert!(matches!(
         fs.glob(&p("ws"), "[", 10).await,
         Err(FsError::InvalidArgument { .. })
     ));
