@@ -249,6 +249,22 @@ pub struct EditOutcome {
 /// `KvStore`), `CompositeFs` (longest-prefix routing), `OverlayFs` (two-layer read), and
 /// `Namespaced` (a fixed prefix, from a [`NamespaceFactory`](crate::NamespaceFactory)).
 /// Every backend passes the same conformance suite.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use harness_fs::{Filesystem, FsError, GrepOptions, KvFs, WriteMode, WsPath};
+/// use harness_store::InMemoryKv;
+/// let fs = KvFs::new(std::sync::Arc::new(InMemoryKv::default()), WsPath::root());
+/// let path = WsPath::parse("notes/todo.md")?;
+/// fs.write(&path, b"- buy milk\n", WriteMode::CreateNew).await?;
+/// assert!(matches!(fs.write(&path, b"", WriteMode::CreateNew).await, Err(FsError::AlreadyExists { .. })));
+/// // Compare-and-set: the write succeeds only if nobody changed the file since the read.
+/// let (bytes, version) = fs.read_versioned(&path).await?;
+/// fs.write(&path, &[bytes, b"- call mom\n".to_vec()].concat(), WriteMode::IfMatch(version)).await?;
+/// let hits = fs.grep(&WsPath::root(), &GrepOptions::literal("mom")).await?;
+/// assert_eq!((hits[0].path.as_str(), hits[0].line), ("notes/todo.md", 2));
+/// # Ok::<_, FsError>(()) }).unwrap();
+/// ```
 #[async_trait]
 pub trait Filesystem: Send + Sync + 'static {
     /// A short description for prompts and logs (e.g. `local:/srv/ws`).

@@ -129,6 +129,19 @@ pub enum ShellError {
 /// Implementations guarantee: the command gets its own process group and a scrubbed
 /// environment; the time limit (and cancellation) kills the whole group; output is drained
 /// while the command runs, so a chatty command never blocks on a full pipe, and it is capped.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use harness_fs::{LocalShell, LocalShellConfig, Shell, ShellRequest};
+/// use std::time::Duration;
+/// let dir = tempfile::tempdir().unwrap();
+/// let shell = LocalShell::new(dir.path(), LocalShellConfig::default())?;
+/// let output = shell.execute(ShellRequest::new("echo hi; exit 3")).await.unwrap();
+/// assert_eq!((output.stdout.as_str(), output.exit_code), ("hi\n", Some(3)));
+/// let slow = shell.execute(ShellRequest::new("sleep 5").timeout(Duration::from_millis(100))).await.unwrap();
+/// assert!(slow.timed_out);
+/// # Ok::<_, harness_fs::FsError>(()) }).unwrap();
+/// ```
 #[async_trait]
 pub trait Shell: Send + Sync + 'static {
     /// A short description for prompts and logs (e.g. `local:/srv/ws`).

@@ -3,7 +3,7 @@
 /// How many leading bytes are checked for a NUL byte when deciding that a file is binary.
 pub(crate) const BINARY_SNIFF_LEN: usize = 8192;
 
-/// Whether `bytes` look binary: a NUL byte in the first [`BINARY_SNIFF_LEN`] bytes (the rule
+/// Whether `bytes` look binary: a NUL byte in the first 8 KiB (the rule
 /// git and ripgrep use).
 pub fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_SNIFF_LEN)].contains(&0)

@@ -6,9 +6,9 @@ use harness_core::{BoxError, Version};
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 8192;
 
-/// Why a store operation failed. The caller decides from the variant: a [`Conflict`]
-/// (StoreError::Conflict) is re-read and retried, [`Unavailable`](StoreError::Unavailable) is
-/// retried later, the rest are surfaced.
+/// Why a store operation failed. The caller decides from the variant: after a
+/// [`Conflict`](StoreError::Conflict) it re-reads and retries, after
+/// [`Unavailable`](StoreError::Unavailable) it retries later, the rest it surfaces.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
