@@ -614,12 +614,19 @@ async fn kv_fs_on_redis_conforms() {
         ),
     };
     let kv: Arc<dyn KvStore> = Arc::new(store.clone());
-    run_all(Arc::new(KvFs::new(Arc::clone(&kv), p("fs/agents/main/users/alice")))).await;
-    // A composite with Redis-backed shared prefixes, as in a multi-replica deployment.
-    let dir = tempfile::tempdir().unwrap();
-    let composite = CompositeFs::new(local(&dir))
-        .mount(p("ws/log"), Arc::new(KvFs::new(Arc::clone(&kv), p("memory"))))
-        .mount_file(p("ws/README.md"), Arc::new(KvFs::new(Arc::clone(&kv), p("root"))));
-    run_all(Arc::new(composite)).await;
+    let suite = async {
+        run_all(Arc::new(KvFs::new(Arc::clone(&kv), p("fs/agents/main/users/alice")))).await;
+        // A composite with Redis-backed shared prefixes, as in a multi-replica deployment.
+        let dir = tempfile::tempdir().unwrap();
+        let composite = CompositeFs::new(local(&dir))
+            .mount(p("ws/log"), Arc::new(KvFs::new(Arc::clone(&kv), p("memory"))))
+            .mount_file(p("ws/README.md"), Arc::new(KvFs::new(Arc::clone(&kv), p("root"))));
+        run_all(Arc::new(composite)).await;
+    };
+    // Clean the server up whether the suite passes or not.
+    let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
     store.purge().await.unwrap();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
 }

@@ -208,9 +208,17 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn redis_kv_conforms() {
         let store = test_store().await;
-        run_all(Arc::new(store.clone())).await;
-        store.put("left/over", b"x", None).await.unwrap();
-        assert!(store.purge().await.unwrap() >= 1);
+        let suite = async {
+            run_all(Arc::new(store.clone())).await;
+            store.put("left/over", b"x", None).await.unwrap();
+        };
+        // Clean the server up whether the suite passes or not.
+        let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
+        let removed = store.purge().await.unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+        assert!(removed >= 1);
         assert!(store.list("", None, 10).await.unwrap().entries.is_empty());
     }
 
