@@ -1,8 +1,14 @@
 //! The [`Filesystem`] trait and its data types.
 
 use crate::path::WsPath;
+use crate::shell::Shell;
+use crate::text::TextPage;
 use async_trait::async_trait;
 use std::sync::Arc;
+
+/// How many times [`Filesystem::edit`] re-reads and retries after another writer changed the
+/// file between its read and its conditional write.
+pub const EDIT_CAS_RETRIES: usize = 5;
 
 /// Why a filesystem operation failed. Messages are written for the model: they say what to
 /// do differently.
@@ -84,6 +90,12 @@ pub enum FsError {
         /// 1-based line numbers of the matches.
         lines: Vec<usize>,
     },
+    /// The arguments make no sense (e.g. an empty `old_string`). Fix the call.
+    #[error("{reason}")]
+    InvalidArgument {
+        /// What is wrong and what to do instead.
+        reason: String,
+    },
     /// The backend cannot do this (e.g. a shell on a KV store).
     #[error("{operation} is not supported by this filesystem")]
     Unsupported {
@@ -101,6 +113,47 @@ pub enum FsError {
         #[source]
         source: harness_core::BoxError,
     },
+}
+
+impl FsError {
+    /// The same error with its path rewritten by `map` (used by wrappers that present a
+    /// backend's paths under another root, so messages show the caller's paths).
+    #[must_use]
+    pub fn map_path(self, map: impl Fn(&WsPath) -> WsPath) -> Self {
+        match self {
+            Self::NotFound { path } => Self::NotFound { path: map(&path) },
+            Self::AlreadyExists { path } => Self::AlreadyExists { path: map(&path) },
+            Self::IsDirectory { path } => Self::IsDirectory { path: map(&path) },
+            Self::NotDirectory { path } => Self::NotDirectory { path: map(&path) },
+            Self::PermissionDenied { path, reason } => Self::PermissionDenied {
+                path: map(&path),
+                reason,
+            },
+            Self::Binary { path, size } => Self::Binary { path: map(&path), size },
+            Self::Conflict { path } => Self::Conflict { path: map(&path) },
+            Self::NoMatch { path, hint } => Self::NoMatch { path: map(&path), hint },
+            Self::NotUnique { path, count, lines } => Self::NotUnique {
+                path: map(&path),
+                count,
+                lines,
+            },
+            Self::Io {
+                path,
+                operation,
+                source,
+            } => Self::Io {
+                path: map(&path),
+                operation,
+                source,
+            },
+            other @ (Self::InvalidPath { .. } | Self::InvalidArgument { .. } | Self::Unsupported { .. }) => other,
+        }
+    }
+
+    /// Whether nothing exists at the path.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
 }
 
 /// Metadata of one entry.
@@ -140,7 +193,8 @@ pub struct GrepOptions {
     pub literal: bool,
     /// Ignore case.
     pub case_insensitive: bool,
-    /// Only files whose path matches this glob (e.g. `*.md`, `**/*.rs`).
+    /// Only files matching this glob. A glob without `/` (e.g. `*.md`) matches the file name;
+    /// one with `/` (e.g. `src/**/*.rs`) matches the path relative to the search base.
     pub glob: Option<String>,
     /// Lines of context before and after each match.
     pub context: usize,
@@ -185,6 +239,8 @@ pub struct EditOutcome {
     /// When the exact text was not found and a whitespace-tolerant match was used: a
     /// description of what was matched (lines and similarity).
     pub fuzzy: Option<String>,
+    /// 1-based line of the first replacement.
+    pub line: usize,
 }
 
 /// A filesystem rooted somewhere. All paths are relative to that root.
@@ -193,6 +249,22 @@ pub struct EditOutcome {
 /// `KvStore`), `CompositeFs` (longest-prefix routing), `OverlayFs` (two-layer read), and
 /// `Namespaced` (a fixed prefix, from a [`NamespaceFactory`](crate::NamespaceFactory)).
 /// Every backend passes the same conformance suite.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use harness_fs::{Filesystem, FsError, GrepOptions, KvFs, WriteMode, WsPath};
+/// use harness_store::InMemoryKv;
+/// let fs = KvFs::new(std::sync::Arc::new(InMemoryKv::default()), WsPath::root());
+/// let path = WsPath::parse("notes/todo.md")?;
+/// fs.write(&path, b"- buy milk\n", WriteMode::CreateNew).await?;
+/// assert!(matches!(fs.write(&path, b"", WriteMode::CreateNew).await, Err(FsError::AlreadyExists { .. })));
+/// // Compare-and-set: the write succeeds only if nobody changed the file since the read.
+/// let (bytes, version) = fs.read_versioned(&path).await?;
+/// fs.write(&path, &[bytes, b"- call mom\n".to_vec()].concat(), WriteMode::IfMatch(version)).await?;
+/// let hits = fs.grep(&WsPath::root(), &GrepOptions::literal("mom")).await?;
+/// assert_eq!((hits[0].path.as_str(), hits[0].line), ("notes/todo.md", 2));
+/// # Ok::<_, FsError>(()) }).unwrap();
+/// ```
 #[async_trait]
 pub trait Filesystem: Send + Sync + 'static {
     /// A short description for prompts and logs (e.g. `local:/srv/ws`).
@@ -241,20 +313,24 @@ pub trait Filesystem: Send + Sync + 'static {
     /// `[..]`, `{a,b}`), sorted by path, at most `limit`.
     ///
     /// # Errors
-    /// [`FsError::InvalidPath`] for a bad pattern, IO.
+    /// [`FsError::InvalidArgument`] for a bad pattern, [`FsError::NotDirectory`] when `base`
+    /// is a file, IO.
     async fn glob(&self, base: &WsPath, pattern: &str, limit: usize) -> Result<Vec<FileInfo>, FsError>;
 
     /// Lines matching `options` in the files under `base` (binary files skipped), in path
     /// and line order, at most `options.max_matches`.
     ///
+    /// `base` may also be a single file.
+    ///
     /// # Errors
-    /// [`FsError::InvalidPath`] for a bad regex or glob, IO.
+    /// [`FsError::InvalidArgument`] for an empty pattern or a bad regex or glob, IO.
     async fn grep(&self, base: &WsPath, options: &GrepOptions) -> Result<Vec<GrepMatch>, FsError>;
 
     /// Removes a file, or a directory with everything in it. Removing nothing is not an error.
+    /// The root cannot be removed.
     ///
     /// # Errors
-    /// [`FsError::PermissionDenied`], IO.
+    /// [`FsError::PermissionDenied`] (also for the root), IO.
     async fn delete(&self, path: &WsPath) -> Result<(), FsError>;
 
     /// Creates a directory and its parents. Backends without directories accept it as a no-op.
@@ -262,6 +338,91 @@ pub trait Filesystem: Send + Sync + 'static {
     /// # Errors
     /// [`FsError::NotDirectory`] when a file is in the way, IO.
     async fn mkdir(&self, path: &WsPath) -> Result<(), FsError>;
+
+    /// Lines `offset..offset + limit` (0-based) of a text file, and its line count.
+    ///
+    /// The default reads the whole file; backends that can stream (the local disk) override it.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read), plus [`FsError::Binary`] when the file looks binary (a NUL byte
+    /// in its first 8 KiB).
+    async fn read_text(&self, path: &WsPath, offset: usize, limit: usize) -> Result<TextPage, FsError> {
+        let bytes = self.read(path).await?;
+        if crate::text::looks_binary(&bytes) {
+            return Err(FsError::Binary {
+                path: path.clone(),
+                size: bytes.len() as u64,
+            });
+        }
+        Ok(crate::text::page(&bytes, offset, limit))
+    }
+
+    /// Replaces `old` with `new` in a text file: `old` must occur exactly once unless
+    /// `replace_all`. Without an exact match, a match that ignores whitespace and indentation
+    /// (or, failing that, one at least 92% similar) is used and described in
+    /// [`EditOutcome::fuzzy`]. Line endings (LF or CRLF) are kept.
+    ///
+    /// Built on [`read_versioned`](Self::read_versioned) and a [`WriteMode::IfMatch`] write:
+    /// when another writer changes the file in between, the edit is re-applied to the new
+    /// content, up to [`EDIT_CAS_RETRIES`] times. Nothing is lost and nothing is applied twice.
+    ///
+    /// # Errors
+    /// [`FsError::NoMatch`], [`FsError::NotUnique`] (with candidate line numbers),
+    /// [`FsError::InvalidArgument`] (empty or identical strings), [`FsError::Binary`],
+    /// [`FsError::Conflict`] after too many lost races, and the errors of
+    /// [`read`](Self::read) and [`write`](Self::write).
+    async fn edit(&self, path: &WsPath, old: &str, new: &str, replace_all: bool) -> Result<EditOutcome, FsError> {
+        for _ in 0..=EDIT_CAS_RETRIES {
+            let (bytes, version) = self.read_versioned(path).await?;
+            let size = bytes.len() as u64;
+            let text = match String::from_utf8(bytes) {
+                Ok(text) if !text.as_bytes()[..text.len().min(crate::text::BINARY_SNIFF_LEN)].contains(&0) => text,
+                _ => {
+                    return Err(FsError::Binary {
+                        path: path.clone(),
+                        size,
+                    });
+                }
+            };
+            let plan = crate::edit::plan(&text, old, new, replace_all).map_err(|failure| match failure {
+                crate::edit::EditFailure::Invalid(reason) => FsError::InvalidArgument { reason },
+                crate::edit::EditFailure::NoMatch { hint } => FsError::NoMatch {
+                    path: path.clone(),
+                    hint,
+                },
+                crate::edit::EditFailure::NotUnique { count, lines } => FsError::NotUnique {
+                    path: path.clone(),
+                    count,
+                    lines,
+                },
+            })?;
+            match self
+                .write(path, plan.text.as_bytes(), WriteMode::IfMatch(version))
+                .await
+            {
+                Ok(()) => return Ok(plan.outcome),
+                Err(FsError::Conflict { .. }) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        Err(FsError::Conflict { path: path.clone() })
+    }
+
+    /// The shell that runs commands in this filesystem's root, if it has one. Most backends
+    /// have none; a local filesystem has one only when built
+    /// [`with_shell`](crate::LocalFs::with_shell).
+    fn shell(&self) -> Option<Arc<dyn Shell>> {
+        None
+    }
+
+    /// This filesystem seen from `prefix` (which becomes the root), when the backend can do
+    /// that more safely or cheaply than the generic [`Namespaced`](crate::Namespaced) wrapper
+    /// (the local disk checks symlinks against the narrower root; a KV store extends its key
+    /// prefix). Use [`Namespaced::new`](crate::Namespaced::new), which calls this.
+    fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
+        let _ = prefix;
+        None
+    }
 
     /// Whether anything exists at `path`.
     ///

@@ -1,21 +1,56 @@
 //! Pluggable filesystems for Harness.
 //!
-//! Every file an agent touches goes through a [`Filesystem`]: the local disk (rooted and
-//! symlink-safe), a KV store (Redis, for many replicas), a composite that routes by path
-//! prefix, or an overlay of two layers. Paths are [`WsPath`]s — relative, normalised, with no
-//! `..` — so an absolute path or a traversal can never reach past a backend's root or a
-//! user's namespace. A [`Shell`] is a separate capability that only some backends have.
+//! Every file an agent touches goes through a [`Filesystem`]: the local disk ([`LocalFs`],
+//! rooted and symlink-safe), a KV store ([`KvFs`] over a `harness_store::KvStore`, e.g. Redis
+//! for many replicas), a [`CompositeFs`] that routes by path prefix, or an [`OverlayFs`] of two
+//! layers. Paths are [`WsPath`]s — relative, normalised, with no `..` — so an absolute path or
+//! a traversal can never reach past a backend's root or a user's namespace ([`Namespaced`],
+//! built by a [`NamespaceFactory`]). A [`Shell`] is a separate capability that only some
+//! backends have ([`LocalFs::with_shell`]); it is never there unless asked for.
 //!
-//! Where to start: [`Filesystem`], [`WsPath`], [`NamespaceFactory`].
+//! Every backend passes one conformance suite (`tests/it/conformance.rs`).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use harness_fs::{Filesystem, KvFs, Namespaced, WriteMode, WsPath};
+//! use harness_store::InMemoryKv;
+//! use std::sync::Arc;
+//! let fs: Arc<dyn Filesystem> = Arc::new(KvFs::new(Arc::new(InMemoryKv::default()), WsPath::root()));
+//! let alice = Namespaced::new(fs.clone(), WsPath::parse("alice")?);
+//! // A leading `/` means alice's own root, never the host's or the workspace's.
+//! alice.write(&WsPath::parse("/notes.md")?, b"hello\nworld\n", WriteMode::CreateNew).await?;
+//! assert_eq!(fs.read(&WsPath::parse("alice/notes.md")?).await?, b"hello\nworld\n");
+//! let outcome = alice.edit(&WsPath::parse("notes.md")?, "world", "there", false).await?;
+//! assert_eq!(outcome.replacements, 1);
+//! assert_eq!(alice.read_text(&WsPath::parse("notes.md")?, 1, 10).await?.lines, ["there"]);
+//! # Ok::<_, harness_fs::FsError>(()) }).unwrap();
+//! ```
+//!
+//! Where to start: [`Filesystem`], [`WsPath`], [`NamespaceFactory`], [`Shell`].
 
+mod composite;
+mod edit;
 mod filesystem;
+mod kv_fs;
+mod local;
 mod namespace;
+mod overlay;
 mod path;
+mod search;
+mod shell;
+mod text;
 
+pub use composite::CompositeFs;
 pub use filesystem::{
-    CallWorkspace, EditOutcome, FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode,
+    CallWorkspace, EDIT_CAS_RETRIES, EditOutcome, FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions,
+    WriteMode,
 };
-pub use namespace::{IsolationScope, NamespaceFactory, RESERVED_NAMES};
+pub use kv_fs::KvFs;
+pub use local::LocalFs;
+pub use namespace::{IsolationScope, NamespaceFactory, Namespaced, RESERVED_NAMES};
+pub use overlay::OverlayFs;
 pub use path::{MAX_PATH_LEN, WsPath};
-mod scratch;
-pub use scratch::{LocalFs, Namespaced};
+pub use shell::{
+    CallShell, DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig, Shell, ShellError, ShellOutput, ShellRequest,
+};
+pub use text::{TextPage, looks_binary, truncate_chars};

@@ -10,8 +10,8 @@ pub const MAX_PATH_LEN: usize = 4096;
 /// segments), with no `..` segment, no NUL and at most [`MAX_PATH_LEN`] bytes. The empty
 /// path is the root.
 ///
-/// There is deliberately no `Deref<Target = Path>`: IO goes through a [`Filesystem`]
-/// (crate::Filesystem), which maps a `WsPath` to a real location after resolving symlinks.
+/// There is deliberately no `Deref<Target = Path>`: IO goes through a
+/// [`Filesystem`](crate::Filesystem), which maps a `WsPath` to a real location after resolving symlinks.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct WsPath(String);
 

@@ -31,6 +31,7 @@ pub mod config;
 pub mod eviction;
 pub mod prompt;
 pub mod session;
+pub mod tools;
 pub mod workspace;
 
 pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};

@@ -7,4 +7,5 @@ mod doubles;
 mod eviction;
 mod sessions;
 mod support;
+mod tools;
 mod workspace;

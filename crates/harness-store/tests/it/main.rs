@@ -1,0 +1,4 @@
+//! Integration tests of harness-store.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod kv;
