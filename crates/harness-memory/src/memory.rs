@@ -414,16 +414,21 @@ impl Inner {
         Arc::clone(state)
     }
 
-    /// Runs `work` unless the hard-stop token fires first.
+    /// Runs `work` unless the hard-stop token fires first. The work counts as pending for
+    /// [`Memory::shutdown`], which waits for it (up to its timeout) and then cancels it.
     async fn abortable<T>(
         &self,
         work: impl Future<Output = Result<T, MemoryError>>,
     ) -> Result<T, MemoryError> {
-        tokio::select! {
-            biased;
-            () = self.abort.cancelled() => Err(MemoryError::Cancelled),
-            result = work => result,
-        }
+        self.tasks
+            .track_future(async {
+                tokio::select! {
+                    biased;
+                    () = self.abort.cancelled() => Err(MemoryError::Cancelled),
+                    result = work => result,
+                }
+            })
+            .await
     }
 
     async fn extract(

@@ -76,19 +76,22 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);")?;
-    let version: Option<String> = conn
+    let mut conn = conn;
+    // One writer sets the schema up, so two first opens cannot interleave drop and create.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);")?;
+    let version: Option<String> = tx
         .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |row| row.get(0))
         .optional()?;
     if version.as_deref() != Some(SCHEMA_VERSION) {
-        conn.execute_batch(
+        tx.execute_batch(
             "DROP TABLE IF EXISTS lines;
              DROP TABLE IF EXISTS files;
              DROP TABLE IF EXISTS segments;
              DELETE FROM meta;",
         )?;
     }
-    conn.execute_batch(
+    tx.execute_batch(
         "CREATE VIRTUAL TABLE IF NOT EXISTS lines USING fts5(
              text, grams, path UNINDEXED, line UNINDEXED, kind UNINDEXED,
              tokenize = 'trigram remove_diacritics 1');
@@ -100,10 +103,11 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
              path TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL, tail INTEGER NOT NULL);
          CREATE INDEX IF NOT EXISTS segments_path ON segments(path);",
     )?;
-    conn.execute(
+    tx.execute(
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?1)",
         params![SCHEMA_VERSION],
     )?;
+    tx.commit()?;
     Ok(conn)
 }
 
