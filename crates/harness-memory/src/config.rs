@@ -170,8 +170,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "m" | "min" | "mins" => Duration::from_secs(number.saturating_mul(60)),
             "h" | "hr" | "hrs" => Duration::from_secs(number.saturating_mul(3600)),
             "d" | "day" | "days" => Duration::from_secs(number.saturating_mul(86_400)),
-            "" => return Err(format!("bad duration {text:?}: missing unit after {number} (ms, s, m, h, d)")),
-            other => return Err(format!("bad duration {text:?}: unknown unit {other:?} (ms, s, m, h, d)")),
+            "" => {
+                return Err(format!(
+                    "bad duration {text:?}: missing unit after {number} (ms, s, m, h, d)"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "bad duration {text:?}: unknown unit {other:?} (ms, s, m, h, d)"
+                ));
+            }
         };
         total = total.saturating_add(part);
     }
@@ -184,7 +192,7 @@ pub fn format_duration(duration: Duration) -> String {
         return "0s".into();
     }
     let millis = duration.as_millis();
-    if millis % 1000 != 0 {
+    if !millis.is_multiple_of(1000) {
         return format!("{millis}ms");
     }
     let mut seconds = duration.as_secs();

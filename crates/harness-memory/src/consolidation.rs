@@ -156,7 +156,11 @@ pub(crate) async fn run(
         Err(FsError::NotFound { .. }) => (String::new(), None),
         Err(err) => return Err(err.into()),
     };
-    let current_shown = if current.trim().is_empty() { "(empty)" } else { current.trim_end() };
+    let current_shown = if current.trim().is_empty() {
+        "(empty)"
+    } else {
+        current.trim_end()
+    };
     let request = ChatRequest {
         system: SystemPrompt::new(system_prompt(max_tokens)),
         messages: vec![Arc::new(Msg::user(format!(
@@ -188,7 +192,10 @@ pub(crate) async fn run(
         kept.push('\n');
     }
     if dropped > 0 {
-        tracing::warn!(dropped, "consolidation reply had lines with injection markers; they were dropped");
+        tracing::warn!(
+            dropped,
+            "consolidation reply had lines with injection markers; they were dropped"
+        );
     }
     let (text, cut) = cut_to_tokens(&kept, max_tokens);
     if cut {
@@ -198,17 +205,20 @@ pub(crate) async fn run(
         Some(version) => WriteMode::IfMatch(version),
         None => WriteMode::CreateNew,
     };
-    fs.write(&memory_path, text.as_bytes(), mode).await.map_err(|err| match err {
-        FsError::AlreadyExists { path } => MemoryError::Fs(FsError::Conflict { path }),
-        other => MemoryError::Fs(other),
-    })?;
+    fs.write(&memory_path, text.as_bytes(), mode)
+        .await
+        .map_err(|err| match err {
+            FsError::AlreadyExists { path } => MemoryError::Fs(FsError::Conflict { path }),
+            other => MemoryError::Fs(other),
+        })?;
 
     let mut next = state;
     next.v = 1;
     next.legacy_before = None;
     next.consolidated_at = Some(jiff::Timestamp::now());
     next.files.extend(batch.marks);
-    fs.write(&state_path, next.to_text().as_bytes(), WriteMode::Overwrite).await?;
+    fs.write(&state_path, next.to_text().as_bytes(), WriteMode::Overwrite)
+        .await?;
     Ok(ConsolidationOutcome::Consolidated {
         entries: batch.entries,
         tokens: estimate_tokens(&text),

@@ -126,7 +126,11 @@ fn request(ledger_path: &WsPath, ledger: &str, memory: &str, session: &SessionId
         "(empty)".to_owned()
     } else {
         let tail = tail_chars(ledger, MAX_LEDGER_CHARS);
-        if tail.len() < ledger.len() { format!("[… earlier entries omitted]\n{tail}") } else { tail.to_owned() }
+        if tail.len() < ledger.len() {
+            format!("[… earlier entries omitted]\n{tail}")
+        } else {
+            tail.to_owned()
+        }
     };
     let memory = if memory.trim().is_empty() { "(empty)" } else { memory };
     let text = format!(

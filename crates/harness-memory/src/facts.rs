@@ -171,9 +171,9 @@ fn clean(text: &str) -> String {
 fn is_instruction(lower: &str) -> bool {
     let start = lower.trim_start_matches(|c: char| !c.is_alphanumeric());
     let starts_with_word = |word: &str| {
-        start.strip_prefix(word).is_some_and(|rest| {
-            rest.is_empty() || rest.starts_with(|c: char| !c.is_alphanumeric() && c != '\'')
-        })
+        start
+            .strip_prefix(word)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(|c: char| !c.is_alphanumeric() && c != '\''))
     };
     IMPERATIVE_STARTS.iter().any(|word| starts_with_word(word))
         || INJECTION_MARKERS.iter().any(|marker| lower.contains(marker))
@@ -181,9 +181,9 @@ fn is_instruction(lower: &str) -> bool {
 
 fn is_secret(lower: &str) -> bool {
     SECRET_MARKERS.iter().any(|marker| lower.contains(marker))
-        || lower.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '(' | ')')).any(|word| {
-            word.chars().count() >= 20 && SECRET_PREFIXES.iter().any(|prefix| word.starts_with(prefix))
-        })
+        || lower
+            .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '(' | ')'))
+            .any(|word| word.chars().count() >= 20 && SECRET_PREFIXES.iter().any(|prefix| word.starts_with(prefix)))
 }
 
 /// Checks one candidate fact (already without its bullet).
@@ -287,7 +287,10 @@ mod tests {
 
     #[test]
     fn known_facts_are_duplicates() {
-        let screened = check_reply("- The user likes coffee\n- 用户喜欢绿茶。", &["The user likes coffee.", "用户喜欢绿茶"]);
+        let screened = check_reply(
+            "- The user likes coffee\n- 用户喜欢绿茶。",
+            &["The user likes coffee.", "用户喜欢绿茶"],
+        );
         assert_eq!((screened.facts.len(), screened.duplicates), (0, 2));
     }
 

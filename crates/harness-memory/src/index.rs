@@ -10,8 +10,10 @@
 //! answers from the index as it is, with `stale: true` and a note. When the index cannot be
 //! used at all, a search scans the files and says so. It never comes back silently empty.
 //!
-//! CJK: see the `terms` module — three or more characters are trigram substring matches;
-//! two-character terms use a padded bigram column; single characters fall back to `LIKE`.
+//! Tokens: a word index (`unicode61`), with CJK runs indexed as overlapping bigrams, so CJK
+//! queries of any length match (see the `terms` module for the rules and why not `trigram`).
+//! Ranking is BM25, bounded so that very common words cannot make a search slow (see
+//! `store::query`).
 
 mod store;
 mod sync;
@@ -134,6 +136,9 @@ pub(crate) struct Index {
     namespaces: Mutex<HashMap<NamespaceKey, Arc<NsIndex>>>,
     counters: Arc<Counters>,
     clock: AtomicU64,
+    /// The memory's task owner and hard-stop token (refreshes run as its tasks).
+    tasks: TaskTracker,
+    abort: CancellationToken,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -197,7 +202,14 @@ async fn with_conn<T: Send + 'static>(
 }
 
 impl Index {
-    pub(crate) fn new(dir: PathBuf, enabled: bool, search_wait: Duration, max_message_chars: usize) -> Self {
+    pub(crate) fn new(
+        dir: PathBuf,
+        enabled: bool,
+        search_wait: Duration,
+        max_message_chars: usize,
+        tasks: TaskTracker,
+        abort: CancellationToken,
+    ) -> Self {
         Self {
             dir,
             enabled,
@@ -210,6 +222,8 @@ impl Index {
             namespaces: Mutex::new(HashMap::new()),
             counters: Arc::new(Counters::default()),
             clock: AtomicU64::new(0),
+            tasks,
+            abort,
         }
     }
 
@@ -260,13 +274,7 @@ impl Index {
     }
 
     /// Asks for a refresh of `key`'s index from `fs` and returns the generation to wait for.
-    fn request_refresh(
-        &self,
-        ns: &Arc<NsIndex>,
-        fs: Arc<dyn Filesystem>,
-        tasks: &TaskTracker,
-        abort: &CancellationToken,
-    ) -> u64 {
+    fn request_refresh(&self, ns: &Arc<NsIndex>, fs: Arc<dyn Filesystem>) -> u64 {
         let mut state = lock(&ns.state);
         state.requested += 1;
         state.fs = Some(fs);
@@ -277,9 +285,9 @@ impl Index {
                 ns: Arc::clone(ns),
                 counters: Arc::clone(&self.counters),
                 limits: self.limits,
-                abort: abort.clone(),
+                abort: self.abort.clone(),
             };
-            tasks.spawn(runner.run());
+            self.tasks.spawn(runner.run());
         }
         target
     }
@@ -290,13 +298,11 @@ impl Index {
         &self,
         key: &NamespaceKey,
         fs: Arc<dyn Filesystem>,
-        tasks: &TaskTracker,
-        abort: &CancellationToken,
         wait: Option<Duration>,
     ) -> (bool, Vec<String>) {
         let ns = self.namespace(key);
         let mut done = ns.done.subscribe();
-        let target = self.request_refresh(&ns, fs, tasks, abort);
+        let target = self.request_refresh(&ns, fs);
         let caught_up = match wait {
             Some(wait) => matches!(
                 tokio::time::timeout(wait, done.wait_for(|done| *done >= target)).await,
@@ -316,8 +322,6 @@ impl Index {
         scope: &SearchScope,
         query: &str,
         limit: usize,
-        tasks: &TaskTracker,
-        abort: &CancellationToken,
     ) -> SearchResults {
         let terms = Terms::parse(query);
         if terms.is_empty() {
@@ -333,10 +337,17 @@ impl Index {
         };
         if !self.enabled {
             return self
-                .scan(&*fs, kind, prefix.as_deref(), &terms, limit, "the index is disabled; these are results of a plain scan (unranked beyond term counts)".into())
+                .scan(
+                    &*fs,
+                    kind,
+                    prefix.as_deref(),
+                    &terms,
+                    limit,
+                    "the index is disabled; these are results of a plain scan (unranked beyond term counts)".into(),
+                )
                 .await;
         }
-        let (caught_up, problems) = self.refresh(key, Arc::clone(&fs), tasks, abort, Some(self.search_wait)).await;
+        let (caught_up, problems) = self.refresh(key, Arc::clone(&fs), Some(self.search_wait)).await;
         let ns = self.namespace(key);
         let query_terms = terms.clone();
         let query_prefix = prefix.clone();
@@ -357,9 +368,6 @@ impl Index {
                 if !problems.is_empty() {
                     notes.push(format!("some files could not be indexed: {}", problems.join("; ")));
                 }
-                if terms.match_expression().is_none() {
-                    notes.push("only one-character or very common terms were given; results come from a slower unranked scan".into());
-                }
                 SearchResults {
                     hits: raw
                         .into_iter()
@@ -376,8 +384,15 @@ impl Index {
             }
             Err(err) => {
                 tracing::warn!(namespace = %key, error = %harness_core::error_chain(&err), "memory index query failed; scanning files");
-                self.scan(&*fs, kind, prefix.as_deref(), &terms, limit, "the search index is unavailable; these are results of a plain scan".into())
-                    .await
+                self.scan(
+                    &*fs,
+                    kind,
+                    prefix.as_deref(),
+                    &terms,
+                    limit,
+                    "the search index is unavailable; these are results of a plain scan".into(),
+                )
+                .await
             }
         }
     }
@@ -516,7 +531,11 @@ impl Refresher {
         let gone_files = known.keys().filter(|path| listing_complete && !present.contains(*path));
         for gone in gone_files {
             let gone = gone.clone();
-            match with_conn(&self.ns.writer, &self.ns.path, move |conn| store::remove_file(conn, &gone)).await {
+            match with_conn(&self.ns.writer, &self.ns.path, move |conn| {
+                store::remove_file(conn, &gone)
+            })
+            .await
+            {
                 Ok(()) => {
                     self.counters.removed.fetch_add(1, Ordering::Relaxed);
                 }

@@ -12,7 +12,11 @@ pub const CUT_MARKER: &str =
 /// overestimates rather than under, so budgets hold.
 pub fn estimate_tokens(text: &str) -> usize {
     let (ascii, other) = text.chars().fold((0usize, 0usize), |(ascii, other), c| {
-        if c.is_ascii() { (ascii + 1, other) } else { (ascii, other + 1) }
+        if c.is_ascii() {
+            (ascii + 1, other)
+        } else {
+            (ascii, other + 1)
+        }
     });
     ascii.div_ceil(4) + other
 }
@@ -93,7 +97,12 @@ mod tests {
         assert!(was_cut);
         assert!(estimate_tokens(&cut) <= 200, "{}", estimate_tokens(&cut));
         assert!(cut.ends_with(&format!("{CUT_MARKER}\n")));
-        assert!(cut.lines().rev().nth(1).is_some_and(|line| line == "- a fact about something"));
+        assert!(
+            cut.lines()
+                .rev()
+                .nth(1)
+                .is_some_and(|line| line == "- a fact about something")
+        );
         let cjk = "用户喜欢绿茶".repeat(100);
         let (cut, was_cut) = cut_to_tokens(&cjk, 60);
         assert!(was_cut && estimate_tokens(&cut) <= 60);

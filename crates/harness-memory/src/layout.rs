@@ -71,7 +71,10 @@ pub(crate) fn path(text: &str) -> WsPath {
 
 /// One fact line of the daily log, with provenance.
 pub(crate) fn format_fact(fact: &str, session: &str, at: Timestamp) -> String {
-    format!("- {fact} <!-- session={session} at={} -->\n", at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    format!(
+        "- {fact} <!-- session={session} at={} -->\n",
+        at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
 }
 
 /// The fact text of a daily-log line without its bullet and provenance comment.
@@ -155,7 +158,10 @@ mod tests {
     fn fact_lines_round_trip() {
         let at: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap_or_default();
         let line = format_fact("The user likes tea.", "s1", at);
-        assert_eq!(line, "- The user likes tea. <!-- session=s1 at=2026-11-29T10:00:00Z -->\n");
+        assert_eq!(
+            line,
+            "- The user likes tea. <!-- session=s1 at=2026-11-29T10:00:00Z -->\n"
+        );
         assert_eq!(fact_text(&line), "The user likes tea.");
         assert_eq!(fact_text("* plain"), "plain");
     }

@@ -65,9 +65,7 @@ mod namespace;
 mod tools;
 mod transcript;
 
-pub use config::{
-    DEFAULT_MAX_MEMORY_TOKENS, IndexConfig, MemoryConfig, MemoryMode, format_duration, parse_duration,
-};
+pub use config::{DEFAULT_MAX_MEMORY_TOKENS, IndexConfig, MemoryConfig, MemoryMode, format_duration, parse_duration};
 pub use consolidation::ConsolidationOutcome;
 pub use error::MemoryError;
 pub use extraction::FlushOutcome;

@@ -138,11 +138,15 @@ impl Memory {
     /// go under `index_dir`, one per namespace; it is created on first use. Nothing starts
     /// until the first call.
     pub fn new(config: MemoryConfig, model: Arc<dyn ChatModel>, index_dir: PathBuf) -> Self {
+        let tasks = TaskTracker::new();
+        let abort = CancellationToken::new();
         let index = Index::new(
             index_dir,
             config.index.enabled,
             config.index.search_wait,
             config.index.max_message_chars,
+            tasks.clone(),
+            abort.clone(),
         );
         Self {
             inner: Arc::new(Inner {
@@ -150,9 +154,9 @@ impl Memory {
                 model,
                 index,
                 lease: Arc::new(LocalLease::default()),
-                tasks: TaskTracker::new(),
+                tasks,
                 shutdown: CancellationToken::new(),
-                abort: CancellationToken::new(),
+                abort,
                 namespaces: Mutex::new(HashMap::new()),
                 maintenance_started: AtomicBool::new(false),
                 extraction_calls: AtomicU64::new(0),
@@ -255,7 +259,10 @@ impl Memory {
             return Ok(FlushOutcome::Skipped);
         }
         let state = self.inner.namespace(namespace, &fs);
-        let outcome = self.inner.abortable(self.inner.extract(&state, fs, session, messages)).await?;
+        let outcome = self
+            .inner
+            .abortable(self.inner.extract(&state, fs, session, messages))
+            .await?;
         if matches!(outcome, FlushOutcome::Written { .. }) {
             self.inner.request_consolidation(namespace);
         }
@@ -326,18 +333,13 @@ impl Memory {
         limit: usize,
     ) -> SearchResults {
         let limit = limit.clamp(1, self.inner.config.index.max_results.max(1));
-        let inner = &self.inner;
-        inner
-            .index
-            .search(namespace, fs, scope, query, limit, &inner.tasks, &inner.abort)
-            .await
+        self.inner.index.search(namespace, fs, scope, query, limit).await
     }
 
     /// Brings the namespace's index up to date and waits for it (for `harness memory`
     /// commands and tests). Returns the problems met, if any.
     pub async fn refresh_index(&self, fs: Arc<dyn Filesystem>, namespace: &NamespaceKey) -> Vec<String> {
-        let inner = &self.inner;
-        inner.index.refresh(namespace, fs, &inner.tasks, &inner.abort, None).await.1
+        self.inner.index.refresh(namespace, fs, None).await.1
     }
 
     /// Stops accepting work, runs throttled extractions now, and waits up to `timeout` for
@@ -416,10 +418,7 @@ impl Inner {
 
     /// Runs `work` unless the hard-stop token fires first. The work counts as pending for
     /// [`Memory::shutdown`], which waits for it (up to its timeout) and then cancels it.
-    async fn abortable<T>(
-        &self,
-        work: impl Future<Output = Result<T, MemoryError>>,
-    ) -> Result<T, MemoryError> {
+    async fn abortable<T>(&self, work: impl Future<Output = Result<T, MemoryError>>) -> Result<T, MemoryError> {
         self.tasks
             .track_future(async {
                 tokio::select! {
@@ -585,10 +584,12 @@ impl Inner {
                 let pass = async {
                     match self.consolidate(Arc::clone(&fs), &key).await {
                         Ok(outcome) => tracing::debug!(namespace = %key, ?outcome, "maintenance consolidation"),
-                        Err(err) => tracing::warn!(namespace = %key, error = %harness_core::error_chain(&err), "maintenance consolidation failed"),
+                        Err(err) => {
+                            tracing::warn!(namespace = %key, error = %harness_core::error_chain(&err), "maintenance consolidation failed")
+                        }
                     }
                     if self.config.index.enabled {
-                        let (_, problems) = self.index.refresh(&key, fs, &self.tasks, &self.abort, None).await;
+                        let (_, problems) = self.index.refresh(&key, fs, None).await;
                         if !problems.is_empty() {
                             tracing::warn!(namespace = %key, problems = problems.len(), "maintenance index refresh had problems");
                         }

@@ -55,7 +55,13 @@ impl NamespaceKey {
         let readable: String = self
             .0
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(48)
             .collect();
         let digest = Sha256::digest(self.0.as_bytes());
@@ -93,6 +99,9 @@ mod tests {
         assert_eq!(NamespaceKey::for_call(&ctx).as_str(), "u1");
         ctx.insert(NamespaceKey::new("tenant/u1"));
         assert_eq!(NamespaceKey::for_call(&ctx).as_str(), "tenant/u1");
-        assert_eq!(NamespaceKey::for_call(&RuntimeContext::default()).as_str(), DEFAULT_USER);
+        assert_eq!(
+            NamespaceKey::for_call(&RuntimeContext::default()).as_str(),
+            DEFAULT_USER
+        );
     }
 }

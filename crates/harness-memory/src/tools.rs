@@ -7,7 +7,9 @@ use crate::layout::{AGENTS_DIR, MEMORY_FILE, path, session_index_path, sessions_
 use crate::memory::Memory;
 use crate::namespace::NamespaceKey;
 use crate::transcript::{RenderLimits, parse_session_index, parse_transcript, render_message};
-use harness_core::{AgentId, SessionId, Tool, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, excerpt, typed};
+use harness_core::{
+    AgentId, SessionId, Tool, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, excerpt, typed,
+};
 use harness_fs::{CallWorkspace, Filesystem, FsError, WsPath};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -73,7 +75,12 @@ async fn resolve_agent(fs: &dyn Filesystem, ctx: &ToolContext, given: Option<&st
     }
 }
 
-fn render_results(query: &str, results: &SearchResults, what: &str, line: impl Fn(&crate::SearchHit) -> String) -> String {
+fn render_results(
+    query: &str,
+    results: &SearchResults,
+    what: &str,
+    line: impl Fn(&crate::SearchHit) -> String,
+) -> String {
     let mut out = if results.hits.is_empty() {
         format!("No matching {what} found for: {query}")
     } else {
@@ -122,9 +129,15 @@ impl TypedTool for MemorySearch {
         }
         let fs = workspace(ctx)?;
         let key = NamespaceKey::for_call(&ctx.runtime);
-        let results = self.memory.search(fs, &key, query, args.max_results.unwrap_or(10)).await;
+        let results = self
+            .memory
+            .search(fs, &key, query, args.max_results.unwrap_or(10))
+            .await;
         Ok(ToolOutput::text(render_results(query, &results, "memories", |hit| {
-            format!("Source: {}#{} (score {:.2}): {}", hit.path, hit.line, hit.score, hit.snippet)
+            format!(
+                "Source: {}#{} (score {:.2}): {}",
+                hit.path, hit.line, hit.score, hit.snippet
+            )
         })))
     }
 }
@@ -220,7 +233,10 @@ struct SessionSearch {
 }
 
 fn session_of(path: &str) -> &str {
-    path.rsplit('/').next().and_then(|name| name.strip_suffix(".log.jsonl")).unwrap_or("")
+    path.rsplit('/')
+        .next()
+        .and_then(|name| name.strip_suffix(".log.jsonl"))
+        .unwrap_or("")
 }
 
 #[async_trait]
@@ -245,10 +261,22 @@ impl TypedTool for SessionSearch {
         let key = NamespaceKey::for_call(&ctx.runtime);
         let results = self
             .memory
-            .search_in(fs, &key, &SearchScope::Sessions { agent }, query, args.max_results.unwrap_or(10))
+            .search_in(
+                fs,
+                &key,
+                &SearchScope::Sessions { agent },
+                query,
+                args.max_results.unwrap_or(10),
+            )
             .await;
         Ok(ToolOutput::text(render_results(query, &results, "sessions", |hit| {
-            format!("  [{}#{}] session {} — {}", hit.path, hit.line, session_of(&hit.path), hit.snippet)
+            format!(
+                "  [{}#{}] session {} — {}",
+                hit.path,
+                hit.line,
+                session_of(&hit.path),
+                hit.snippet
+            )
         })))
     }
 }

@@ -32,7 +32,11 @@ pub(crate) fn render_message(msg: &Msg, limits: RenderLimits) -> String {
     let mut parts: Vec<String> = Vec::new();
     let text = msg.text();
     if !text.trim().is_empty() {
-        parts.push(format!("[{}]: {}", role_label(msg.role), excerpt(text.trim(), limits.text)));
+        parts.push(format!(
+            "[{}]: {}",
+            role_label(msg.role),
+            excerpt(text.trim(), limits.text)
+        ));
     }
     for block in &msg.content {
         match block {

@@ -3,9 +3,11 @@
 //!
 //! Schema (one database per namespace):
 //!
-//! - `lines`: FTS5, `trigram` tokenizer, columns `text`, `grams` (see `terms`), and
-//!   unindexed `path`, `line`, `kind`. One row per non-blank line of a memory file, one per
-//!   message of a transcript. Row ids are handed out from `meta.next_rowid`.
+//! - `lines`: FTS5, `unicode61` tokenizer. `body` is the indexed form of the text (see
+//!   `terms`: CJK runs as bigrams); unindexed `shown` holds the text itself when it differs
+//!   from `body`, plus `path`, `line`, `kind`. One row per non-blank line of a memory file
+//!   (without its provenance comment), one per message of a transcript. Row ids are handed
+//!   out from `meta.next_rowid`.
 //! - `files`: one row per indexed file: its size and mtime when indexed, and the length,
 //!   line count and SHA-256 of its complete-line prefix (everything up to the last newline).
 //! - `segments`: the row-id ranges of each file's rows. `tail = 1` marks the rows of a
@@ -14,7 +16,7 @@
 //! A changed file whose old prefix is unchanged (an append) only gets its new lines indexed;
 //! any other change re-indexes the file. Each file is updated in one transaction.
 
-use super::terms::{Terms, grams_of, like_pattern};
+use super::terms::{Terms, contains, indexed_form};
 use crate::transcript::{RenderLimits, parse_transcript, render_message};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use sha2::{Digest, Sha256};
@@ -22,7 +24,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 /// Bumped when the schema changes; an older database is rebuilt from scratch.
-const SCHEMA_VERSION: &str = "1";
+const SCHEMA_VERSION: &str = "2";
+/// A term found in more rows than this is "common": it does not drive retrieval (ranking
+/// every row of a common word is what makes naive full-text search slow), it only adds to
+/// the score of rows found through the other terms.
+const COMMON_ROWS: i64 = 1000;
 
 /// What kind of file a row came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,8 +99,8 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
     }
     tx.execute_batch(
         "CREATE VIRTUAL TABLE IF NOT EXISTS lines USING fts5(
-             text, grams, path UNINDEXED, line UNINDEXED, kind UNINDEXED,
-             tokenize = 'trigram remove_diacritics 1');
+             body, shown UNINDEXED, path UNINDEXED, line UNINDEXED, kind UNINDEXED,
+             tokenize = 'unicode61 remove_diacritics 2');
          CREATE TABLE IF NOT EXISTS files(
              path TEXT PRIMARY KEY, kind INTEGER NOT NULL, size INTEGER NOT NULL, mtime INTEGER,
              indexed_at INTEGER NOT NULL, prefix_len INTEGER NOT NULL, prefix_lines INTEGER NOT NULL,
@@ -141,7 +147,9 @@ fn next_rowid(tx: &Transaction<'_>) -> rusqlite::Result<i64> {
 fn delete_segments(tx: &Transaction<'_>, path: &str, only_tail: bool) -> rusqlite::Result<()> {
     let ranges: Vec<(i64, i64)> = {
         let mut statement = tx.prepare_cached("SELECT first, last FROM segments WHERE path = ?1 AND tail >= ?2")?;
-        let rows = statement.query_map(params![path, i64::from(only_tail)], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        let rows = statement.query_map(params![path, i64::from(only_tail)], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
         rows.collect::<rusqlite::Result<_>>()?
     };
     let mut delete = tx.prepare_cached("DELETE FROM lines WHERE rowid BETWEEN ?1 AND ?2")?;
@@ -162,13 +170,18 @@ fn insert_rows(tx: &Transaction<'_>, path: &str, kind: Kind, rows: &[Row], tail:
     let first = next_rowid(tx)?;
     let mut rowid = first;
     {
-        let mut insert =
-            tx.prepare_cached("INSERT INTO lines(rowid, text, grams, path, line, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO lines(rowid, body, shown, path, line, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
         for row in rows {
+            let (body, shown) = match indexed_form(&row.text) {
+                Some(body) => (body, Some(row.text.as_str())),
+                None => (row.text.clone(), None),
+            };
             insert.execute(params![
                 rowid,
-                row.text,
-                grams_of(&row.text),
+                body,
+                shown,
                 path,
                 i64::try_from(row.line).unwrap_or(i64::MAX),
                 kind.code()
@@ -207,6 +220,15 @@ pub(crate) fn remove_file(conn: &mut Connection, path: &str) -> rusqlite::Result
     tx.commit()
 }
 
+/// A daily-log line without its trailing provenance comment.
+fn without_provenance(line: &str) -> &str {
+    let line = line.trim_end();
+    match line.rfind("<!--") {
+        Some(at) if line.ends_with("-->") => line[..at].trim_end(),
+        _ => line,
+    }
+}
+
 /// The rows of `chunk` (complete lines, or a trailing partial line), numbered from
 /// `first_line`.
 fn rows_of(kind: Kind, chunk: &[u8], first_line: u64, limits: RenderLimits) -> Vec<Row> {
@@ -217,7 +239,7 @@ fn rows_of(kind: Kind, chunk: &[u8], first_line: u64, limits: RenderLimits) -> V
             .filter(|(text, _)| !text.trim().is_empty())
             .map(|(text, line)| Row {
                 line,
-                text: text.trim_end().to_owned(),
+                text: without_provenance(text).to_owned(),
             })
             .collect(),
         Kind::Session => parse_transcript(chunk)
@@ -274,7 +296,11 @@ pub(crate) fn update_file(conn: &mut Connection, input: &FileInput<'_>) -> rusql
             delete_segments(&tx, input.path, true)?;
             let rows = rows_of(input.kind, &prefix[old_len..], known.prefix_lines + 1, input.limits);
             insert_rows(&tx, input.path, input.kind, &rows, false)?;
-            if unchanged { Applied::Unchanged } else { Applied::Appended }
+            if unchanged {
+                Applied::Unchanged
+            } else {
+                Applied::Appended
+            }
         }
         None => {
             delete_segments(&tx, input.path, false)?;
@@ -314,6 +340,11 @@ pub(crate) struct RawHit {
 
 /// Hits for `terms` among rows of `kind` (and under `path_prefix`), best first, at most
 /// `limit`.
+///
+/// Terms found in more than [`COMMON_ROWS`] rows only add to the score; the others are
+/// OR-ed and ranked by BM25. When every term is common, the newest rows containing all
+/// terms (then any term) are ranked instead. Either way the work is bounded by the rare
+/// terms' matches, not by the size of the index.
 pub(crate) fn query(
     conn: &Connection,
     terms: &Terms,
@@ -321,9 +352,24 @@ pub(crate) fn query(
     path_prefix: Option<&str>,
     limit: usize,
 ) -> rusqlite::Result<Vec<RawHit>> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let prefix = path_prefix.unwrap_or("");
     let prefix_len = i64::try_from(prefix.chars().count()).unwrap_or(0);
+    let fetch = i64::try_from(limit.saturating_mul(5).max(50)).unwrap_or(i64::MAX);
+
+    let mut rare = Vec::new();
+    let mut common = Vec::new();
+    {
+        let mut count =
+            conn.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM lines WHERE lines MATCH ?1 LIMIT ?2)")?;
+        for (phrase, term) in terms.phrases.iter().zip(&terms.all) {
+            let rows: i64 = count.query_row(params![phrase, COMMON_ROWS + 1], |row| row.get(0))?;
+            if rows > COMMON_ROWS {
+                common.push(term.as_str());
+            } else if rows > 0 {
+                rare.push(phrase.as_str());
+            }
+        }
+    }
     let map_row = |row: &rusqlite::Row<'_>| {
         Ok(RawHit {
             path: row.get(0)?,
@@ -332,31 +378,42 @@ pub(crate) fn query(
             score: row.get(3)?,
         })
     };
-    if let Some(expression) = terms.match_expression() {
-        let mut statement = conn.prepare_cached(
-            "SELECT path, line, text, -bm25(lines) FROM lines
+    let select = |expression: &str, order: &str| -> rusqlite::Result<Vec<RawHit>> {
+        let mut statement = conn.prepare_cached(&format!(
+            "SELECT path, line, coalesce(shown, body), -bm25(lines) FROM lines
              WHERE lines MATCH ?1 AND kind = ?2 AND substr(path, 1, ?3) = ?4
-             ORDER BY bm25(lines) LIMIT ?5",
-        )?;
-        let rows = statement.query_map(params![expression, kind.code(), prefix_len, prefix, limit], map_row)?;
-        return rows.collect();
-    }
-    // Only terms the index cannot serve: scan with LIKE (ASCII case-insensitive).
-    let mut hits = Vec::new();
-    for term in &terms.scan {
-        let mut statement = conn.prepare_cached(
-            "SELECT path, line, text, 1.0 FROM lines
-             WHERE text LIKE ?1 ESCAPE '\\' AND kind = ?2 AND substr(path, 1, ?3) = ?4
-             ORDER BY rowid DESC LIMIT ?5",
-        )?;
-        let rows = statement.query_map(params![like_pattern(term), kind.code(), prefix_len, prefix, limit], map_row)?;
-        for hit in rows {
-            let hit = hit?;
-            if !hits.iter().any(|h: &RawHit| h.path == hit.path && h.line == hit.line) {
-                hits.push(hit);
+             ORDER BY {order} LIMIT ?5"
+        ))?;
+        let rows = statement.query_map(params![expression, kind.code(), prefix_len, prefix, fetch], map_row)?;
+        rows.collect()
+    };
+    let mut hits = if !rare.is_empty() {
+        select(&rare.join(" OR "), "bm25(lines)")?
+    } else if !common.is_empty() {
+        let all: Vec<&str> = terms.phrases.iter().map(String::as_str).collect();
+        let mut hits = select(&all.join(" AND "), "rowid DESC")?;
+        if hits.len() < limit && all.len() > 1 {
+            for hit in select(&all.join(" OR "), "rowid DESC")? {
+                if !hits.iter().any(|h| h.path == hit.path && h.line == hit.line) {
+                    hits.push(hit);
+                }
             }
         }
+        hits
+    } else {
+        Vec::new()
+    };
+    for hit in &mut hits {
+        let bonus = common.iter().filter(|term| contains(&hit.text, term)).count();
+        hit.score += f64::from(u32::try_from(bonus).unwrap_or(u32::MAX));
     }
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.path.cmp(&b.path))
+            .then_with(|| a.line.cmp(&b.line))
+    });
+    hits.truncate(limit);
     Ok(hits)
 }
 
@@ -403,19 +460,30 @@ mod tests {
     #[test]
     fn appends_index_only_new_lines_and_cjk_queries_work() {
         let (_dir, mut conn) = db();
-        assert_eq!(update(&mut conn, "memory/a.md", "今天天气很好\nI write Rust语言 code\npartial"), Applied::Reindexed);
+        assert_eq!(
+            update(&mut conn, "memory/a.md", "今天天气很好\nI write Rust语言 code\npartial"),
+            Applied::Reindexed
+        );
         assert_eq!(lines_of(&conn, "天气"), [("memory/a.md".to_owned(), 1)]);
         assert_eq!(lines_of(&conn, "Rust语言"), [("memory/a.md".to_owned(), 2)]);
         assert_eq!(lines_of(&conn, "partial"), [("memory/a.md".to_owned(), 3)]);
         assert_eq!(lines_of(&conn, "天"), [("memory/a.md".to_owned(), 1)]);
         assert_eq!(
-            update(&mut conn, "memory/a.md", "今天天气很好\nI write Rust语言 code\npartial line\nmore go\n"),
+            update(
+                &mut conn,
+                "memory/a.md",
+                "今天天气很好\nI write Rust语言 code\npartial line\nmore go\n"
+            ),
             Applied::Appended
         );
         assert_eq!(lines_of(&conn, "partial"), [("memory/a.md".to_owned(), 3)]);
         assert_eq!(lines_of(&conn, "go"), [("memory/a.md".to_owned(), 4)]);
         assert_eq!(
-            update(&mut conn, "memory/a.md", "今天天气很好\nI write Rust语言 code\npartial line\nmore go\n"),
+            update(
+                &mut conn,
+                "memory/a.md",
+                "今天天气很好\nI write Rust语言 code\npartial line\nmore go\n"
+            ),
             Applied::Unchanged
         );
         assert_eq!(update(&mut conn, "memory/a.md", "rewritten\n"), Applied::Reindexed);
@@ -424,5 +492,27 @@ mod tests {
         remove_file(&mut conn, "memory/a.md").unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(lines_of(&conn, "rewritten"), []);
         assert!(files(&conn).unwrap_or_default().is_empty());
+    }
+
+    #[test]
+    fn provenance_is_not_indexed_and_common_words_stay_cheap() {
+        let (_dir, mut conn) = db();
+        let mut text: String = (1..=1500)
+            .map(|n| format!("- The user mentioned item {n} <!-- session=s1 at=2026-01-01T00:00:00Z -->\n"))
+            .collect();
+        text.push_str("- The user mentioned a zebra <!-- session=s2 at=2026-01-02T00:00:00Z -->\n");
+        update(&mut conn, "memory/b.md", &text);
+        assert_eq!(lines_of(&conn, "session"), []);
+        let hits = query(&conn, &Terms::parse("mentioned zebra"), Kind::Memory, None, 3).unwrap_or_default();
+        assert_eq!(hits[0].line, 1501, "the rare term decides");
+        assert_eq!(hits[0].text, "- The user mentioned a zebra");
+        assert!(hits[0].score > 1.0, "the common term adds to the score");
+        let newest = query(&conn, &Terms::parse("mentioned user"), Kind::Memory, None, 3).unwrap_or_default();
+        let lines: Vec<u64> = newest.iter().map(|hit| hit.line).collect();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines.iter().all(|line| *line > 1400),
+            "only common terms: the newest rows, {lines:?}"
+        );
     }
 }

@@ -48,7 +48,10 @@ fn unknown_keys_and_bad_values_are_rejected() {
     let mode = toml::from_str::<File>("[memory]\nmode = \"sometimes\"\n").expect_err("bad mode");
     assert!(mode.to_string().contains("sometimes"), "{mode}");
     let zero = toml::from_str::<File>("[memory]\nmax_memory_tokens = 0\n").expect_err("zero budget");
-    assert!(zero.to_string().contains("max_memory_tokens") || zero.to_string().contains("zero"), "{zero}");
+    assert!(
+        zero.to_string().contains("max_memory_tokens") || zero.to_string().contains("zero"),
+        "{zero}"
+    );
 }
 
 #[test]

@@ -107,26 +107,43 @@ async fn a_slow_extraction_does_not_delay_the_reply() {
     let reply_after = started.elapsed();
 
     assert_eq!(reply.text(), "What a lovely name!");
-    assert!(reply_after < Duration::from_millis(100), "the reply waited {reply_after:?}");
+    assert!(
+        reply_after < Duration::from_millis(100),
+        "the reply waited {reply_after:?}"
+    );
     assert_eq!(fs.text(&today_log()), None, "extraction must still be running");
 
     let report = memory.shutdown(Duration::from_secs(10)).await;
     assert!(report.completed, "{report:?}");
-    assert!(started.elapsed() >= Duration::from_secs(2), "the extraction took its 2 s after the reply");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the extraction took its 2 s after the reply"
+    );
     let log = fs.text(&today_log()).expect("log written by shutdown");
-    assert!(log.starts_with("- The user's cat is called Miso. <!-- session=s1 at="), "{log}");
+    assert!(
+        log.starts_with("- The user's cat is called Miso. <!-- session=s1 at="),
+        "{log}"
+    );
     assert_eq!(memory.stats().extraction_calls, 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn throttled_calls_are_batched_and_only_new_messages_are_sent() {
     let fs = MemFs::new();
-    let memory_model = routed_model(vec![Reply::text("- The user is called Ana."), Reply::text("NO_REPLY")], vec![]);
+    let memory_model = routed_model(
+        vec![Reply::text("- The user is called Ana."), Reply::text("NO_REPLY")],
+        vec![],
+    );
     let mut config = MemoryConfig::default();
     config.extraction_throttle = Duration::from_secs(60);
     let (memory, _dir) = memory(&memory_model, config);
     let agent = ReActAgent::builder()
-        .model(ScriptedModel::new().reply_text("Hi Ana").reply_text("Sure").reply_text("Ok"))
+        .model(
+            ScriptedModel::new()
+                .reply_text("Hi Ana")
+                .reply_text("Sure")
+                .reply_text("Ok"),
+        )
         .middleware(memory.middleware())
         .build()
         .expect("agent");
@@ -138,16 +155,26 @@ async fn throttled_calls_are_batched_and_only_new_messages_are_sent() {
     agent.call("I like jazz.", ctx("ana", "s1", &fs)).await.expect("call 2");
     agent.call("And cycling.", ctx("ana", "s1", &fs)).await.expect("call 3");
     tokio::time::sleep(Duration::from_secs(30)).await;
-    assert_eq!(extraction_requests(&memory_model).len(), 1, "calls 2 and 3 wait for the throttle");
+    assert_eq!(
+        extraction_requests(&memory_model).len(),
+        1,
+        "calls 2 and 3 wait for the throttle"
+    );
 
     tokio::time::sleep(Duration::from_secs(31)).await;
     while extraction_requests(&memory_model).len() < 2 {
         tokio::task::yield_now().await;
     }
     let second = request_text(&extraction_requests(&memory_model)[1]);
-    assert!(second.contains("I like jazz.") && second.contains("And cycling."), "{second}");
+    assert!(
+        second.contains("I like jazz.") && second.contains("And cycling."),
+        "{second}"
+    );
     assert!(!second.contains("[user]: I am Ana."), "already extracted: {second}");
-    assert!(second.contains("The user is called Ana."), "today's log is given for dedup");
+    assert!(
+        second.contains("The user is called Ana."),
+        "today's log is given for dedup"
+    );
     assert!(memory.shutdown(Duration::from_secs(5)).await.completed);
 }
 
@@ -176,7 +203,12 @@ async fn memory_off_makes_no_extraction_call() {
         agent.call("My name is Bo.", ctx("bo", "s1", &fs)).await.expect("call");
         agent.call("I live in Oslo.", ctx("bo", "s1", &fs)).await.expect("call");
         let flushed = memory
-            .flush(dyn_fs(&fs), &NamespaceKey::new("bo"), &SessionId::new("s1"), &conversation("a", "b"))
+            .flush(
+                dyn_fs(&fs),
+                &NamespaceKey::new("bo"),
+                &SessionId::new("s1"),
+                &conversation("a", "b"),
+            )
             .await
             .expect("flush");
         assert_eq!(flushed, FlushOutcome::Skipped);
@@ -199,9 +231,16 @@ async fn before_compaction_mode_extracts_only_what_compaction_hands_over() {
         .middleware(memory.middleware())
         .build()
         .expect("agent");
-    agent.call("My project is Orca.", ctx("cy", "s1", &fs)).await.expect("call");
+    agent
+        .call("My project is Orca.", ctx("cy", "s1", &fs))
+        .await
+        .expect("call");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(memory_model.request_count(), 0, "no extraction after the call in this mode");
+    assert_eq!(
+        memory_model.request_count(),
+        0,
+        "no extraction after the call in this mode"
+    );
 
     memory.flush_before_compaction(
         dyn_fs(&fs),
@@ -230,7 +269,10 @@ async fn a_failed_extraction_keeps_its_messages_for_the_next_attempt() {
         .middleware(memory.middleware())
         .build()
         .expect("agent");
-    agent.call("My bike is red.", ctx("di", "s1", &fs)).await.expect("call 1");
+    agent
+        .call("My bike is red.", ctx("di", "s1", &fs))
+        .await
+        .expect("call 1");
     while extraction_requests(&memory_model).is_empty() {
         tokio::task::yield_now().await;
     }
@@ -238,6 +280,9 @@ async fn a_failed_extraction_keeps_its_messages_for_the_next_attempt() {
     agent.call("Thanks.", ctx("di", "s1", &fs)).await.expect("call 2");
     assert!(memory.shutdown(Duration::from_secs(5)).await.completed);
     let retried = request_text(&extraction_requests(&memory_model)[1]);
-    assert!(retried.contains("My bike is red.") && retried.contains("Thanks."), "{retried}");
+    assert!(
+        retried.contains("My bike is red.") && retried.contains("Thanks."),
+        "{retried}"
+    );
     assert!(fs.text(&today_log()).is_some_and(|log| log.contains("red bike")));
 }

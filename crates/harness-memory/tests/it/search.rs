@@ -36,14 +36,38 @@ async fn cjk_queries_of_two_and_more_characters_match() {
     };
     let file = "memory/2026-11-29.md".to_owned();
     assert_eq!(hits(&search("天气").await), [(file.clone(), 1)], "two characters");
-    assert_eq!(hits(&search("Rust语言").await), [(file.clone(), 2)], "mixed script, three or more");
+    assert_eq!(
+        hits(&search("Rust语言").await),
+        [(file.clone(), 2)],
+        "mixed script, three or more"
+    );
     assert_eq!(hits(&search("绿茶").await), [(file.clone(), 3)]);
-    assert_eq!(hits(&search("東京").await), [(file.clone(), 4)], "Japanese two characters");
-    assert_eq!(hits(&search("用户喜欢写代码").await)[0], (file.clone(), 2), "a sentence without spaces");
+    assert_eq!(
+        hits(&search("東京").await),
+        [(file.clone(), 4)],
+        "Japanese two characters"
+    );
+    assert_eq!(
+        hits(&search("用户喜欢写代码").await)[0],
+        (file.clone(), 2),
+        "a sentence without spaces"
+    );
     assert_eq!(hits(&search("MORNING").await), [(file.clone(), 3)], "case-insensitive");
-    let single = search("茶").await;
-    assert_eq!(hits(&single), [(file.clone(), 3)], "one character falls back to a scan");
-    assert!(single.note.as_deref().is_some_and(|note| note.contains("scan")));
+    assert_eq!(
+        hits(&search("天气很好").await),
+        [(file.clone(), 1)],
+        "four characters, adjacent"
+    );
+    assert!(
+        hits(&search("天好").await).is_empty(),
+        "characters that are not adjacent do not match"
+    );
+    assert_eq!(hits(&search("茶").await), [(file.clone(), 3)], "one character");
+    assert_eq!(
+        hits(&search("言").await),
+        [(file.clone(), 2)],
+        "one character at the end of a run"
+    );
     let fresh = search("天气").await;
     assert!(!fresh.stale && fresh.note.is_none(), "{fresh:?}");
     assert!(fresh.hits[0].snippet.contains("天气") && fresh.hits[0].score > 0.0);
@@ -80,10 +104,16 @@ async fn the_refresh_touches_only_changed_files() {
     found.sort();
     assert_eq!(
         found,
-        [("memory/2026-11-29.md".to_owned(), 1), ("memory/2026-11-29.md".to_owned(), 2)]
+        [
+            ("memory/2026-11-29.md".to_owned(), 1),
+            ("memory/2026-11-29.md".to_owned(), 2)
+        ]
     );
     assert!(hits(&memory.search(dyn_fs(&fs), &key, "Aurora", 10).await).is_empty());
-    assert_eq!(hits(&memory.search(dyn_fs(&fs), &key, "rowing", 10).await), [("MEMORY.md".to_owned(), 1)]);
+    assert_eq!(
+        hits(&memory.search(dyn_fs(&fs), &key, "rowing", 10).await),
+        [("MEMORY.md".to_owned(), 1)]
+    );
 }
 
 #[tokio::test]
@@ -93,20 +123,38 @@ async fn one_user_never_finds_another_users_memory() {
     alice.put("MEMORY.md", "- Alice's secret project is Bluebird.\n");
     alice.put(
         "agents/assistant/sessions/s1.log.jsonl",
-        &format!("{}\n", serde_json::to_string(&Msg::user("Bluebird launches in May")).unwrap_or_default()),
+        &format!(
+            "{}\n",
+            serde_json::to_string(&Msg::user("Bluebird launches in May")).unwrap_or_default()
+        ),
     );
     bob.put("MEMORY.md", "- Bob likes chess.\n");
     let (memory, _dir) = memory(&ScriptedModel::new(), MemoryConfig::default());
     let (alice_key, bob_key) = (NamespaceKey::new("alice"), NamespaceKey::new("bob"));
 
-    assert_eq!(hits(&memory.search(dyn_fs(&alice), &alice_key, "Bluebird", 10).await).len(), 1);
+    assert_eq!(
+        hits(&memory.search(dyn_fs(&alice), &alice_key, "Bluebird", 10).await).len(),
+        1
+    );
     let sessions = SearchScope::Sessions { agent: None };
     assert_eq!(
-        hits(&memory.search_in(dyn_fs(&alice), &alice_key, &sessions, "Bluebird", 10).await).len(),
+        hits(
+            &memory
+                .search_in(dyn_fs(&alice), &alice_key, &sessions, "Bluebird", 10)
+                .await
+        )
+        .len(),
         1
     );
     assert!(hits(&memory.search(dyn_fs(&bob), &bob_key, "Bluebird", 10).await).is_empty());
-    assert!(hits(&memory.search_in(dyn_fs(&bob), &bob_key, &sessions, "Bluebird", 10).await).is_empty());
+    assert!(
+        hits(
+            &memory
+                .search_in(dyn_fs(&bob), &bob_key, &sessions, "Bluebird", 10)
+                .await
+        )
+        .is_empty()
+    );
     assert_eq!(hits(&memory.search(dyn_fs(&bob), &bob_key, "chess", 10).await).len(), 1);
     assert_ne!(memory.index_path(&alice_key), memory.index_path(&bob_key));
     assert!(memory.index_path(&alice_key).exists() && memory.index_path(&bob_key).exists());
@@ -125,7 +173,13 @@ async fn a_stale_index_says_so() {
     fs.hold_reads();
     let first = memory.search(dyn_fs(&fs), &key, "cello", 10).await;
     assert!(first.stale && first.hits.is_empty(), "{first:?}");
-    assert!(first.note.as_deref().is_some_and(|note| note.contains("still being updated")), "{first:?}");
+    assert!(
+        first
+            .note
+            .as_deref()
+            .is_some_and(|note| note.contains("still being updated")),
+        "{first:?}"
+    );
 
     fs.release_reads();
     assert!(memory.refresh_index(dyn_fs(&fs), &key).await.is_empty());
@@ -137,14 +191,22 @@ async fn a_stale_index_says_so() {
 #[tokio::test]
 async fn without_the_index_a_plain_scan_answers_and_says_so() {
     let fs = MemFs::new();
-    fs.put("memory/2026-11-29.md", "- The user plays the cello.\n- The user plays chess.\n");
+    fs.put(
+        "memory/2026-11-29.md",
+        "- The user plays the cello.\n- The user plays chess.\n",
+    );
     let mut config = MemoryConfig::default();
     config.index.enabled = false;
     let (memory, dir) = memory(&ScriptedModel::new(), config);
-    let results = memory.search(dyn_fs(&fs), &NamespaceKey::new("x"), "plays cello", 10).await;
+    let results = memory
+        .search(dyn_fs(&fs), &NamespaceKey::new("x"), "plays cello", 10)
+        .await;
     assert_eq!(
         hits(&results),
-        [("memory/2026-11-29.md".to_owned(), 1), ("memory/2026-11-29.md".to_owned(), 2)]
+        [
+            ("memory/2026-11-29.md".to_owned(), 1),
+            ("memory/2026-11-29.md".to_owned(), 2)
+        ]
     );
     assert!(results.note.as_deref().is_some_and(|note| note.contains("plain scan")));
     assert!(!dir.path().join("index").exists(), "no database is created");
@@ -193,6 +255,9 @@ async fn transcripts_are_searched_per_agent_and_torn_lines_are_tolerated() {
     assert_eq!(scoped.hits[0].line, 2, "the best hit has both words");
     assert!(scoped.hits[0].snippet.starts_with("[assistant]: You parked"));
     assert!(scoped.hits.iter().all(|hit| hit.path.starts_with("agents/helper/")));
-    assert!(hits(&memory.search(dyn_fs(&fs), &key, "van", 10).await).is_empty(), "memory scope excludes transcripts");
+    assert!(
+        hits(&memory.search(dyn_fs(&fs), &key, "van", 10).await).is_empty(),
+        "memory scope excludes transcripts"
+    );
     let _ = Arc::clone(&fs);
 }

@@ -3,7 +3,9 @@
 
 use async_trait::async_trait;
 use harness_core::{ChatRequest, RuntimeContext};
-use harness_fs::{CallWorkspace, FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode, WsPath};
+use harness_fs::{
+    CallWorkspace, FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode, WsPath,
+};
 use harness_memory::{Memory, MemoryConfig};
 use harness_models::{Reply, ScriptedError, ScriptedModel};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
@@ -86,7 +88,10 @@ impl MemFs {
     }
 
     fn is_dir(files: &BTreeMap<String, Entry>, path: &str) -> bool {
-        path.is_empty() || files.keys().any(|key| key.len() > path.len() && key.starts_with(path) && key.as_bytes()[path.len()] == b'/')
+        path.is_empty()
+            || files
+                .keys()
+                .any(|key| key.len() > path.len() && key.starts_with(path) && key.as_bytes()[path.len()] == b'/')
     }
 
     fn check_write(&self, path: &WsPath) -> Result<(), FsError> {
@@ -155,7 +160,10 @@ impl Filesystem for MemFs {
     async fn append(&self, path: &WsPath, bytes: &[u8]) -> Result<(), FsError> {
         self.check_write(path)?;
         let mut files = lock(&self.files);
-        let mut content = files.get(path.as_str()).map(|entry| entry.bytes.clone()).unwrap_or_default();
+        let mut content = files
+            .get(path.as_str())
+            .map(|entry| entry.bytes.clone())
+            .unwrap_or_default();
         content.extend_from_slice(bytes);
         self.store(&mut files, path, content);
         Ok(())
@@ -185,7 +193,11 @@ impl Filesystem for MemFs {
         if files.contains_key(path.as_str()) {
             return Err(FsError::NotDirectory { path: path.clone() });
         }
-        let prefix = if path.is_root() { String::new() } else { format!("{}/", path.as_str()) };
+        let prefix = if path.is_root() {
+            String::new()
+        } else {
+            format!("{}/", path.as_str())
+        };
         let mut dirs = BTreeSet::new();
         let mut out = Vec::new();
         for (key, entry) in files.range(prefix.clone()..) {
@@ -275,7 +287,12 @@ pub fn today_log() -> String {
 
 /// The text of the user message of a recorded model request.
 pub fn request_text(request: &harness_core::ChatRequest) -> String {
-    request.messages.iter().map(|msg| msg.text()).collect::<Vec<_>>().join("\n")
+    request
+        .messages
+        .iter()
+        .map(|msg| msg.text())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A scripted model that answers extraction and consolidation requests from separate
@@ -285,7 +302,11 @@ pub fn routed_model(extraction: Vec<Reply>, consolidation: Vec<Reply>) -> Script
     let extraction = Mutex::new(VecDeque::from(extraction));
     let consolidation = Mutex::new(VecDeque::from(consolidation));
     ScriptedModel::from_fn(move |request| {
-        let queue = if is_consolidation(request) { &consolidation } else { &extraction };
+        let queue = if is_consolidation(request) {
+            &consolidation
+        } else {
+            &extraction
+        };
         lock(queue)
             .pop_front()
             .unwrap_or_else(|| Reply::error(ScriptedError::InvalidRequest))
@@ -299,5 +320,9 @@ pub fn is_consolidation(request: &ChatRequest) -> bool {
 
 /// The extraction requests a model received.
 pub fn extraction_requests(model: &ScriptedModel) -> Vec<ChatRequest> {
-    model.requests().into_iter().filter(|request| !is_consolidation(request)).collect()
+    model
+        .requests()
+        .into_iter()
+        .filter(|request| !is_consolidation(request))
+        .collect()
 }

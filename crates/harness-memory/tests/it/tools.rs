@@ -72,7 +72,10 @@ fn parameter_names_follow_the_reference_catalogue() {
 #[tokio::test]
 async fn memory_search_returns_ranked_hits_with_path_and_line() {
     let fs = MemFs::new();
-    fs.put("MEMORY.md", "## Pets\n- The user has a dog named Rex.\n- The user has a cat.\n");
+    fs.put(
+        "MEMORY.md",
+        "## Pets\n- The user has a dog named Rex.\n- The user has a cat.\n",
+    );
     let kit = kit();
     let out = kit
         .call("memory_search", json!({"query": "dog Rex"}), &fs, "u1")
@@ -81,12 +84,21 @@ async fn memory_search_returns_ranked_hits_with_path_and_line() {
     let mut lines = out.lines();
     assert_eq!(lines.next(), Some("Found 1 matches for \"dog Rex\":"));
     assert!(
-        lines.next().is_some_and(|line| line.starts_with("Source: MEMORY.md#2 (score ") && line.ends_with("): - The user has a dog named Rex.")),
+        lines
+            .next()
+            .is_some_and(|line| line.starts_with("Source: MEMORY.md#2 (score ")
+                && line.ends_with("): - The user has a dog named Rex.")),
         "{out}"
     );
-    let none = kit.call("memory_search", json!({"query": "giraffe"}), &fs, "u1").await.expect("search");
+    let none = kit
+        .call("memory_search", json!({"query": "giraffe"}), &fs, "u1")
+        .await
+        .expect("search");
     assert_eq!(none, "No matching memories found for: giraffe");
-    assert_eq!(failed(kit.call("memory_search", json!({"query": "  "}), &fs, "u1").await), "No query provided");
+    assert_eq!(
+        failed(kit.call("memory_search", json!({"query": "  "}), &fs, "u1").await),
+        "No query provided"
+    );
 }
 
 #[tokio::test]
@@ -98,12 +110,25 @@ async fn memory_get_reads_bounded_line_ranges_of_memory_files_only() {
     let kit = kit();
     let get = |input: Value| kit.call("memory_get", input, &fs, "u1");
 
-    let out = get(json!({"path": "memory/2026-11-29.md", "startLine": 3, "endLine": 4})).await.expect("get");
-    assert_eq!(out, "3|- fact 3\n4|- fact 4\n(lines 3-4 of 450; call again with startLine=5 for more)");
-    let out = get(json!({"path": "/memory/2026-11-29.md", "startLine": 449, "endLine": 1000})).await.expect("get");
+    let out = get(json!({"path": "memory/2026-11-29.md", "startLine": 3, "endLine": 4}))
+        .await
+        .expect("get");
+    assert_eq!(
+        out,
+        "3|- fact 3\n4|- fact 4\n(lines 3-4 of 450; call again with startLine=5 for more)"
+    );
+    let out = get(json!({"path": "/memory/2026-11-29.md", "startLine": 449, "endLine": 1000}))
+        .await
+        .expect("get");
     assert_eq!(out, "449|- fact 449\n450|- fact 450");
-    let out = get(json!({"path": "memory/2026-11-29.md", "startLine": 1, "endLine": 450})).await.expect("get");
-    assert_eq!(out.lines().filter(|line| line.contains('|')).count(), 200, "at most 200 lines per call");
+    let out = get(json!({"path": "memory/2026-11-29.md", "startLine": 1, "endLine": 450}))
+        .await
+        .expect("get");
+    assert_eq!(
+        out.lines().filter(|line| line.contains('|')).count(),
+        200,
+        "at most 200 lines per call"
+    );
     assert_eq!(
         failed(get(json!({"path": "memory/2026-11-29.md", "startLine": 451, "endLine": 460})).await),
         "startLine 451 exceeds file length 450"
@@ -120,7 +145,13 @@ async fn memory_get_reads_bounded_line_ranges_of_memory_files_only() {
 async fn session_tools_read_the_callers_own_sessions() {
     let fs = MemFs::new();
     let messages: Vec<Msg> = (1..=30)
-        .map(|n| if n % 2 == 1 { Msg::user(format!("question {n}")) } else { Msg::assistant(format!("answer {n}")) })
+        .map(|n| {
+            if n % 2 == 1 {
+                Msg::user(format!("question {n}"))
+            } else {
+                Msg::assistant(format!("answer {n}"))
+            }
+        })
         .collect();
     fs.put(
         "agents/helper/sessions/s1.log.jsonl",
@@ -143,7 +174,10 @@ async fn session_tools_read_the_callers_own_sessions() {
         history,
         "Session s1 (agent helper): last 3 of 30 messages\n[assistant]: answer 28\n[user]: question 29\n[assistant]: answer 30"
     );
-    let list = kit.call("session_list", json!({"agentId": "helper"}), &fs, "u1").await.expect("list");
+    let list = kit
+        .call("session_list", json!({"agentId": "helper"}), &fs, "u1")
+        .await
+        .expect("list");
     assert_eq!(
         list,
         "Sessions of agent helper (2), most recent first:\n\
@@ -151,17 +185,36 @@ async fn session_tools_read_the_callers_own_sessions() {
          - s0 · updated 2026-11-01T11:00:00Z · 4 messages · an older chat"
     );
     let found = kit
-        .call("session_search", json!({"query": "answer 28", "maxResults": 1}), &fs, "u1")
+        .call(
+            "session_search",
+            json!({"query": "answer 28", "maxResults": 1}),
+            &fs,
+            "u1",
+        )
         .await
         .expect("search");
-    assert!(found.contains("[agents/helper/sessions/s1.log.jsonl#28] session s1 — [assistant]: answer 28"), "{found}");
+    assert!(
+        found.contains("[agents/helper/sessions/s1.log.jsonl#28] session s1 — [assistant]: answer 28"),
+        "{found}"
+    );
 
     // Another user's namespace has none of it.
     assert_eq!(
-        failed(kit.call("session_history", json!({"agentId": "helper", "sessionId": "s1"}), &stranger, "u2").await),
+        failed(
+            kit.call(
+                "session_history",
+                json!({"agentId": "helper", "sessionId": "s1"}),
+                &stranger,
+                "u2"
+            )
+            .await
+        ),
         "session not found: s1 (agent helper); use session_list to see the sessions"
     );
-    let none = kit.call("session_search", json!({"query": "answer"}), &stranger, "u2").await.expect("search");
+    let none = kit
+        .call("session_search", json!({"query": "answer"}), &stranger, "u2")
+        .await
+        .expect("search");
     assert!(none.starts_with("No matching sessions found for: answer"), "{none}");
     assert!(failed(kit.call("session_history", json!({"agentId": "../x"}), &fs, "u1").await).contains("agentId"));
 }
