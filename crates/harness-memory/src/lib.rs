@@ -15,8 +15,8 @@
 //!   (`memory/.consolidation_state`) are merged into `MEMORY.md`, one consolidator per
 //!   namespace ([`Lease`]); a crash leaves the old file intact.
 //! - **Index**: SQLite FTS5 per namespace over memory files and session transcripts, refreshed
-//!   incrementally by content hash; CJK terms of two or more characters match. A stale index
-//!   says so in [`SearchResults`].
+//!   incrementally by content hash; CJK text is indexed as character bigrams, so CJK terms of
+//!   any length match. A stale index says so in [`SearchResults`].
 //! - **Tools** ([`Memory::tools`]): `memory_search`, `memory_get`, `session_search`,
 //!   `session_history`, `session_list`.
 //!

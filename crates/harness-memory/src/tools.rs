@@ -8,7 +8,8 @@ use crate::memory::Memory;
 use crate::namespace::NamespaceKey;
 use crate::transcript::{RenderLimits, parse_session_index, parse_transcript, render_message};
 use harness_core::{
-    AgentId, SessionId, Tool, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, excerpt, typed,
+    AgentId, DEFAULT_SESSION, SessionId, Tool, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, excerpt,
+    typed,
 };
 use harness_fs::{CallWorkspace, Filesystem, FsError, WsPath};
 use schemars::JsonSchema;
@@ -315,7 +316,7 @@ impl TypedTool for SessionHistory {
                 .runtime
                 .session_id
                 .clone()
-                .ok_or_else(|| ToolError::failed("pass sessionId (see session_list)"))?,
+                .unwrap_or_else(|| SessionId::new(DEFAULT_SESSION)),
         };
         let file = transcript_path(agent.as_str(), session.as_str()).map_err(fs_error)?;
         let bytes = match fs.read(&file).await {

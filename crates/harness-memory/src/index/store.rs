@@ -342,7 +342,8 @@ pub(crate) struct RawHit {
 /// `limit`.
 ///
 /// Terms found in more than [`COMMON_ROWS`] rows only add to the score; the others are
-/// OR-ed and ranked by BM25. When every term is common, the newest rows containing all
+/// OR-ed and ranked by BM25 (a term's prefix form is used only when its exact form finds
+/// fewer rows than are fetched). When every term is common, the newest rows containing all
 /// terms (then any term) are ranked instead. Either way the work is bounded by the rare
 /// terms' matches, not by the size of the index.
 pub(crate) fn query(
@@ -356,17 +357,26 @@ pub(crate) fn query(
     let prefix_len = i64::try_from(prefix.chars().count()).unwrap_or(0);
     let fetch = i64::try_from(limit.saturating_mul(5).max(50)).unwrap_or(i64::MAX);
 
-    let mut rare = Vec::new();
-    let mut common = Vec::new();
+    let mut rare: Vec<&str> = Vec::new();
+    let mut common: Vec<(&str, &str)> = Vec::new();
     {
         let mut count =
             conn.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM lines WHERE lines MATCH ?1 LIMIT ?2)")?;
-        for (phrase, term) in terms.phrases.iter().zip(&terms.all) {
-            let rows: i64 = count.query_row(params![phrase, COMMON_ROWS + 1], |row| row.get(0))?;
+        for (query, term) in terms.queries.iter().zip(&terms.all) {
+            // Judge a term by its exact form: counting a prefix form first merges the posting
+            // lists of every word it starts, which is what makes prefix queries on common
+            // words slow.
+            let Some(probe) = query.exact.as_deref().or(query.prefix.as_deref()) else {
+                continue;
+            };
+            let rows: i64 = count.query_row(params![probe, COMMON_ROWS + 1], |row| row.get(0))?;
             if rows > COMMON_ROWS {
-                common.push(term.as_str());
-            } else if rows > 0 {
-                rare.push(phrase.as_str());
+                common.push((term.as_str(), probe));
+            } else if rows >= fetch {
+                // Enough lines have the exact word; widening it to a prefix only adds work.
+                rare.push(probe);
+            } else if rows > 0 || query.prefix.is_some() {
+                rare.push(query.prefix.as_deref().unwrap_or(probe));
             }
         }
     }
@@ -378,9 +388,11 @@ pub(crate) fn query(
             score: row.get(3)?,
         })
     };
-    let select = |expression: &str, order: &str| -> rusqlite::Result<Vec<RawHit>> {
+    // `score` is BM25 for rare terms. For common terms it is 0 (plus the bonus below): BM25
+    // needs document counts that cost a pass over the whole posting list.
+    let select = |expression: &str, score: &str, order: &str| -> rusqlite::Result<Vec<RawHit>> {
         let mut statement = conn.prepare_cached(&format!(
-            "SELECT path, line, coalesce(shown, body), -bm25(lines) FROM lines
+            "SELECT path, line, coalesce(shown, body), {score} FROM lines
              WHERE lines MATCH ?1 AND kind = ?2 AND substr(path, 1, ?3) = ?4
              ORDER BY {order} LIMIT ?5"
         ))?;
@@ -388,12 +400,12 @@ pub(crate) fn query(
         rows.collect()
     };
     let mut hits = if !rare.is_empty() {
-        select(&rare.join(" OR "), "bm25(lines)")?
+        select(&rare.join(" OR "), "-bm25(lines)", "bm25(lines)")?
     } else if !common.is_empty() {
-        let all: Vec<&str> = terms.phrases.iter().map(String::as_str).collect();
-        let mut hits = select(&all.join(" AND "), "rowid DESC")?;
+        let all: Vec<&str> = common.iter().map(|(_, probe)| *probe).collect();
+        let mut hits = select(&all.join(" AND "), "0.0", "rowid DESC")?;
         if hits.len() < limit && all.len() > 1 {
-            for hit in select(&all.join(" OR "), "rowid DESC")? {
+            for hit in select(&all.join(" OR "), "0.0", "rowid DESC")? {
                 if !hits.iter().any(|h| h.path == hit.path && h.line == hit.line) {
                     hits.push(hit);
                 }
@@ -404,7 +416,7 @@ pub(crate) fn query(
         Vec::new()
     };
     for hit in &mut hits {
-        let bonus = common.iter().filter(|term| contains(&hit.text, term)).count();
+        let bonus = common.iter().filter(|(term, _)| contains(&hit.text, term)).count();
         hit.score += f64::from(u32::try_from(bonus).unwrap_or(u32::MAX));
     }
     hits.sort_by(|a, b| {

@@ -11,12 +11,15 @@
 //!   character of a bigram or as the last character of a run — every occurrence;
 //! - a CJK term of five or more characters (a sentence typed without spaces) becomes its
 //!   bigrams as separate terms, so lines sharing most of them rank first;
-//! - other terms are phrases of their words (`node.js` → `"node js"`), and a final word of
-//!   four or more letters also matches as a prefix (`deploy` finds `deployment`).
+//! - other terms are phrases of their words (`node.js` → `"node js"`); when the exact word
+//!   is rare, a final word of four or more letters also matches as a prefix (`deploy` finds
+//!   `deployment`).
 //!
-//! Why not the `trigram` tokenizer: it cannot match two-character terms at all, and on the
-//! 100,000-line benchmark corpus it built a 2.3× larger database, indexed 3.7× slower and
-//! answered one-word queries 3–10× slower than this word index.
+//! Why not FTS5's `trigram` tokenizer: it cannot match two-character terms at all, and on
+//! the 100,000-line benchmark corpus (`benches/memory-bench.rs`) an earlier trigram version
+//! of this index built an 80 MB database (this one: 27.5 MB), indexed 24,000 lines/s (this
+//! one: about 110,000) and answered one-word queries in 7.2 ms at the median (this one:
+//! about 1.3 ms).
 
 /// Whether `c` is written without spaces between words (Han, kana, Hangul).
 pub(crate) fn is_cjk(c: char) -> bool {
@@ -70,8 +73,17 @@ pub(crate) fn indexed_form(text: &str) -> Option<String> {
     }))
 }
 
-/// The FTS5 expression of one query term, or `None` when it has nothing searchable.
-fn term_expression(term: &str) -> Option<String> {
+/// The FTS5 forms of one query term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TermQuery {
+    /// The term as a phrase (`None` for a lone CJK character, which only has a prefix form).
+    pub(crate) exact: Option<String>,
+    /// The phrase with its last token as a prefix (`"deploy"*`), when the term allows it.
+    pub(crate) prefix: Option<String>,
+}
+
+/// The FTS5 forms of one query term, or `None` when it has nothing searchable.
+fn term_query(term: &str) -> Option<TermQuery> {
     if !term.chars().any(|c| c.is_alphanumeric() || is_cjk(c)) {
         return None;
     }
@@ -90,13 +102,11 @@ fn term_expression(term: &str) -> Option<String> {
         }
         out.push(' ');
     });
-    let last_char = term.chars().last();
-    let ends_in_cjk = last_char.is_some_and(is_cjk);
+    let ends_in_cjk = term.chars().last().is_some_and(is_cjk);
     let last_word_len = term
         .rsplit(|c: char| !c.is_alphanumeric() || is_cjk(c))
         .next()
         .map_or(0, |word| word.chars().count());
-    let prefix = (ends_in_cjk && ends_with_single_cjk) || (!ends_in_cjk && last_word_len >= 4);
     let phrase = format!(
         "\"{}\"",
         rewritten
@@ -105,15 +115,30 @@ fn term_expression(term: &str) -> Option<String> {
             .join(" ")
             .replace('"', "\"\"")
     );
-    Some(if prefix { format!("{phrase}*") } else { phrase })
+    Some(if ends_in_cjk && ends_with_single_cjk {
+        TermQuery {
+            exact: None,
+            prefix: Some(format!("{phrase}*")),
+        }
+    } else if !ends_in_cjk && last_word_len >= 4 {
+        TermQuery {
+            prefix: Some(format!("{phrase}*")),
+            exact: Some(phrase),
+        }
+    } else {
+        TermQuery {
+            exact: Some(phrase),
+            prefix: None,
+        }
+    })
 }
 
 /// A parsed query.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Terms {
-    /// One FTS5 expression per searchable term.
-    pub(crate) phrases: Vec<String>,
-    /// The terms as typed (for snippets and the scan fallback), parallel to `phrases`.
+    /// The FTS5 forms of each searchable term.
+    pub(crate) queries: Vec<TermQuery>,
+    /// The terms as typed (for snippets and the scan fallback), parallel to `queries`.
     pub(crate) all: Vec<String>,
 }
 
@@ -162,14 +187,17 @@ impl Terms {
                 for pair in chars.windows(2) {
                     let bigram: String = pair.iter().collect();
                     if !terms.all.contains(&bigram) {
-                        terms.phrases.push(format!("\"{bigram}\""));
+                        terms.queries.push(TermQuery {
+                            exact: Some(format!("\"{bigram}\"")),
+                            prefix: None,
+                        });
                         terms.all.push(bigram);
                     }
                 }
                 continue;
             }
-            if let Some(phrase) = term_expression(term) {
-                terms.phrases.push(phrase);
+            if let Some(query) = term_query(term) {
+                terms.queries.push(query);
                 terms.all.push(term.to_owned());
             }
         }
@@ -178,7 +206,7 @@ impl Terms {
 
     /// Whether nothing searchable was given.
     pub(crate) fn is_empty(&self) -> bool {
-        self.phrases.is_empty()
+        self.queries.is_empty()
     }
 }
 
@@ -262,24 +290,32 @@ mod tests {
 
     #[test]
     fn terms_become_phrases_and_prefixes() {
-        let terms = Terms::parse("天气 Rust语言 \"postgres\" go 茶 天气预报 node.js -- 天气");
+        let forms = |query: &str| -> Vec<(Option<String>, Option<String>)> {
+            Terms::parse(query)
+                .queries
+                .into_iter()
+                .map(|query| (query.exact, query.prefix))
+                .collect()
+        };
+        let some = |text: &str| Some(text.to_owned());
         assert_eq!(
-            terms.phrases,
+            forms("天气 Rust语言 \"postgres\" go 茶 天气预报 node.js -- 天气"),
             [
-                "\"天气\"",
-                "\"Rust 语言\"",
-                "\"postgres\"*",
-                "\"go\"",
-                "\"茶\"*",
-                "\"天气 气预 预报\"",
-                "\"node.js\"",
+                (some("\"天气\""), None),
+                (some("\"Rust 语言\""), None),
+                (some("\"postgres\""), some("\"postgres\"*")),
+                (some("\"go\""), None),
+                (None, some("\"茶\"*")),
+                (some("\"天气 气预 预报\""), None),
+                (some("\"node.js\""), None),
             ]
         );
+        let terms = Terms::parse("天气 Rust语言 postgres go 茶 天气预报 node.js -- 天气");
         assert_eq!(
             terms.all,
             ["天气", "Rust语言", "postgres", "go", "茶", "天气预报", "node.js"]
         );
-        assert_eq!(Terms::parse("a\"b").phrases, ["\"a\"\"b\""]);
+        assert_eq!(forms("a\"b"), [(some("\"a\"\"b\""), None)]);
         assert!(Terms::parse(" -- ** ").is_empty());
         assert_eq!(Terms::parse("用户喜欢用户").all, ["用户", "户喜", "喜欢", "欢用"]);
     }
