@@ -303,12 +303,17 @@ impl Index {
         let ns = self.namespace(key);
         let mut done = ns.done.subscribe();
         let target = self.request_refresh(&ns, fs);
+        // A refresh cancelled by shutdown never reports done, so the wait also ends then.
+        let finished = async {
+            tokio::select! {
+                biased;
+                () = self.abort.cancelled() => false,
+                result = done.wait_for(|done| *done >= target) => result.is_ok(),
+            }
+        };
         let caught_up = match wait {
-            Some(wait) => matches!(
-                tokio::time::timeout(wait, done.wait_for(|done| *done >= target)).await,
-                Ok(Ok(_))
-            ),
-            None => done.wait_for(|done| *done >= target).await.is_ok(),
+            Some(wait) => tokio::time::timeout(wait, finished).await.unwrap_or(false),
+            None => finished.await,
         };
         let problems = lock(&ns.state).problems.clone();
         (caught_up, problems)

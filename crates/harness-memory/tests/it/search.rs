@@ -261,3 +261,25 @@ async fn transcripts_are_searched_per_agent_and_torn_lines_are_tolerated() {
     );
     let _ = Arc::clone(&fs);
 }
+
+#[tokio::test]
+async fn shutdown_cancels_a_stuck_refresh_and_releases_its_waiters() {
+    let fs = MemFs::new();
+    fs.put("MEMORY.md", "- The user collects stamps.\n");
+    let (memory, _dir) = memory(&ScriptedModel::new(), MemoryConfig::default());
+    fs.hold_reads();
+    let waiting = tokio::spawn({
+        let memory = memory.clone();
+        let fs = dyn_fs(&fs);
+        async move { memory.refresh_index(fs, &NamespaceKey::new("st")).await }
+    });
+    while memory.stats().index.syncs == 0 {
+        tokio::task::yield_now().await;
+    }
+    let report = memory.shutdown(Duration::from_millis(50)).await;
+    assert!(!report.completed && report.abandoned >= 1, "{report:?}");
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter was released")
+        .expect("join");
+}
