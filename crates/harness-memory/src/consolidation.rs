@@ -72,6 +72,8 @@ struct Batch {
     text: String,
     entries: usize,
     marks: BTreeMap<String, usize>,
+    /// Sizes of the logs fully merged after this pass (`None`: not fully merged).
+    sizes: BTreeMap<String, Option<u64>>,
     more_pending: bool,
 }
 
@@ -82,7 +84,7 @@ async fn collect(fs: &dyn Filesystem, state: &Watermark, budget_chars: usize) ->
             .filter(|info| !info.is_dir)
             .filter_map(|info| {
                 let name = info.path.file_name().to_owned();
-                daily_log_date(&name).map(|date| (date, name, info.path))
+                daily_log_date(&name).map(|date| (date, name, info.path, info.size))
             })
             .collect(),
         Err(FsError::NotFound { .. }) => Vec::new(),
@@ -93,10 +95,14 @@ async fn collect(fs: &dyn Filesystem, state: &Watermark, budget_chars: usize) ->
         text: String::new(),
         entries: 0,
         marks: BTreeMap::new(),
+        sizes: BTreeMap::new(),
         more_pending: false,
     };
     let mut used = 0usize;
-    'files: for (date, name, file) in logs {
+    'files: for (date, name, file, size) in logs {
+        if state.files.contains_key(&name) && state.sizes.get(&name) == Some(&size) {
+            continue; // fully merged and unchanged since
+        }
         let bytes = match fs.read(&file).await {
             Ok(bytes) => bytes,
             Err(FsError::NotFound { .. }) => continue,
@@ -112,6 +118,7 @@ async fn collect(fs: &dyn Filesystem, state: &Watermark, budget_chars: usize) ->
                 let size = line.chars().count() + 1;
                 if used + size > budget_chars && batch.entries > 0 {
                     batch.more_pending = true;
+                    batch.sizes.insert(name.clone(), None);
                     batch.marks.insert(name, consumed);
                     break 'files;
                 }
@@ -126,6 +133,7 @@ async fn collect(fs: &dyn Filesystem, state: &Watermark, budget_chars: usize) ->
             }
             consumed += 1;
         }
+        batch.sizes.insert(name.clone(), u64::try_from(bytes.len()).ok());
         batch.marks.insert(name, consumed);
     }
     Ok(batch)
@@ -217,6 +225,12 @@ pub(crate) async fn run(
     next.legacy_before = None;
     next.consolidated_at = Some(jiff::Timestamp::now());
     next.files.extend(batch.marks);
+    for (name, size) in batch.sizes {
+        match size {
+            Some(size) => next.sizes.insert(name, size),
+            None => next.sizes.remove(&name),
+        };
+    }
     fs.write(&state_path, next.to_text().as_bytes(), WriteMode::Overwrite)
         .await?;
     Ok(ConsolidationOutcome::Consolidated {

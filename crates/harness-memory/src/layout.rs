@@ -104,6 +104,10 @@ pub(crate) struct Watermark {
     /// Daily log file name → lines merged.
     #[serde(default)]
     pub(crate) files: BTreeMap<String, usize>,
+    /// Daily log file name → its size in bytes when it was fully merged, so an unchanged log
+    /// is not read again.
+    #[serde(default)]
+    pub(crate) sizes: BTreeMap<String, u64>,
     /// From a legacy plain-timestamp watermark: logs dated before this day count as merged.
     #[serde(skip)]
     pub(crate) legacy_before: Option<Date>,
