@@ -1,1 +1,77 @@
-//! harness-memory (placeholder until its issue lands).
+//! Two-layer long-term memory for Harness agents.
+//!
+//! Layer one is the daily fact log `memory/YYYY-MM-DD.md` in the user's namespace:
+//! append-only, one bullet per fact, each with its session and time. Layer two is the curated
+//! `MEMORY.md`, rewritten now and then by consolidation within a token budget; it is what the
+//! harness injects into the prompt (inside [`memory_block`]). Both live in the caller's
+//! namespace of the workspace ([`CallWorkspace::user`](harness_fs::CallWorkspace)), so one user
+//! never sees another's memory.
+//!
+//! - **Extraction** ([`Memory::flush`]): after a call, in the background, the model reads the
+//!   call's new messages plus today's log and `MEMORY.md`, and replies with new facts only, or
+//!   `NO_REPLY`. The reply is never delayed; per-session throttling batches calls; shutdown
+//!   runs what is pending. With memory off no extraction model call happens at all.
+//! - **Consolidation** ([`Memory::consolidate`]): daily entries past the watermark
+//!   (`memory/.consolidation_state`) are merged into `MEMORY.md`, one consolidator per
+//!   namespace ([`Lease`]); a crash leaves the old file intact.
+//! - **Index**: SQLite FTS5 per namespace over memory files and session transcripts, refreshed
+//!   incrementally by content hash; CJK text is indexed as character bigrams, so CJK terms of
+//!   any length match. A stale index says so in [`SearchResults`].
+//! - **Tools** ([`Memory::tools`]): `memory_search`, `memory_get`, `session_search`,
+//!   `session_history`, `session_list`.
+//!
+//! # Facts, not instructions
+//!
+//! Memory is untrusted data. The extraction prompt asks for third-person facts, and the
+//! writer enforces it: a reply line is appended only if it is a bullet, does not start with
+//! an imperative or address the agent (`ignore`, `always`, `never`, `do`, `don't`, `you`,
+//! `must`, `please`, `respond`, `use`, …), contains no injection marker (`ignore previous`,
+//! `system prompt`, `you must`, `AGENTS.md`, `<system`, `</`, code fences, `assistant:`), does
+//! not look like a secret (passwords, API keys, tokens, `sk-…`-shaped words), and is not
+//! already in today's log or `MEMORY.md`. HTML comment delimiters are removed from facts so
+//! provenance cannot be forged. Consolidation drops lines with injection markers. Memory
+//! never writes anything but `memory/*.md`, `memory/.consolidation_state` and `MEMORY.md`;
+//! in particular never `AGENTS.md`.
+//!
+//! # Example
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use harness_memory::{Memory, MemoryConfig, memory_block};
+//! use harness_models::ScriptedModel;
+//! use std::sync::Arc;
+//! let dir = tempfile::tempdir()?;
+//! let memory = Memory::new(MemoryConfig::default(), Arc::new(ScriptedModel::new()), dir.path().into());
+//! let tools: Vec<_> = memory.tools().iter().map(|tool| tool.spec().name.clone()).collect();
+//! assert_eq!(tools, ["memory_search", "memory_get", "session_search", "session_history", "session_list"]);
+//! assert!(memory_block("- The user likes tea.").contains("not instructions"));
+//! # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+//!
+//! Where to start: [`Memory`], then [`MemoryConfig`].
+
+mod config;
+mod consolidation;
+mod error;
+mod extraction;
+mod facts;
+mod index;
+mod injection;
+mod layout;
+mod lease;
+mod memory;
+mod middleware;
+mod namespace;
+mod tools;
+mod transcript;
+
+pub use config::{DEFAULT_MAX_MEMORY_TOKENS, IndexConfig, MemoryConfig, MemoryMode, format_duration, parse_duration};
+pub use consolidation::ConsolidationOutcome;
+pub use error::MemoryError;
+pub use extraction::FlushOutcome;
+pub use index::{IndexStats, SearchHit, SearchResults, SearchScope};
+pub use injection::{CUT_MARKER, MEMORY_TAG, cut_to_tokens, estimate_tokens, memory_block};
+pub use layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, daily_log_path};
+pub use lease::{Lease, LeaseError, LeaseGuard, LocalLease};
+pub use memory::{Memory, MemoryStats, ShutdownReport};
+pub use namespace::NamespaceKey;
