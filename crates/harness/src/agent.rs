@@ -1,6 +1,6 @@
 //! [`HarnessAgent`]: the kernel plus the workspace, sessions and isolation.
 
-use crate::compaction::{Compaction, CompactionConfig, OverflowHint};
+use crate::compaction::{Compaction, CompactionConfig, CompactionHook, OverflowHint};
 use crate::config::HarnessConfig;
 use crate::eviction::{ToolResultEviction, ToolResultEvictionConfig};
 use crate::prompt::{WorkspaceContext, WorkspaceContextConfig};
@@ -11,6 +11,7 @@ use harness_core::{
     SessionId, StateStore, Tool, UserId, error_chain,
 };
 use harness_fs::{Filesystem, IsolationScope, NamespaceFactory, WsPath};
+use harness_memory::{Memory, MemoryConfig, NamespaceKey};
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -77,6 +78,8 @@ pub struct HarnessAgentBuilder {
     compaction: Option<CompactionConfig>,
     compaction_model: Option<Arc<dyn ChatModel>>,
     eviction: Option<Option<ToolResultEvictionConfig>>,
+    memory: Option<MemoryConfig>,
+    memory_model: Option<Arc<dyn ChatModel>>,
 }
 
 impl HarnessAgentBuilder {
@@ -191,6 +194,19 @@ impl HarnessAgentBuilder {
         self
     }
 
+    /// Long-term memory settings (also `[memory]` in harness.toml; on by default).
+    pub fn memory(mut self, config: MemoryConfig) -> Self {
+        self.memory = Some(config);
+        self
+    }
+
+    /// The model memory extraction and consolidation use (default: the agent's model). The
+    /// CLI resolves `[memory] model` into this.
+    pub fn memory_model(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.memory_model = Some(model);
+        self
+    }
+
     /// Validates and builds.
     ///
     /// # Errors
@@ -199,6 +215,7 @@ impl HarnessAgentBuilder {
     pub fn build(self) -> Result<HarnessAgent, BuildError> {
         let file = self.config.agent;
         let compaction = self.compaction.or(self.config.compaction);
+        let memory_config = self.memory.or(self.config.memory).unwrap_or_default();
         let eviction = match (self.eviction, self.config.tool_result_eviction) {
             (Some(choice), _) => choice,
             (None, Some(section)) => section.enabled.then_some(section.config),
@@ -255,13 +272,22 @@ impl HarnessAgentBuilder {
         {
             context_files.push(WsPath::parse(path).map_err(BuildError::ContextFile)?);
         }
+        let memory = memory_config.enabled.then(|| {
+            let index_dir = memory_config
+                .index
+                .dir
+                .clone()
+                .unwrap_or_else(|| root.join(".harness").join("index"));
+            let memory_model = self.memory_model.unwrap_or_else(|| Arc::clone(&model));
+            Memory::new(memory_config, memory_model, index_dir)
+        });
         let context = WorkspaceContextConfig {
             max_context_tokens: self
                 .max_context_tokens
                 .or(file.max_context_tokens)
                 .unwrap_or(crate::prompt::DEFAULT_MAX_CONTEXT_TOKENS),
             additional_context_files: context_files,
-            memory_tools: false,
+            memory_tools: memory.is_some(),
         };
         let store: Arc<dyn StateStore> = self
             .state_store
@@ -270,10 +296,15 @@ impl HarnessAgentBuilder {
         let compaction = match compaction {
             Some(config) => {
                 let summary_model = self.compaction_model.unwrap_or_else(|| Arc::clone(&model));
-                let layer = Compaction::new(config, summary_model).map_err(|err| BuildError::Capability {
-                    capability: "compaction",
-                    source: Box::new(err),
-                })?;
+                let mut layer = Compaction::new(config, summary_model)
+                    .map_err(|err| BuildError::Capability {
+                        capability: "compaction",
+                        source: Box::new(err),
+                    })?
+                    .with_estimator(|msg| harness_models::estimate_msg(msg) as u64);
+                if let Some(memory) = &memory {
+                    layer = layer.with_hook(Arc::new(MemoryFlush(memory.clone())));
+                }
                 Arc::new(layer) as Arc<dyn Middleware>
             }
             None => Arc::new(OverflowHint),
@@ -283,7 +314,14 @@ impl HarnessAgentBuilder {
             .shared_model(model)
             .sys_prompt(self.sys_prompt.or(file.sys_prompt).unwrap_or_default())
             .state_store(store)
-            .tools(self.tools);
+            .tools(self.tools)
+            .tools(crate::tools::file_tools());
+        if workspace.filesystem().shell().is_some() {
+            kernel = kernel.tool(crate::tools::shell_tool());
+        }
+        if let Some(memory) = &memory {
+            kernel = kernel.tools(memory.tools());
+        }
         if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
             kernel = kernel.max_iters(max);
         }
@@ -291,9 +329,11 @@ impl HarnessAgentBuilder {
         for layer in self.middleware {
             kernel = kernel.middleware(layer);
         }
-        kernel = kernel
-            .middleware(Arc::new(SessionPersistence::default()))
-            .middleware(compaction);
+        kernel = kernel.middleware(Arc::new(SessionPersistence::default()));
+        if let Some(memory) = &memory {
+            kernel = kernel.middleware(memory.middleware());
+        }
+        kernel = kernel.middleware(compaction);
         if let Some(eviction) = eviction {
             kernel = kernel.middleware(Arc::new(eviction));
         }
@@ -303,6 +343,7 @@ impl HarnessAgentBuilder {
             kernel: kernel.build()?,
             workspace,
             gate: Arc::new(TurnGate::new(lock_dir)),
+            memory,
         })
     }
 }
@@ -320,6 +361,26 @@ pub struct HarnessAgent {
     kernel: ReActAgent,
     workspace: Arc<WorkspaceManager>,
     gate: Arc<TurnGate>,
+    memory: Option<Memory>,
+}
+
+/// Feeds the messages compaction is about to replace to memory extraction.
+struct MemoryFlush(Memory);
+
+#[async_trait::async_trait]
+impl CompactionHook for MemoryFlush {
+    async fn before_compaction(&self, turn: &harness_core::Turn, replaced: &[Arc<Msg>]) {
+        let Some(call) = turn.ctx.get::<harness_fs::CallWorkspace>() else {
+            return;
+        };
+        let namespace = NamespaceKey::for_call(&turn.ctx);
+        self.0.flush_before_compaction(
+            Arc::clone(&call.user),
+            &namespace,
+            &turn.key.session_id,
+            replaced.to_vec(),
+        );
+    }
 }
 
 const _: fn() = || {
@@ -350,6 +411,24 @@ impl HarnessAgent {
     /// The workspace.
     pub fn workspace(&self) -> &Arc<WorkspaceManager> {
         &self.workspace
+    }
+
+    /// Long-term memory, when enabled.
+    pub fn memory(&self) -> Option<&Memory> {
+        self.memory.as_ref()
+    }
+
+    /// Finishes background work (pending memory extractions) within `timeout`. Call it
+    /// before the process exits; calls made afterwards still work but schedule nothing new.
+    pub async fn shutdown(&self, timeout: std::time::Duration) {
+        if let Some(memory) = &self.memory {
+            let report = memory.shutdown(timeout).await;
+            tracing::info!(
+                completed = report.completed,
+                abandoned = report.abandoned,
+                "memory shut down"
+            );
+        }
     }
 
     /// Fills in default ids, checks them, and attaches the call's workspace view.

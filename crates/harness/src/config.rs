@@ -59,6 +59,12 @@ pub struct HarnessConfig {
     /// `[tool_result_eviction]`: eviction is on by default with these settings.
     #[serde(default)]
     pub tool_result_eviction: Option<EvictionSection>,
+    /// `[memory]`: long-term memory (on by default).
+    #[serde(default)]
+    pub memory: Option<harness_memory::MemoryConfig>,
+    /// `[filesystem]`: which filesystem serves the workspace (local by default).
+    #[serde(default)]
+    pub filesystem: Option<crate::filesystem::FilesystemConfig>,
 }
 
 /// `[tool_result_eviction]`: the eviction settings plus an on/off switch (`enabled`).
@@ -153,6 +159,18 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # trigger_tokens = 80000          # ... or at this many prompt tokens (0 = off)
 # keep_messages = 20              # recent messages kept verbatim
 # model = "openai:gpt-4o-mini"    # optional cheaper summary model
+
+# Long-term memory: facts extracted after calls into memory/YYYY-MM-DD.md, consolidated into MEMORY.md.
+# [memory]
+# enabled = true
+# mode = "after_call"             # off | after_call | before_compaction
+# extraction_throttle = "60s"
+# model = "openai:gpt-4o-mini"    # optional cheaper model for extraction and consolidation
+
+# Which filesystem serves the workspace. The host shell (`execute`) is only exposed with local_shell.
+# [filesystem]
+# kind = "local"                  # local | local_shell | composite (shared prefixes on Redis)
+# redis_url = "redis://127.0.0.1:6379"
 
 # Large tool results are moved to large_tool_results/ and replaced by a preview (on by default).
 # [tool_result_eviction]

@@ -5,10 +5,16 @@
 //! user's, in this order (outermost first):
 //!
 //! 1. `session_persistence` — crash replay, transcript, session index ([`session`]).
-//! 2. `compaction` (when configured; else `overflow_hint`) — bounded context and overflow
+//! 2. `memory` (on by default) — fact extraction after calls (`harness_memory`).
+//! 3. `compaction` (when configured; else `overflow_hint`) — bounded context and overflow
 //!    recovery ([`compaction`]).
-//! 3. `tool_result_eviction` (on by default) — oversized tool results to files ([`eviction`]).
-//! 4. `workspace_context` — the system prompt from the workspace ([`prompt`]).
+//! 4. `tool_result_eviction` (on by default) — oversized tool results to files ([`eviction`]).
+//! 5. `workspace_context` — the system prompt from the workspace ([`prompt`]).
+//!
+//! Built-in tools: the file tools (`read_file`, `write_file`, `edit_file`, `list_files`,
+//! `glob_files`, `grep_files`), `execute` only when the filesystem has a shell, and the memory
+//! tools (`memory_search`, `memory_get`, `session_search`, `session_history`, `session_list`)
+//! while memory is on.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -29,6 +35,7 @@ mod agent;
 pub mod compaction;
 pub mod config;
 pub mod eviction;
+pub mod filesystem;
 pub mod prompt;
 pub mod session;
 pub mod tools;

@@ -197,14 +197,15 @@ impl Middleware for WorkspaceContext {
             indented(&mut block, &file.text);
             let _ = writeln!(block, "</{tag}>");
         }
-        block.push_str("<memory_context>\n");
-        if let Some(file) = &memory_md {
-            let (text, _cut) = fit_memory(&file.text, self.config.max_context_tokens, self.config.memory_tools);
-            block.push_str("  <untrusted_memory_data>\n");
-            indented(&mut block, &text);
-            block.push_str("  </untrusted_memory_data>\n");
+        match &memory_md {
+            Some(file) => {
+                let (text, _cut) = fit_memory(&file.text, self.config.max_context_tokens, self.config.memory_tools);
+                block.push_str(&harness_memory::memory_block(&text));
+                block.push('\n');
+            }
+            None => block.push_str("<memory_context>\n</memory_context>\n"),
         }
-        block.push_str("</memory_context>\n</loaded_context>");
+        block.push_str("</loaded_context>");
         prompt.push_stable("workspace_files", block);
         prompt.push_volatile("session", session_facts(&self.workspace, turn));
 

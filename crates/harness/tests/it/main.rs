@@ -5,6 +5,7 @@
 mod compaction;
 mod doubles;
 mod eviction;
+mod memory;
 mod sessions;
 mod support;
 mod tools;

@@ -107,7 +107,7 @@ async fn a_turn_killed_during_a_tool_call_is_repaired_on_the_next_load() {
         .reply(Reply::tool_call("sleep", json!({"ms": 60_000})))
         .reply_text("recovered");
     let build = || {
-        HarnessAgent::builder()
+        crate::support::builder()
             .workspace(dir.path())
             .model(model.clone())
             .tool(tool(Sleep))
@@ -297,7 +297,7 @@ async fn compaction_never_touches_the_raw_transcript() {
     let config = harness::compaction::CompactionConfig::default()
         .trigger_messages(6)
         .keep_messages(2);
-    let agent = HarnessAgent::builder()
+    let agent = crate::support::builder()
         .workspace(dir.path())
         .model(model.clone())
         .compaction(config)

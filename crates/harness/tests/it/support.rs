@@ -11,11 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub fn agent(dir: &Path, model: &ScriptedModel) -> HarnessAgent {
-    HarnessAgent::builder()
-        .workspace(dir)
-        .model(model.clone())
-        .build()
-        .unwrap()
+    builder().workspace(dir).model(model.clone()).build().unwrap()
+}
+
+/// A builder with memory off, so scripted replies are only consumed by the turns a test
+/// drives (memory tests turn it on with a model of their own).
+pub fn builder() -> harness::HarnessAgentBuilder {
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.enabled = false;
+    HarnessAgent::builder().memory(memory)
 }
 
 pub fn ctx(user: &str, session: &str) -> RuntimeContext {

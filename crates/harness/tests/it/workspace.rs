@@ -1,7 +1,7 @@
 //! Workspace context: persona injection, prompt stability, budgets, live edits, bad files.
 
 use crate::support::*;
-use harness::HarnessAgent;
+
 use harness_core::EventKind;
 use harness_models::{Reply, ScriptedModel};
 use serde_json::json;
@@ -29,7 +29,7 @@ async fn persona_memory_and_knowledge_are_injected() {
         "Product FAQ entry.",
         "knowledge/sub/pricing.md",
         "Session: s1",
-        "<untrusted_memory_data>",
+        "<memory_context>\nNotes remembered",
     ] {
         assert!(system.contains(needle), "missing {needle:?} in\n{system}");
     }
@@ -45,7 +45,7 @@ async fn two_steps_with_unchanged_files_send_identical_prompts() {
         .reply(Reply::tool_call("sleep", json!({"ms": 1})))
         .reply_text("done")
         .reply_text("again");
-    let agent = HarnessAgent::builder()
+    let agent = crate::support::builder()
         .workspace(dir.path())
         .model(model.clone())
         .tool(tool(Sleep))
@@ -71,7 +71,7 @@ async fn an_edit_takes_effect_on_the_next_step() {
             json!({"path": "AGENTS.md", "text": "You are Bea now."}),
         ))
         .reply_text("done");
-    let agent = HarnessAgent::builder()
+    let agent = crate::support::builder()
         .workspace(dir.path())
         .model(model.clone())
         .tool(tool(WriteNote {
@@ -95,15 +95,23 @@ async fn memory_over_budget_is_cut_with_a_marker() {
     let memory: String = (0..5000).map(|i| format!("- fact number {i}\n")).collect();
     std::fs::write(dir.path().join("MEMORY.md"), &memory).unwrap();
     let model = ScriptedModel::new().reply_text("ok");
-    let agent = HarnessAgent::builder()
+    // Memory on (with its own model, so extraction never takes the agent's replies).
+    let agent = harness::HarnessAgent::builder()
         .workspace(dir.path())
         .model(model.clone())
+        .memory_model(std::sync::Arc::new(
+            ScriptedModel::new()
+                .fallback(harness_models::Fallback::RepeatLast)
+                .reply_text("NO_REPLY"),
+        ))
         .max_context_tokens(500)
         .build()
         .unwrap();
     agent.call("hi", ctx("u1", "s1")).await.unwrap();
+    agent.shutdown(std::time::Duration::from_secs(5)).await;
     let system = model.requests()[0].system.render();
     assert!(system.contains("memory truncated"), "no marker");
+    assert!(system.contains("use memory_search and memory_get"));
     assert!(system.contains("- fact number 0\n") && system.contains("- fact number 4999"));
     assert!(!system.contains("- fact number 2500\n"));
     assert!(system.len() < memory.len() / 4);
@@ -158,7 +166,7 @@ async fn per_user_agents_md_overrides_the_shared_one() {
 async fn context_files_outside_the_workspace_are_refused() {
     let dir = workspace();
     let model = ScriptedModel::new();
-    let built = HarnessAgent::builder()
+    let built = crate::support::builder()
         .workspace(dir.path())
         .model(model)
         .additional_context_file("../etc/passwd")
