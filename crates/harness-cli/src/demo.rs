@@ -19,9 +19,11 @@ fn after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
 }
 
 /// A scripted model that answers from the conversation it is sent: turn 2's answer can
-/// only be right if turn 1 is in the request.
+/// only be right if turn 1 is in the request. It also plays the memory extractor and
+/// consolidator, so the demo shows facts landing in the daily log and MEMORY.md.
 fn demo_model() -> ScriptedModel {
     ScriptedModel::from_fn(|request: &ChatRequest| {
+        let system = request.system.render();
         let users: Vec<String> = request
             .messages
             .iter()
@@ -29,6 +31,30 @@ fn demo_model() -> ScriptedModel {
             .map(|m| m.text())
             .collect();
         let last = users.last().cloned().unwrap_or_default();
+        if system.contains("You extract durable facts") {
+            let mut facts = Vec::new();
+            if let Some(name) = after(&last, "My name is") {
+                facts.push(format!("- The user's name is {name}."));
+            }
+            if let Some(plan) = after(&last, "today I am") {
+                facts.push(format!("- Today the user is {plan}."));
+            }
+            let ledger = last.split("</ledger>").next().unwrap_or_default();
+            facts.retain(|fact| !ledger.contains(fact.trim_start_matches("- ")));
+            return Reply::text(if facts.is_empty() {
+                "NO_REPLY".to_owned()
+            } else {
+                facts.join("\n")
+            });
+        }
+        if system.contains("You maintain MEMORY.md") {
+            let facts: Vec<String> = last
+                .lines()
+                .filter(|line| line.trim_start().starts_with("- "))
+                .map(|line| line.split("<!--").next().unwrap_or(line).trim_end().to_owned())
+                .collect();
+            return Reply::text(format!("## About the user\n{}", facts.join("\n")));
+        }
         let name = users
             .iter()
             .find_map(|text| after(text, "My name is").map(str::to_owned));
@@ -95,9 +121,13 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
         );
     }
 
+    // Pending memory extraction finishes before the files are listed.
+    agent.shutdown(std::time::Duration::from_secs(10)).await;
     let requests = model.requests();
     let turn2 = requests
-        .last()
+        .iter()
+        .rev()
+        .find(|request| request.system.render().contains("## Session Context"))
         .ok_or_else(|| anyhow::anyhow!("the model received no request"))?;
     let system = turn2.system.render();
     let persona_injected = system.contains("You are Harness Demo");
@@ -122,6 +152,30 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
     println!("\nfiles in the workspace:");
     for (path, size) in files {
         println!("  {:>7} B  {}", size, path.display());
+    }
+    let memory_dir = root.join("tianyu").join("memory");
+    if let Ok(entries) = std::fs::read_dir(&memory_dir) {
+        for entry in entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "md"))
+        {
+            let shown = entry
+                .path()
+                .strip_prefix(&root)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| entry.path());
+            println!(
+                "\nfacts extracted in the background after each turn, {}:",
+                shown.display()
+            );
+            println!("{}", indent(&std::fs::read_to_string(entry.path()).unwrap_or_default()));
+        }
+    }
+    if let Ok(memory) = std::fs::read_to_string(root.join("tianyu").join("MEMORY.md")) {
+        println!(
+            "\nconsolidated into tianyu/MEMORY.md (injected into later prompts):\n{}",
+            indent(&memory)
+        );
     }
     println!(
         "\nContinue this conversation with a real model:\n  harness run --workspace {} --user tianyu --session demo --model openai:gpt-4o-mini \"...\"",

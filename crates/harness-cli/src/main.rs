@@ -74,11 +74,35 @@ enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// Search or consolidate long-term memory.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
     /// An offline demonstration on the scripted model: persona, two turns, files written.
     Demo {
         /// Workspace (default: a fresh temporary directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemoryCommand {
+    /// Full-text search over MEMORY.md and the daily logs (CJK included).
+    Search {
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// Maximum hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// What to look for.
+        query: String,
+    },
+    /// Merge new daily-log entries into MEMORY.md now (uses the configured model).
+    Consolidate {
+        #[command(flatten)]
+        agent: AgentArgs,
     },
 }
 
@@ -134,7 +158,7 @@ fn workspace_dir(args: &AgentArgs) -> PathBuf {
 }
 
 /// Builds the agent from flags, environment and harness.toml (flags win).
-fn build_agent(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
+async fn build_agent(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
     let dir = workspace_dir(args);
     let config = HarnessConfig::load(&dir).map_err(|err| usage(err.to_string()))?;
     let spec = args
@@ -149,19 +173,44 @@ fn build_agent(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
         ));
     };
     let model = resolve_model(&spec)?;
-    let mut builder = HarnessAgent::builder()
-        .workspace(dir)
-        .config(config)
-        .shared_model(model);
-    if let Some(name) = &args.agent {
-        builder = builder.name(name);
-    }
+    let mut builder = agent_builder(args, &dir, config).await?.shared_model(model);
     if let Some(max) = args.max_iters {
         let max = std::num::NonZeroU32::new(max).ok_or_else(|| usage("--max-iters must be at least 1"))?;
         builder = builder.max_iters(max);
     }
     builder.build().map_err(|err| usage(harness_core::error_chain(&err)))
 }
+
+/// A builder with everything harness.toml configures except the main model: the filesystem
+/// and the optional cheaper models of memory and compaction.
+async fn agent_builder(
+    args: &AgentArgs,
+    dir: &std::path::Path,
+    config: HarnessConfig,
+) -> anyhow::Result<harness::HarnessAgentBuilder> {
+    let name = args
+        .agent
+        .clone()
+        .or_else(|| config.agent.name.clone())
+        .unwrap_or_else(|| harness::DEFAULT_AGENT_NAME.into());
+    let mut builder = HarnessAgent::builder().workspace(dir).name(name.as_str());
+    if let Some(fs_config) = &config.filesystem {
+        let fs = harness::filesystem::open(fs_config, dir, &name)
+            .await
+            .map_err(|err| usage(format!("[filesystem]: {}", harness_core::error_chain(&err))))?;
+        builder = builder.filesystem(fs);
+    }
+    if let Some(spec) = config.memory.as_ref().and_then(|m| m.model.clone()) {
+        builder = builder.memory_model(resolve_model(&spec)?);
+    }
+    if let Some(spec) = config.compaction.as_ref().and_then(|c| c.model.clone()) {
+        builder = builder.compaction_model(resolve_model(&spec)?);
+    }
+    Ok(builder.config(config))
+}
+
+/// How long background work (memory extraction) may run after the last turn.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn context(args: &AgentArgs) -> RuntimeContext {
     let mut ctx = RuntimeContext::default();
@@ -171,8 +220,13 @@ fn context(args: &AgentArgs) -> RuntimeContext {
 }
 
 async fn run(args: AgentArgs, json: bool, message: String) -> anyhow::Result<()> {
-    let agent = build_agent(&args)?;
-    let ctx = context(&args);
+    let agent = build_agent(&args).await?;
+    let result = run_turn(&agent, context(&args), json, message).await;
+    agent.shutdown(SHUTDOWN_GRACE).await;
+    result
+}
+
+async fn run_turn(agent: &HarnessAgent, ctx: RuntimeContext, json: bool, message: String) -> anyhow::Result<()> {
     if !json {
         // Nobody watches tokens: one non-streaming request per model call.
         let reply = agent
@@ -202,7 +256,7 @@ async fn run(args: AgentArgs, json: bool, message: String) -> anyhow::Result<()>
 async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
     match command {
         SessionsCommand::List { agent } => {
-            let harness = build_agent_for_inspection(&agent)?;
+            let harness = build_agent_for_inspection(&agent).await?;
             let ctx = harness
                 .bind(context(&agent))
                 .map_err(|err| usage(harness_core::error_chain(&err)))?;
@@ -221,7 +275,7 @@ async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
             }
         }
         SessionsCommand::Show { agent, id, json } => {
-            let harness = build_agent_for_inspection(&agent)?;
+            let harness = build_agent_for_inspection(&agent).await?;
             let ctx = harness
                 .bind(context(&agent).with_session(id.as_str()))
                 .map_err(|err| usage(harness_core::error_chain(&err)))?;
@@ -245,18 +299,73 @@ async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An agent for read-only commands: any model will do, none is called.
-fn build_agent_for_inspection(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
+/// An agent for commands that call no model of the conversation (inspection, memory
+/// search). Memory consolidation uses the configured model when one is set.
+async fn build_agent_for_inspection(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
     let dir = workspace_dir(args);
     let config = HarnessConfig::load(&dir).map_err(|err| usage(err.to_string()))?;
-    let mut builder = HarnessAgent::builder()
-        .workspace(dir)
-        .config(config)
-        .model(harness_models::ScriptedModel::new());
-    if let Some(name) = &args.agent {
-        builder = builder.name(name);
+    let spec = args
+        .model
+        .clone()
+        .or_else(|| env_lookup("HARNESS_MODEL"))
+        .or_else(|| config.agent.model.clone());
+    let model: Arc<dyn ChatModel> = match spec {
+        Some(spec) => resolve_model(&spec)?,
+        None => Arc::new(harness_models::ScriptedModel::new()),
+    };
+    agent_builder(args, &dir, config)
+        .await?
+        .shared_model(model)
+        .build()
+        .map_err(|err| usage(harness_core::error_chain(&err)))
+}
+
+async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
+    let args = match &command {
+        MemoryCommand::Search { agent, .. } | MemoryCommand::Consolidate { agent } => agent.clone(),
+    };
+    let harness = build_agent_for_inspection(&args).await?;
+    let memory = harness
+        .memory()
+        .ok_or_else(|| usage("memory is disabled ([memory] enabled = false)"))?;
+    let ctx = harness
+        .bind(context(&args))
+        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+    let call = ctx.get::<harness_fs::CallWorkspace>().context("workspace not bound")?;
+    let namespace = harness_memory::NamespaceKey::for_call(&ctx);
+    match command {
+        MemoryCommand::Search { limit, query, .. } => {
+            let results = memory.search(Arc::clone(&call.user), &namespace, &query, limit).await;
+            if let Some(note) = &results.note {
+                eprintln!("note: {note}");
+            }
+            if results.hits.is_empty() {
+                println!("no matches");
+            }
+            for hit in results.hits {
+                println!("{}:{}\t{:.2}\t{}", hit.path, hit.line, hit.score, hit.snippet);
+            }
+        }
+        MemoryCommand::Consolidate { .. } => {
+            let config = HarnessConfig::load(&workspace_dir(&args)).unwrap_or_default();
+            let configured = args.model.is_some()
+                || env_lookup("HARNESS_MODEL").is_some()
+                || config.agent.model.is_some()
+                || config.memory.and_then(|m| m.model).is_some();
+            if !configured {
+                return Err(usage(
+                    "consolidation needs a model: pass --model provider:model or set [memory] model",
+                ));
+            }
+            let outcome = memory
+                .consolidate(Arc::clone(&call.user), &namespace)
+                .await
+                .map_err(|err| anyhow::anyhow!(harness_core::error_chain(&err)))?;
+            println!("{outcome:?}");
+        }
     }
-    builder.build().map_err(|err| usage(harness_core::error_chain(&err)))
+    harness.shutdown(SHUTDOWN_GRACE).await;
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -297,7 +406,13 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Command::Run { agent, json, message } => run(agent, json, message).await,
-            Command::Chat { agent } => chat::chat(build_agent(&agent)?, context(&agent)).await,
+            Command::Chat { agent } => {
+                let harness = build_agent(&agent).await?;
+                let result = chat::chat(harness.clone(), context(&agent)).await;
+                harness.shutdown(SHUTDOWN_GRACE).await;
+                result
+            }
+            Command::Memory { command } => memory(command).await,
             Command::Sessions { command } => sessions(command).await,
             Command::Demo { workspace } => demo::demo(workspace).await,
         }

@@ -280,12 +280,19 @@ fn openai_compatible_servers_work_streaming_and_not() {
         assert!(stdout.contains("hello from fake"), "{stdout}");
     }
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 2);
-    assert_eq!(seen[0]["model"], "any-model");
-    assert!(!seen[0]["stream"].as_bool().unwrap_or(false));
-    assert_eq!(seen[1]["stream"], true);
+    // The agent's own turns offer tools; memory extraction (on by default) runs at exit
+    // without tools.
+    let turns: Vec<&serde_json::Value> = seen
+        .iter()
+        .filter(|r| r["tools"].as_array().is_some_and(|tools| !tools.is_empty()))
+        .collect();
+    assert_eq!(turns.len(), 2);
+    assert!(seen.len() > turns.len(), "memory extraction ran after the turns");
+    assert_eq!(turns[0]["model"], "any-model");
+    assert!(!turns[0]["stream"].as_bool().unwrap_or(false));
+    assert_eq!(turns[1]["stream"], true);
     assert_eq!(
-        seen[1]["messages"]
+        turns[1]["messages"]
             .as_array()
             .unwrap()
             .iter()
@@ -293,4 +300,44 @@ fn openai_compatible_servers_work_streaming_and_not() {
             .count(),
         2
     );
+}
+
+#[test]
+fn memory_search_finds_a_users_facts_in_cjk_and_latin() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("alice/memory")).unwrap();
+    std::fs::write(
+        dir.path().join("alice/memory/2026-11-01.md"),
+        "- Alice 喜欢喝绿茶 and green tea.\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("bob/memory")).unwrap();
+    std::fs::write(dir.path().join("bob/memory/2026-11-01.md"), "- Bob 也喜欢绿茶.\n").unwrap();
+    for query in ["绿茶", "green"] {
+        let output = harness()
+            .args(["memory", "search", "--user", "alice", "--workspace"])
+            .arg(dir.path())
+            .arg(query)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&output);
+        assert!(output.status.success(), "{stderr}");
+        assert!(
+            stdout.contains("memory/2026-11-01.md:1") && stdout.contains("Alice"),
+            "{query}: {stdout}"
+        );
+        assert!(!stdout.contains("Bob"), "{stdout}");
+    }
+}
+
+#[test]
+fn memory_consolidate_needs_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = harness()
+        .args(["memory", "consolidate", "--workspace"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output).1.contains("--model"));
 }
