@@ -161,7 +161,14 @@ fn build_agent(args: &Args) -> anyhow::Result<HarnessAgent> {
         .api_key(harness_models::Secret::new("sk-mock-not-a-real-key"));
     let model: Arc<dyn harness_core::ChatModel> =
         Arc::new(harness_models::OpenAiClient::new(config).context("building the OpenAI-compatible client")?);
+    // Every default capability stays on (workspace context, file sessions and transcript,
+    // memory tools and index, tool-result eviction, file tools) except automatic memory
+    // extraction: the workload contract is exactly two model requests per turn, and
+    // extraction is an extra model call by design.
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.mode = harness_memory::MemoryMode::Off;
     Ok(HarnessAgent::builder()
+        .memory(memory)
         .workspace(&args.state_dir)
         .name("bench")
         .sys_prompt(SYSTEM_PROMPT)

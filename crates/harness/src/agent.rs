@@ -245,10 +245,13 @@ impl HarnessAgentBuilder {
                         source: Box::new(err),
                     },
                 })?;
-                Arc::new(harness_fs::LocalFs::new(&root).map_err(|source| BuildError::Workspace {
+                // Atomic writes without fsync: a process crash loses nothing; `[filesystem]
+                // fsync = true` (through `crate::filesystem::open`) also survives a power loss.
+                let local = harness_fs::LocalFs::new(&root).map_err(|source| BuildError::Workspace {
                     path: root.clone(),
                     source,
-                })?)
+                })?;
+                Arc::new(local.fsync(false))
             }
         };
         let template: Option<Arc<dyn Filesystem>> = if local {

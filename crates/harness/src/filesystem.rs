@@ -3,6 +3,7 @@
 //! ```toml
 //! [filesystem]
 //! kind = "local"                 # local (default) | local_shell | composite
+//! fsync = false                  # flush every write to disk (survives power loss; slower)
 //!
 //! # kind = "composite": shared prefixes live in Redis, the rest on the local disk.
 //! redis_url = "redis://127.0.0.1:6379"
@@ -46,6 +47,10 @@ pub struct FilesystemConfig {
     /// Paths served by Redis for `composite` (directories end with `/`; `{agent}` is the agent
     /// name).
     pub shared_prefixes: Vec<String>,
+    /// Flush local writes to the disk (`fsync`) before they count as done. Off by default:
+    /// writes are still atomic (temp file + rename) and survive a process crash; turn it on
+    /// to also survive a power loss, at about a millisecond per write.
+    pub fsync: bool,
 }
 
 impl Default for FilesystemConfig {
@@ -62,6 +67,7 @@ impl Default for FilesystemConfig {
             ]
             .map(str::to_owned)
             .to_vec(),
+            fsync: false,
         }
     }
 }
@@ -103,7 +109,7 @@ pub async fn open(config: &FilesystemConfig, root: &Path, agent: &str) -> Result
             source: Box::new(err),
         })
     })?;
-    let local = LocalFs::new(root).map_err(FilesystemError::Local)?;
+    let local = LocalFs::new(root).map_err(FilesystemError::Local)?.fsync(config.fsync);
     match config.kind {
         FilesystemKind::Local => Ok(Arc::new(local)),
         FilesystemKind::LocalShell => Ok(Arc::new(local.with_shell(LocalShellConfig::default()))),
