@@ -341,3 +341,94 @@ fn memory_consolidate_needs_a_model() {
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output).1.contains("--model"));
 }
+
+#[test]
+fn flags_override_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("harness.toml"),
+        "[agent]\nname = \"from-file\"\nmax_iters = 1\n",
+    )
+    .unwrap();
+    let model = script(
+        dir.path(),
+        r#"{"replies": [{"text": "ok"}, {"text": "ok"}], "fallback": "echo"}"#,
+    );
+    let output = harness()
+        .args(["run", "--model", &model, "--workspace"])
+        .arg(dir.path())
+        .arg("a")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{:?}", text(&output));
+    assert!(
+        dir.path()
+            .join("default/agents/from-file/sessions/default.log.jsonl")
+            .exists()
+    );
+    let output = harness()
+        .args(["run", "--agent", "from-flag", "--model", &model, "--workspace"])
+        .arg(dir.path())
+        .arg("b")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{:?}", text(&output));
+    assert!(
+        dir.path()
+            .join("default/agents/from-flag/sessions/default.log.jsonl")
+            .exists()
+    );
+}
+
+#[test]
+fn chat_streams_switches_sessions_and_survives_a_cancelled_turn() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let model = script(
+        dir.path(),
+        r#"{"replies": [{"text": "hello there"}, {"text": "too slow", "delay_ms": 20000}, {"text": "still here"}], "fallback": "echo"}"#,
+    );
+    let ws = dir.path().join("ws");
+    // Memory extraction would take scripted replies meant for the turns.
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("harness.toml"), "[memory]\nenabled = false\n").unwrap();
+    let mut child = harness()
+        .args(["chat", "--model", &model, "--workspace"])
+        .arg(&ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "/session s9").unwrap();
+    writeln!(stdin, "hi").unwrap();
+    writeln!(stdin, "take your time").unwrap();
+    stdin.flush().unwrap();
+    // Interrupt the slow turn once it is running.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    writeln!(stdin, "again").unwrap();
+    writeln!(stdin, "/exit").unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("session s9") && stdout.contains("hello there"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cancelling"), "{stdout}");
+    assert!(stdout.contains("still here"), "{stdout}");
+    // The cancelled turn kept the user's message; the session went on.
+    let log = std::fs::read_to_string(ws.join("default/agents/harness/sessions/s9.log.jsonl")).unwrap();
+    for expected in ["hi", "hello there", "take your time", "again", "still here"] {
+        assert!(log.contains(expected), "{expected} missing from {log}");
+    }
+}

@@ -3,9 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
 mod backends;
+mod caching;
 mod compaction;
 mod doubles;
 mod eviction;
+mod gate;
 mod memory;
 mod sessions;
 mod support;
