@@ -36,7 +36,7 @@ pub use agent::{
 pub use context::RuntimeContext;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};
 pub use id::{AgentId, IdError, MAX_ID_LEN, SessionId, UserId};
-pub use message::{Block, MSG_FORMAT, MediaSource, Msg, Role, ToolCallRef, Usage, meta};
+pub use message::{Block, MSG_FORMAT, MediaSource, Msg, Role, ToolCallRef, Usage, join_text, meta};
 pub use middleware::{ActingNext, AgentNext, Hooks, Middleware, ModelCallInfo, ModelNext, ReasoningNext};
 pub use model::{
     BoxError, ChatModel, ChatRequest, FinishReason, ModelChunk, ModelError, ModelResponse, ModelStream, PromptPart,

@@ -117,6 +117,18 @@ impl Block {
     }
 }
 
+/// The text blocks of `blocks` joined with newlines (empty when there are none).
+pub fn join_text(blocks: &[Block]) -> String {
+    let mut out = String::new();
+    for text in blocks.iter().filter_map(Block::as_text) {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(text);
+    }
+    out
+}
+
 /// Token counts reported by a provider for one model call (or a sum of several).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -229,14 +241,7 @@ impl Msg {
 
     /// All text blocks joined with newlines (empty when there are none).
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        for text in self.content.iter().filter_map(Block::as_text) {
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str(text);
-        }
-        out
+        join_text(&self.content)
     }
 
     /// The tool calls in this message, in order.

@@ -41,14 +41,7 @@ impl ToolOutput {
 
     /// The text blocks joined with newlines.
     pub fn text_content(&self) -> String {
-        let mut out = String::new();
-        for text in self.content.iter().filter_map(Block::as_text) {
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str(text);
-        }
-        out
+        crate::message::join_text(&self.content)
     }
 
     /// Total bytes of text.
