@@ -8,8 +8,9 @@
 //! agents/<agentId>/sessions/sessions.json           {"v":1,"sessions":{"<id>":{summary,created,updated,message_count}}}
 //! ```
 //!
-//! The transcript is written as the call goes (before each model call and after it), so a
-//! process that dies mid-turn leaves the finished messages on disk. The agent state records
+//! The transcript is written as the call goes (the input before the first model call, then
+//! after each model call, tool results travelling with the next answer), so a process that
+//! dies mid-turn leaves the user's message and every tool call on disk before the tool runs. The agent state records
 //! how many transcript bytes it contains (`transcript_offset`); on the next call, anything
 //! past that offset is replayed into the state and a tool call left without a result gets a
 //! synthetic "interrupted" result.
@@ -454,7 +455,15 @@ impl Middleware for SessionPersistence {
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
-        self.flush(turn).await?;
+        // The call's input goes to disk before the first model call. Later steps only have
+        // tool results pending here: they travel with the model's next answer (one append
+        // per step instead of two). A tool call is always on disk before its tool runs; a
+        // process killed during the next model call loses the finished tool results, and the
+        // replay gives their calls an "interrupted" result. A failed model call still writes
+        // them (the agent hook flushes on every exit).
+        if turn.persisted == 0 {
+            self.flush(turn).await?;
+        }
         let result = next.run(turn).await;
         self.flush(turn).await?;
         result
