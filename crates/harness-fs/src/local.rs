@@ -231,16 +231,25 @@ impl LocalFs {
             return Err(FsError::IsDirectory { path: path.clone() });
         }
         let real = self.jail.resolve(path)?;
-        if let Some(parent) = real.parent() {
-            std::fs::create_dir_all(parent).map_err(|err| parent_error(err, path))?;
-        }
         let _guard = self.lock_for(&real).lock().unwrap_or_else(PoisonError::into_inner);
-        let mut file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&real)
-            .map_err(|err| io_error(err, path, "append"))?;
+        let open = || {
+            OpenOptions::new()
+                .append(true)
+                .create(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&real)
+        };
+        // The parent usually exists (appends go to logs): create it only when the open says so.
+        let mut file = match open() {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = real.parent() {
+                    std::fs::create_dir_all(parent).map_err(|err| parent_error(err, path))?;
+                }
+                open().map_err(|err| io_error(err, path, "append"))?
+            }
+            Err(err) => return Err(io_error(err, path, "append")),
+        };
         file.write_all(bytes).map_err(|err| io_error(err, path, "append"))?;
         if self.options.fsync {
             file.sync_data().map_err(|err| io_error(err, path, "append"))?;

@@ -131,13 +131,22 @@ impl FileStateStore {
 
     fn save_blocking(dir: &Path, key: &StateKey, bytes: &[u8], expected: Version) -> Result<Version, StateError> {
         let backend = |err: std::io::Error| StateError::Backend(Box::new(err));
-        fs::create_dir_all(dir).map_err(backend)?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))
-            .map_err(backend)?;
+        let open_lock = || {
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(LOCK_FILE))
+        };
+        // The directory exists after the first save: create it only when the open says so.
+        let lock = match open_lock() {
+            Ok(lock) => lock,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(backend)?;
+                open_lock().map_err(backend)?
+            }
+            Err(err) => return Err(backend(err)),
+        };
         lock.lock().map_err(backend)?;
         let path = dir.join(STATE_FILE);
         let found = Self::stored_version(&path, key)?;

@@ -536,14 +536,24 @@ impl TurnGate {
 /// Takes an exclusive advisory lock on `path`, polling so no thread blocks while another
 /// process holds it.
 async fn lock_file(path: PathBuf) -> Result<std::fs::File, std::io::Error> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)?;
+    let open = |path: &PathBuf| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+    };
+    // The directory exists after a session's first turn: create it only when needed.
+    let file = match open(&path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent() {
+                tokio::fs::create_dir_all(parent).await?;
+            }
+            open(&path)?
+        }
+        Err(err) => return Err(err),
+    };
     let mut wait = std::time::Duration::from_millis(2);
     loop {
         match file.try_lock() {
