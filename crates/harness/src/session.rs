@@ -14,6 +14,13 @@
 //! how many transcript bytes it contains (`transcript_offset`); on the next call, anything
 //! past that offset is replayed into the state and a tool call left without a result gets a
 //! synthetic "interrupted" result.
+//!
+//! The agent state itself is saved by the kernel's `StateStore` at the end of every call.
+//! The default `FileStateStore` appends only the new messages to `agent_state.log` when the
+//! rest of the state is what it wrote last, and rewrites the `agent_state.json` snapshot
+//! otherwise (compaction, eviction, extensions, another writer) or when the log outgrows
+//! the snapshot, so a turn writes bytes proportional to its new messages, loads stay
+//! bounded, and compare-and-set still holds (see `harness_store`'s `file_state` module).
 
 use harness_core::{
     AgentError, AgentNext, Hooks, Middleware, Msg, ReasoningNext, Role, Turn, async_trait, repair_tool_pairs,
