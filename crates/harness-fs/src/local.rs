@@ -257,8 +257,13 @@ impl LocalFs {
     }
 
     fn stat_sync(&self, path: &WsPath) -> Result<FileInfo, FsError> {
-        let real = self.jail.resolve(path)?;
-        let meta = std::fs::metadata(&real).map_err(|err| io_error(err, path, "stat"))?;
+        let (real, known) = self.jail.resolve_known(path)?;
+        let meta = match known {
+            // The walk already looked at the entry itself.
+            resolve::Known::Found(meta) => meta,
+            resolve::Known::Missing => return Err(FsError::NotFound { path: path.clone() }),
+            resolve::Known::Unknown => std::fs::metadata(&real).map_err(|err| io_error(err, path, "stat"))?,
+        };
         Ok(info(path.clone(), &meta))
     }
 
