@@ -197,17 +197,44 @@ pub mod meta {
     pub const SYNTHETIC: &str = "harness.synthetic";
 }
 
+/// A UUIDv7 for a new message: the message's time in milliseconds, then 18 random bits
+/// drawn once per process and a 56-bit sequence starting at a random point. Ids are unique
+/// within a process by construction and across processes by the random start, sort by
+/// creation time (and by creation order within a millisecond), and cost no system call
+/// (`Uuid::now_v7` asks the OS for randomness on every id).
+fn fresh_id(now: jiff::Timestamp) -> String {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEED: OnceLock<u128> = OnceLock::new();
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let seed = *SEED.get_or_init(|| uuid::Uuid::new_v4().as_u128());
+    let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    let sequence = (seed as u64).wrapping_add(n).to_be_bytes();
+    let fixed = ((seed >> 64) as u32).to_be_bytes();
+    // rand_a takes 12 bits of bytes 0-1 and rand_b 62 bits of bytes 2-9 (the builder
+    // overwrites the version and variant bits): the sequence's low 56 bits sit in bytes
+    // 3-9, clear of both.
+    let mut bytes = [0u8; 10];
+    bytes[..3].copy_from_slice(&fixed[..3]);
+    bytes[3..].copy_from_slice(&sequence[1..]);
+    let millis = u64::try_from(now.as_millisecond()).unwrap_or(0);
+    uuid::Builder::from_unix_timestamp_millis(millis, &bytes)
+        .into_uuid()
+        .to_string()
+}
+
 impl Msg {
     /// A message with the given role and blocks, a fresh id and the current time.
     pub fn new(role: Role, content: Vec<Block>) -> Self {
+        let now = jiff::Timestamp::now();
         Self {
             format: MSG_FORMAT,
-            id: uuid::Uuid::now_v7().to_string(),
+            id: fresh_id(now),
             role,
             name: None,
             content,
             metadata: Map::new(),
-            created_at: jiff::Timestamp::now(),
+            created_at: now,
             usage: None,
         }
     }
@@ -313,6 +340,18 @@ pub struct ToolCallRef<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_unique_sorted_v7() {
+        let ids: Vec<uuid::Uuid> = (0..1000)
+            .map(|_| uuid::Uuid::parse_str(&Msg::user("x").id).unwrap_or_default())
+            .collect();
+        assert!(ids.iter().all(|id| id.get_version_num() == 7));
+        assert!(
+            ids.windows(2).all(|pair| pair[0] < pair[1]),
+            "ids sort by creation order"
+        );
+    }
 
     fn round_trip(msg: &Msg) {
         let json = serde_json::to_string(msg).unwrap_or_default();

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// Lock stripes serialising writers of the same file inside this process.
 const LOCK_STRIPES: usize = 64;
+/// Appends up to this size (without fsync) run on the caller's thread; see `append_inline`.
+const INLINE_APPEND_BYTES: usize = 64 * 1024;
 
 /// Options of a [`LocalFs`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,26 +233,37 @@ impl LocalFs {
             return Err(FsError::IsDirectory { path: path.clone() });
         }
         let real = self.jail.resolve(path)?;
-        if let Some(parent) = real.parent() {
-            std::fs::create_dir_all(parent).map_err(|err| parent_error(err, path))?;
-        }
         let _guard = self.lock_for(&real).lock().unwrap_or_else(PoisonError::into_inner);
-        let mut file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&real)
-            .map_err(|err| io_error(err, path, "append"))?;
-        file.write_all(bytes).map_err(|err| io_error(err, path, "append"))?;
-        if self.options.fsync {
-            file.sync_data().map_err(|err| io_error(err, path, "append"))?;
+        append_locked(path, &real, bytes, self.options.fsync)
+    }
+
+    /// A small append without fsync, run on the caller's thread when its lock stripe is
+    /// free: one `open` + `write` into the page cache costs microseconds, less than the
+    /// hand-off to the blocking pool. `None` means "use the blocking pool".
+    fn append_inline(&self, path: &WsPath, bytes: &[u8]) -> Option<Result<(), FsError>> {
+        if self.options.fsync || bytes.len() > INLINE_APPEND_BYTES || path.is_root() {
+            return None;
         }
-        Ok(())
+        let real = match self.jail.resolve(path) {
+            Ok(real) => real,
+            Err(err) => return Some(Err(err)),
+        };
+        let _guard = match self.lock_for(&real).try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(append_locked(path, &real, bytes, false))
     }
 
     fn stat_sync(&self, path: &WsPath) -> Result<FileInfo, FsError> {
-        let real = self.jail.resolve(path)?;
-        let meta = std::fs::metadata(&real).map_err(|err| io_error(err, path, "stat"))?;
+        let (real, known) = self.jail.resolve_known(path)?;
+        let meta = match known {
+            // The walk already looked at the entry itself.
+            resolve::Known::Found(meta) => meta,
+            resolve::Known::Missing => return Err(FsError::NotFound { path: path.clone() }),
+            resolve::Known::Unknown => std::fs::metadata(&real).map_err(|err| io_error(err, path, "stat"))?,
+        };
         Ok(info(path.clone(), &meta))
     }
 
@@ -468,6 +481,33 @@ impl LocalFs {
     }
 }
 
+/// Appends to `real` (the caller holds its lock stripe), creating the parent only when the
+/// open says it is missing (appends go to logs that usually exist).
+fn append_locked(path: &WsPath, real: &Path, bytes: &[u8], fsync: bool) -> Result<(), FsError> {
+    let open = || {
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(real)
+    };
+    let mut file = match open() {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = real.parent() {
+                std::fs::create_dir_all(parent).map_err(|err| parent_error(err, path))?;
+            }
+            open().map_err(|err| io_error(err, path, "append"))?
+        }
+        Err(err) => return Err(io_error(err, path, "append")),
+    };
+    file.write_all(bytes).map_err(|err| io_error(err, path, "append"))?;
+    if fsync {
+        file.sync_data().map_err(|err| io_error(err, path, "append"))?;
+    }
+    Ok(())
+}
+
 fn canonical_root(root: &Path) -> Result<PathBuf, FsError> {
     let io = |err: std::io::Error| FsError::Io {
         path: WsPath::root(),
@@ -548,6 +588,9 @@ impl Filesystem for LocalFs {
     }
 
     async fn append(&self, path: &WsPath, bytes: &[u8]) -> Result<(), FsError> {
+        if let Some(done) = self.append_inline(path, bytes) {
+            return done;
+        }
         let owned = path.clone();
         let bytes = bytes.to_vec();
         self.blocking(path, "append", move |fs| fs.append_sync(&owned, &bytes))
@@ -555,8 +598,10 @@ impl Filesystem for LocalFs {
     }
 
     async fn stat(&self, path: &WsPath) -> Result<FileInfo, FsError> {
-        let owned = path.clone();
-        self.blocking(path, "stat", move |fs| fs.stat_sync(&owned)).await
+        // A metadata lookup (a few path lookups and one statx, microseconds on a local disk)
+        // runs on the caller's thread: the hand-off to the blocking pool costs more than the
+        // call, and prompts check several files per step.
+        self.stat_sync(path)
     }
 
     async fn list(&self, path: &WsPath) -> Result<Vec<FileInfo>, FsError> {

@@ -1,5 +1,26 @@
-//! [`FileStateStore`]: one `agent_state.json` per session, written atomically, with a
-//! version for compare-and-set that holds across processes.
+//! [`FileStateStore`]: one `agent_state.json` snapshot per session, written atomically, plus
+//! an append-only `agent_state.log` of the messages added since, with a version for
+//! compare-and-set that holds across processes.
+//!
+//! # Incremental saves
+//!
+//! Most saves only add messages at the end of the context. Rewriting the whole state for
+//! them costs bytes proportional to the history and a new file per turn (temp file +
+//! rename). Instead, when this store wrote the previous version itself (it remembers, per
+//! session, the version, the message count and a hash of the serialized messages) and the
+//! new state keeps those messages byte for byte, the same format and the same extensions,
+//! the save appends one line `{"version":V,"transcript_offset":T,"messages":[new…]}` to
+//! `agent_state.log`. Anything else — another writer in between, an edited or removed
+//! message (compaction, eviction), changed extensions, or a log that grew past the snapshot
+//! size (at least `MIN_LOG_BYTES`, 64 KiB) — writes a full snapshot (temp file + rename) and
+//! removes the log. Loads read the snapshot and apply the log records that follow its
+//! version in sequence, so a load reads at most about twice the state.
+//!
+//! Guarantees kept: compare-and-set (under the directory's `.lock`, the current version is
+//! the larger of the snapshot's and the log's last record; a stale save is a
+//! [`StateError::Conflict`]); crash safety (a process killed mid-append leaves a torn last
+//! line, which a load ignores — that save is lost as a whole, never half-applied — and the
+//! next save writes a full snapshot); no fsync, as before.
 
 use async_trait::async_trait;
 use harness_core::{AgentState, StateError, StateKey, StateStore, Version};
@@ -13,6 +34,12 @@ use std::sync::Arc;
 pub type StateLayout = Arc<dyn Fn(&StateKey) -> PathBuf + Send + Sync>;
 
 const STATE_FILE: &str = "agent_state.json";
+const LOG_FILE: &str = "agent_state.log";
+/// The log may always grow to this size before a snapshot is due (beyond it, to the
+/// snapshot's size).
+pub(crate) const MIN_LOG_BYTES: u64 = 64 * 1024;
+/// Sessions remembered for incremental saves before the memory is cleared.
+const MAX_REMEMBERED: usize = 4096;
 const LOCK_FILE: &str = ".lock";
 /// The version is the first field, so a save can check it by reading a few bytes.
 const HEADER_BYTES: usize = 64;
@@ -21,6 +48,121 @@ const HEADER_BYTES: usize = 64;
 struct OwnedEnvelope {
     version: Version,
     state: AgentState,
+}
+
+/// One line of `agent_state.log`.
+#[derive(Deserialize)]
+struct LogRecord {
+    version: Version,
+    transcript_offset: u64,
+    messages: Vec<Arc<harness_core::Msg>>,
+}
+
+/// What this store last wrote for a session (see the module docs).
+#[derive(Clone)]
+struct Written {
+    version: Version,
+    snapshot_version: Version,
+    snapshot_len: u64,
+    log_len: u64,
+    messages: usize,
+    messages_hash: u64,
+    format: u32,
+    extensions: serde_json::Map<String, serde_json::Value>,
+}
+
+type Remembered = Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, Written>>>;
+
+/// A state serialized message by message, so a save can tell what is new.
+struct Serialized {
+    /// The messages, comma-separated.
+    messages: Vec<u8>,
+    /// Where each message ends in `messages` (excluding the comma).
+    ends: Vec<usize>,
+    format: u32,
+    transcript_offset: u64,
+    extensions: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Serialized {
+    fn new(state: &AgentState) -> Result<Self, serde_json::Error> {
+        // Every field is named, so a new field is a compile error here, not a silent loss.
+        let AgentState {
+            format,
+            messages,
+            transcript_offset,
+            extensions,
+        } = state;
+        let mut bytes = Vec::with_capacity(512 * messages.len());
+        let mut ends = Vec::with_capacity(messages.len());
+        for msg in messages {
+            if !ends.is_empty() {
+                bytes.push(b',');
+            }
+            serde_json::to_writer(&mut bytes, &**msg)?;
+            ends.push(bytes.len());
+        }
+        Ok(Self {
+            messages: bytes,
+            ends,
+            format: *format,
+            transcript_offset: *transcript_offset,
+            extensions: extensions.clone(),
+        })
+    }
+
+    /// A hash of the first `n` serialized messages.
+    fn hash_of(&self, n: usize) -> u64 {
+        use std::hash::Hasher;
+        let end = match n {
+            0 => 0,
+            n => self.ends.get(n - 1).copied().unwrap_or(self.messages.len()),
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        hasher.write(&self.messages[..end]);
+        hasher.write_usize(n);
+        hasher.finish()
+    }
+
+    /// `{"version":V,"state":{...}}\n`, the snapshot file.
+    fn snapshot(&self, version: Version) -> Result<Vec<u8>, serde_json::Error> {
+        let mut out = Vec::with_capacity(self.messages.len() + 128);
+        out.extend_from_slice(
+            format!(
+                "{{\"version\":{version},\"state\":{{\"format\":{},\"messages\":[",
+                self.format
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(&self.messages);
+        out.extend_from_slice(format!("],\"transcript_offset\":{}", self.transcript_offset).as_bytes());
+        if !self.extensions.is_empty() {
+            out.extend_from_slice(b",\"extensions\":");
+            serde_json::to_writer(&mut out, &self.extensions)?;
+        }
+        out.extend_from_slice(b"}}\n");
+        Ok(out)
+    }
+
+    /// One log line with the messages after the first `from`.
+    fn record(&self, version: Version, from: usize) -> Vec<u8> {
+        let start = match from {
+            0 => 0,
+            n => self.ends.get(n - 1).map_or(self.messages.len(), |end| end + 1),
+        };
+        let tail = self.messages.get(start..).unwrap_or_default();
+        let mut out = Vec::with_capacity(tail.len() + 64);
+        out.extend_from_slice(
+            format!(
+                "{{\"version\":{version},\"transcript_offset\":{},\"messages\":[",
+                self.transcript_offset
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(tail);
+        out.extend_from_slice(b"]}\n");
+        out
+    }
 }
 
 /// Agent state as JSON files under a root directory.
@@ -37,6 +179,7 @@ struct OwnedEnvelope {
 pub struct FileStateStore {
     root: PathBuf,
     layout: StateLayout,
+    written: Remembered,
 }
 
 impl std::fmt::Debug for FileStateStore {
@@ -67,6 +210,7 @@ impl FileStateStore {
         Self {
             root: root.into(),
             layout,
+            written: Remembered::default(),
         }
     }
 
@@ -105,7 +249,46 @@ impl FileStateStore {
             key: key.display(),
             message: err.to_string(),
         })?;
-        Ok(Some((envelope.state, envelope.version)))
+        let (mut state, mut version) = (envelope.state, envelope.version);
+        let log = match fs::read(dir.join(LOG_FILE)) {
+            Ok(log) => log,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(err) => return Err(StateError::Backend(Box::new(err))),
+        };
+        for record in complete_records(&log) {
+            // Records at or below the snapshot's version predate it; a torn or unreadable
+            // record or a gap ends the log.
+            let Ok(record) = serde_json::from_slice::<LogRecord>(record) else {
+                break;
+            };
+            if record.version <= version {
+                continue;
+            }
+            if record.version != version + 1 {
+                break;
+            }
+            state.messages.extend(record.messages);
+            state.transcript_offset = record.transcript_offset;
+            version = record.version;
+        }
+        Ok(Some((state, version)))
+    }
+
+    /// The version of the last complete record of the log (0 when none), and whether the
+    /// log ends cleanly (no torn last line).
+    fn log_version(path: &Path) -> Result<(Version, u64, bool), StateError> {
+        let log = match fs::read(path) {
+            Ok(log) => log,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0, true)),
+            Err(err) => return Err(StateError::Backend(Box::new(err))),
+        };
+        let clean = log.last().is_none_or(|b| *b == b'\n');
+        let version = complete_records(&log)
+            .filter_map(|line| serde_json::from_slice::<LogRecord>(line).ok())
+            .map(|r| r.version)
+            .max()
+            .unwrap_or(0);
+        Ok((version, log.len() as u64, clean))
     }
 
     fn stored_version(path: &Path, key: &StateKey) -> Result<Version, StateError> {
@@ -129,18 +312,53 @@ impl FileStateStore {
         })
     }
 
-    fn save_blocking(dir: &Path, key: &StateKey, bytes: &[u8], expected: Version) -> Result<Version, StateError> {
+    fn save_blocking(
+        dir: &Path,
+        key: &StateKey,
+        state: &Serialized,
+        expected: Version,
+        written: &Remembered,
+    ) -> Result<Version, StateError> {
         let backend = |err: std::io::Error| StateError::Backend(Box::new(err));
-        fs::create_dir_all(dir).map_err(backend)?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))
-            .map_err(backend)?;
+        let open_lock = || {
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(LOCK_FILE))
+        };
+        // The directory exists after the first save: create it only when the open says so.
+        let lock = match open_lock() {
+            Ok(lock) => lock,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(backend)?;
+                open_lock().map_err(backend)?
+            }
+            Err(err) => return Err(backend(err)),
+        };
         lock.lock().map_err(backend)?;
         let path = dir.join(STATE_FILE);
-        let found = Self::stored_version(&path, key)?;
+        let log_path = dir.join(LOG_FILE);
+        let remembered = written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(dir)
+            .cloned();
+        let snapshot_version = Self::stored_version(&path, key)?;
+        let log_len = match fs::metadata(&log_path) {
+            Ok(meta) => meta.len(),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(err) => return Err(backend(err)),
+        };
+        // What this store wrote last is still what is on disk: no other writer since.
+        let ours = remembered.filter(|w| w.snapshot_version == snapshot_version && w.log_len == log_len);
+        let found = match &ours {
+            Some(w) => w.version,
+            None => {
+                let (log_version, _, _) = Self::log_version(&log_path)?;
+                snapshot_version.max(log_version)
+            }
+        };
         if found != expected {
             return Err(StateError::Conflict {
                 key: key.display(),
@@ -149,14 +367,89 @@ impl FileStateStore {
             });
         }
         let version = found + 1;
-        let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(backend)?;
-        write!(temp, "{{\"version\":{version},\"state\":").map_err(backend)?;
-        temp.write_all(bytes).map_err(backend)?;
-        temp.write_all(b"}\n").map_err(backend)?;
-        temp.persist(&path).map_err(|err| backend(err.error))?;
+        let forget = || {
+            written
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(dir);
+        };
+        let delta = ours.filter(|w| {
+            w.format == state.format
+                && w.extensions == state.extensions
+                && state.ends.len() >= w.messages
+                && state.hash_of(w.messages) == w.messages_hash
+        });
+        let next = if let Some(w) = delta {
+            let record = state.record(version, w.messages);
+            let budget = MIN_LOG_BYTES.max(w.snapshot_len);
+            (w.log_len + record.len() as u64 <= budget).then_some((w, record))
+        } else {
+            None
+        };
+        let remember = match next {
+            Some((w, record)) => {
+                let appended = OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(&log_path)
+                    .and_then(|mut log| log.write_all(&record));
+                if let Err(err) = appended {
+                    forget();
+                    return Err(backend(err));
+                }
+                Written {
+                    version,
+                    log_len: w.log_len + record.len() as u64,
+                    messages: state.ends.len(),
+                    messages_hash: state.hash_of(state.ends.len()),
+                    ..w
+                }
+            }
+            None => {
+                let bytes = state
+                    .snapshot(version)
+                    .map_err(|err| StateError::Backend(Box::new(err)))?;
+                let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(backend)?;
+                temp.write_all(&bytes).map_err(backend)?;
+                temp.persist(&path).map_err(|err| backend(err.error))?;
+                // Records in the log now predate the snapshot; a crash before this removal
+                // leaves them, and loads skip them by version.
+                match fs::remove_file(&log_path) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(err) => {
+                        forget();
+                        return Err(backend(err));
+                    }
+                }
+                Written {
+                    version,
+                    snapshot_version: version,
+                    snapshot_len: bytes.len() as u64,
+                    log_len: 0,
+                    messages: state.ends.len(),
+                    messages_hash: state.hash_of(state.ends.len()),
+                    format: state.format,
+                    extensions: state.extensions.clone(),
+                }
+            }
+        };
+        let mut all = written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if all.len() >= MAX_REMEMBERED {
+            all.clear();
+        }
+        all.insert(dir.to_path_buf(), remember);
         // The lock is released when `lock` is dropped.
         Ok(version)
     }
+}
+
+/// The complete (newline-terminated) lines of a log; a torn last line is left out.
+fn complete_records(log: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let end = log.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    log[..end]
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
 }
 
 /// Reads `{"version":N` from the start of a state file.
@@ -191,17 +484,28 @@ impl StateStore for FileStateStore {
         let dir = self.dir_of(key)?;
         // Serialize on the caller's thread (the state is borrowed); the envelope around it is
         // written under the lock, with the version found there.
-        let state_bytes = serde_json::to_vec(state).map_err(|err| StateError::Backend(Box::new(err)))?;
+        let serialized = Serialized::new(state).map_err(|err| StateError::Backend(Box::new(err)))?;
         let key = key.clone();
-        blocking(move || Self::save_blocking(&dir, &key, &state_bytes, expected)).await
+        let written = Arc::clone(&self.written);
+        blocking(move || Self::save_blocking(&dir, &key, &serialized, expected, &written)).await
     }
 
     async fn delete(&self, key: &StateKey) -> Result<(), StateError> {
         let dir = self.dir_of(key)?;
-        blocking(move || match fs::remove_file(dir.join(STATE_FILE)) {
-            Ok(()) => Ok(()),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(StateError::Backend(Box::new(err))),
+        let written = Arc::clone(&self.written);
+        blocking(move || {
+            written
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&dir);
+            for file in [LOG_FILE, STATE_FILE] {
+                match fs::remove_file(dir.join(file)) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(StateError::Backend(Box::new(err))),
+                }
+            }
+            Ok(())
         })
         .await
     }
@@ -275,6 +579,64 @@ mod tests {
             }
         }
         assert_eq!(wins, 1);
+    }
+
+    #[tokio::test]
+    async fn appends_go_to_the_log_and_loads_replay_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStateStore::new(dir.path());
+        let k = key("u", "s");
+        let session = dir.path().join("u/agents/a/context/s");
+        let mut state = AgentState::default();
+        let mut version = 0;
+        for n in 0..5 {
+            state.messages.push(Arc::new(Msg::user(format!("turn {n}"))));
+            state.transcript_offset += 10;
+            version = store.save(&k, &state, version).await.unwrap();
+        }
+        assert_eq!(version, 5);
+        let log = std::fs::read_to_string(session.join(LOG_FILE)).unwrap();
+        assert_eq!(
+            log.lines().count(),
+            4,
+            "the first save is a snapshot, the rest are appends"
+        );
+        // A fresh store (another process) sees the same state and version.
+        let other = FileStateStore::new(dir.path());
+        assert_eq!(other.load(&k).await.unwrap().unwrap(), (state.clone(), 5));
+        // A stale save is a conflict, from either store.
+        assert!(matches!(
+            store.save(&k, &state, 4).await,
+            Err(StateError::Conflict { found: 5, .. })
+        ));
+        // Another writer saves version 6 with an edited history: our next save at 5 conflicts,
+        // and at 6 it writes a snapshot (the history is not ours).
+        let mut edited = state.clone();
+        edited.messages.remove(0);
+        assert_eq!(other.save(&k, &edited, 5).await.unwrap(), 6);
+        assert!(matches!(
+            store.save(&k, &state, 5).await,
+            Err(StateError::Conflict { found: 6, .. })
+        ));
+        assert_eq!(store.load(&k).await.unwrap().unwrap(), (edited.clone(), 6));
+        edited.messages.push(Arc::new(Msg::user("more")));
+        assert_eq!(store.save(&k, &edited, 6).await.unwrap(), 7);
+        assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited.clone(), 7));
+        // A torn last record (a crash mid-append) is ignored; the save before it stands.
+        edited.messages.push(Arc::new(Msg::user("again")));
+        assert_eq!(store.save(&k, &edited, 7).await.unwrap(), 8);
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(session.join(LOG_FILE))
+            .unwrap();
+        std::io::Write::write_all(&mut log, b"{\"version\":9,\"transcript_offset\":1,\"mess").unwrap();
+        assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited.clone(), 8));
+        // The next save notices the log changed under it and writes a clean snapshot.
+        assert_eq!(store.save(&k, &edited, 8).await.unwrap(), 9);
+        assert!(!session.join(LOG_FILE).exists());
+        assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited, 9));
+        store.delete(&k).await.unwrap();
+        assert!(store.load(&k).await.unwrap().is_none());
     }
 
     #[test]

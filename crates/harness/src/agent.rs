@@ -332,7 +332,8 @@ impl HarnessAgentBuilder {
         for layer in self.middleware {
             kernel = kernel.middleware(layer);
         }
-        kernel = kernel.middleware(Arc::new(SessionPersistence::default()));
+        let sessions = Arc::new(SessionPersistence::default());
+        kernel = kernel.middleware(Arc::clone(&sessions) as Arc<dyn Middleware>);
         if let Some(memory) = &memory {
             kernel = kernel.middleware(memory.middleware());
         }
@@ -346,6 +347,7 @@ impl HarnessAgentBuilder {
             kernel: kernel.build()?,
             workspace,
             gate: Arc::new(TurnGate::new(lock_dir)),
+            sessions,
             memory,
         })
     }
@@ -364,6 +366,7 @@ pub struct HarnessAgent {
     kernel: ReActAgent,
     workspace: Arc<WorkspaceManager>,
     gate: Arc<TurnGate>,
+    sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
 }
 
@@ -421,9 +424,26 @@ impl HarnessAgent {
         self.memory.as_ref()
     }
 
-    /// Finishes background work (pending memory extractions) within `timeout`. Call it
-    /// before the process exits; calls made afterwards still work but schedule nothing new.
+    /// Writes the queued session-index updates (`sessions.json` is written behind, at most
+    /// [`INDEX_FLUSH_INTERVAL`](crate::session::INDEX_FLUSH_INTERVAL) after a call; see
+    /// [`SessionPersistence`]). Transcripts and state are always on disk when a call returns.
+    ///
+    /// # Errors
+    /// [`AgentError::Capability`] when an index file cannot be written (the updates stay
+    /// queued).
+    pub async fn flush_sessions(&self) -> Result<(), AgentError> {
+        self.sessions.flush_index().await
+    }
+
+    /// Finishes background work (queued session-index updates, pending memory
+    /// extractions) within `timeout`. Call it before the process exits; calls made
+    /// afterwards still work but schedule nothing new.
     pub async fn shutdown(&self, timeout: std::time::Duration) {
+        match tokio::time::timeout(timeout, self.flush_sessions()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::warn!(error = %error_chain(&err), "session index not written at shutdown"),
+            Err(_) => tracing::warn!("session index not written within the shutdown timeout"),
+        }
         if let Some(memory) = &self.memory {
             let report = memory.shutdown(timeout).await;
             tracing::info!(

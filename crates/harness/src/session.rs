@@ -8,11 +8,19 @@
 //! agents/<agentId>/sessions/sessions.json           {"v":1,"sessions":{"<id>":{summary,created,updated,message_count}}}
 //! ```
 //!
-//! The transcript is written as the call goes (before each model call and after it), so a
-//! process that dies mid-turn leaves the finished messages on disk. The agent state records
+//! The transcript is written as the call goes (the input before the first model call, then
+//! after each model call, tool results travelling with the next answer), so a process that
+//! dies mid-turn leaves the user's message and every tool call on disk before the tool runs. The agent state records
 //! how many transcript bytes it contains (`transcript_offset`); on the next call, anything
 //! past that offset is replayed into the state and a tool call left without a result gets a
 //! synthetic "interrupted" result.
+//!
+//! The agent state itself is saved by the kernel's `StateStore` at the end of every call.
+//! The default `FileStateStore` appends only the new messages to `agent_state.log` when the
+//! rest of the state is what it wrote last, and rewrites the `agent_state.json` snapshot
+//! otherwise (compaction, eviction, extensions, another writer) or when the log outgrows
+//! the snapshot, so a turn writes bytes proportional to its new messages, loads stay
+//! bounded, and compare-and-set still holds (see `harness_store`'s `file_state` module).
 
 use harness_core::{
     AgentError, AgentNext, Hooks, Middleware, Msg, ReasoningNext, Role, Turn, async_trait, repair_tool_pairs,
@@ -118,16 +126,217 @@ fn session_error(err: impl Into<harness_core::BoxError>) -> AgentError {
     }
 }
 
+/// How long index updates are gathered in memory before one write of `sessions.json`.
+pub const INDEX_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The `session_persistence` middleware: replays a crashed turn, writes the transcript as
-/// the call goes, and updates the session index at the end (also after a failure).
+/// the call goes, and records the session in the index at the end (also after a failure).
+///
+/// # The session index is written behind
+///
+/// `sessions.json` is a listing (summary, times, message counts), not the conversation: the
+/// transcript and the agent state are the record, and they are on disk before a call
+/// returns. Index updates are therefore gathered in memory per index file and written by
+/// one background task at most every [`INDEX_FLUSH_INTERVAL`] (one read + one
+/// compare-and-set write for every session that changed, however many turns ran), and on
+/// [`flush_index`](Self::flush_index) / `HarnessAgent::shutdown`. The write is still a
+/// compare-and-set, so entries written by other processes are never lost. The trade: a
+/// process that dies without a shutdown can leave up to one interval of index updates
+/// unwritten (a missing entry or a low `message_count`); the transcripts are complete.
 #[derive(Debug, Default)]
 pub struct SessionPersistence {
-    /// One async lock per index file, so updates in this process never race (CAS covers
-    /// other processes).
-    index_locks: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+    index: Arc<IndexWriter>,
+}
+
+/// Pending index updates and the task that writes them.
+#[derive(Default)]
+struct IndexWriter {
+    pending: Mutex<PendingIndexes>,
+    /// One flush at a time in this process (CAS covers other processes).
+    flushing: tokio::sync::Mutex<()>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for IndexWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("IndexWriter")
+            .field("pending_files", &pending.files.len())
+            .field("scheduled", &pending.scheduled)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct PendingIndexes {
+    /// By `<fs description>|<index path>`.
+    files: HashMap<String, PendingIndex>,
+    /// Whether the background task is running (it exits when it finds nothing to write).
+    scheduled: bool,
+}
+
+struct PendingIndex {
+    fs: Arc<dyn Filesystem>,
+    path: WsPath,
+    sessions: HashMap<String, PendingEntry>,
+}
+
+#[derive(Clone)]
+struct PendingEntry {
+    summary: String,
+    first_seen: jiff::Timestamp,
+    updated: jiff::Timestamp,
+    new_messages: u64,
+}
+
+impl PendingEntry {
+    fn merge(&mut self, later: PendingEntry) {
+        if self.summary.is_empty() {
+            self.summary = later.summary;
+        }
+        self.first_seen = self.first_seen.min(later.first_seen);
+        self.updated = self.updated.max(later.updated);
+        self.new_messages += later.new_messages;
+    }
+}
+
+impl PendingIndexes {
+    fn merge(&mut self, key: String, file: PendingIndex) {
+        match self.files.entry(key) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(file);
+            }
+            std::collections::hash_map::Entry::Occupied(mut slot) => {
+                let into = slot.get_mut();
+                for (session, entry) in file.sessions {
+                    match into.sessions.entry(session) {
+                        std::collections::hash_map::Entry::Vacant(s) => {
+                            s.insert(entry);
+                        }
+                        std::collections::hash_map::Entry::Occupied(mut s) => s.get_mut().merge(entry),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl IndexWriter {
+    /// Queues one call's update and makes sure the background task runs.
+    fn record(self: &Arc<Self>, fs: Arc<dyn Filesystem>, path: WsPath, session: String, entry: PendingEntry) {
+        let key = format!("{}|{}", fs.describe(), path);
+        let mut sessions = HashMap::with_capacity(1);
+        sessions.insert(session, entry);
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.merge(key, PendingIndex { fs, path, sessions });
+        if pending.scheduled {
+            return;
+        }
+        pending.scheduled = true;
+        drop(pending);
+        let writer = Arc::clone(self);
+        let handle = tokio::spawn(async move { writer.run().await });
+        // The handle is kept so the task has an owner; it ends by itself when idle.
+        *self.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
+    }
+
+    /// The background task: writes what was gathered every interval, exits when idle.
+    async fn run(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(INDEX_FLUSH_INTERVAL).await;
+            let _one = self.flushing.lock().await;
+            let files = {
+                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                if pending.files.is_empty() {
+                    pending.scheduled = false;
+                    return;
+                }
+                std::mem::take(&mut pending.files)
+            };
+            if let Err(err) = self.write_all(files).await {
+                tracing::warn!(error = %err, "session index update failed; will retry");
+            }
+        }
+    }
+
+    /// Writes everything queued so far.
+    async fn flush(&self) -> Result<(), AgentError> {
+        let _one = self.flushing.lock().await;
+        let files = std::mem::take(&mut self.pending.lock().unwrap_or_else(PoisonError::into_inner).files);
+        self.write_all(files).await
+    }
+
+    /// Writes each index file; anything that failed goes back into the queue.
+    async fn write_all(&self, files: HashMap<String, PendingIndex>) -> Result<(), AgentError> {
+        let mut first_error = None;
+        for (key, file) in files {
+            if let Err(err) = write_index(&file).await {
+                first_error.get_or_insert(err);
+                self.pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .merge(key, file);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// One compare-and-set update of an index file with every pending entry.
+async fn write_index(file: &PendingIndex) -> Result<(), AgentError> {
+    let (fs, path) = (&file.fs, &file.path);
+    for _attempt in 0..8 {
+        let now = jiff::Timestamp::now();
+        let (mut index, mode) = match fs.read_versioned(path).await {
+            Ok((bytes, version)) => match serde_json::from_slice::<SessionIndex>(&bytes) {
+                Ok(index) => (index, WriteMode::IfMatch(version)),
+                Err(err) => {
+                    // Never drop other sessions' entries silently: keep the bad file aside.
+                    let aside = WsPath::parse(&format!("{path}.corrupt-{}", now.as_second())).map_err(session_error)?;
+                    let _ = fs.write(&aside, &bytes, WriteMode::Overwrite).await;
+                    tracing::warn!(error = %err, kept = %aside, "sessions.json was corrupt; rebuilt it");
+                    (SessionIndex::default(), WriteMode::IfMatch(version))
+                }
+            },
+            Err(FsError::NotFound { .. }) => (SessionIndex::default(), WriteMode::CreateNew),
+            Err(err) => return Err(session_error(err)),
+        };
+        for (session, pending) in &file.sessions {
+            let entry = index.sessions.entry(session.clone()).or_insert_with(|| SessionSummary {
+                summary: pending.summary.clone(),
+                created: pending.first_seen,
+                updated: pending.updated,
+                message_count: 0,
+            });
+            if entry.summary.is_empty() {
+                entry.summary.clone_from(&pending.summary);
+            }
+            entry.updated = entry.updated.max(pending.updated);
+            entry.message_count += pending.new_messages;
+        }
+        let bytes = serde_json::to_vec_pretty(&index).map_err(session_error)?;
+        match fs.write(path, &bytes, mode).await {
+            Ok(()) => return Ok(()),
+            Err(FsError::Conflict { .. } | FsError::AlreadyExists { .. }) => continue,
+            Err(err) => return Err(session_error(err)),
+        }
+    }
+    Err(session_error(
+        "sessions.json kept changing under concurrent writers; gave up after 8 attempts",
+    ))
 }
 
 impl SessionPersistence {
+    /// Writes every queued session-index update now (see the type's docs). Call it before
+    /// reading `sessions.json` in the same process; `HarnessAgent::shutdown` calls it.
+    ///
+    /// # Errors
+    /// [`AgentError::Capability`] when an index file cannot be read or written; the
+    /// updates stay queued.
+    pub async fn flush_index(&self) -> Result<(), AgentError> {
+        self.index.flush().await
+    }
+
     async fn flush(&self, turn: &mut Turn) -> Result<(), AgentError> {
         if turn.persisted >= turn.appended.len() {
             return Ok(());
@@ -195,77 +404,34 @@ impl SessionPersistence {
         Ok(())
     }
 
-    async fn update_index(&self, turn: &Turn) -> Result<(), AgentError> {
+    /// Queues this call's update of the session index.
+    fn record_index(&self, turn: &Turn) -> Result<(), AgentError> {
         let call = turn
             .ctx
             .get::<CallWorkspace>()
             .ok_or_else(|| session_error("the call has no workspace bound"))?;
         let path = index_path(turn.key.agent_id.as_str()).map_err(session_error)?;
-        let gate = {
-            let key = format!("{}|{}", call.user.describe(), path);
-            let mut locks = self.index_locks.lock().unwrap_or_else(PoisonError::into_inner);
-            locks.retain(|_, weak| weak.strong_count() > 0);
-            match locks.get(&key).and_then(Weak::upgrade) {
-                Some(gate) => gate,
-                None => {
-                    let gate = Arc::new(tokio::sync::Mutex::new(()));
-                    locks.insert(key, Arc::downgrade(&gate));
-                    gate
-                }
-            }
-        };
-        let _held = gate.lock().await;
         let now = jiff::Timestamp::now();
-        let new_messages = turn.appended.len() as u64;
-        let first_user = || {
-            turn.state
-                .messages
-                .iter()
-                .chain(turn.appended.iter())
-                .find(|m| m.role == Role::User)
-                .map(|m| harness_core::excerpt(&m.text().replace('\n', " "), 120))
-                .unwrap_or_default()
-        };
-        for _attempt in 0..8 {
-            let (mut index, mode) = match call.user.read_versioned(&path).await {
-                Ok((bytes, version)) => match serde_json::from_slice::<SessionIndex>(&bytes) {
-                    Ok(index) => (index, WriteMode::IfMatch(version)),
-                    Err(err) => {
-                        // Never drop other sessions' entries silently: keep the bad file aside.
-                        let aside =
-                            WsPath::parse(&format!("{path}.corrupt-{}", now.as_second())).map_err(session_error)?;
-                        let _ = call.user.write(&aside, &bytes, WriteMode::Overwrite).await;
-                        tracing::warn!(error = %err, kept = %aside, "sessions.json was corrupt; rebuilt it");
-                        (SessionIndex::default(), WriteMode::IfMatch(version))
-                    }
-                },
-                Err(FsError::NotFound { .. }) => (SessionIndex::default(), WriteMode::CreateNew),
-                Err(err) => return Err(session_error(err)),
-            };
-            let entry = index
-                .sessions
-                .entry(turn.key.session_id.to_string())
-                .or_insert_with(|| SessionSummary {
-                    summary: first_user(),
-                    created: now,
-                    updated: now,
-                    message_count: 0,
-                });
-            if entry.summary.is_empty() {
-                entry.summary = first_user();
-            }
-            entry.updated = now;
-            entry.message_count += new_messages;
-            let bytes = serde_json::to_vec_pretty(&index).map_err(session_error)?;
-            match call.user.write(&path, &bytes, mode).await {
-                Ok(()) => return Ok(()),
-                Err(FsError::Conflict { .. } | FsError::AlreadyExists { .. }) => continue,
-                Err(err) => return Err(session_error(err)),
-            }
-        }
-        Err(session_error(
-            "sessions.json kept changing under concurrent writers; gave up after 8 attempts",
-        ))
+        let summary = turn
+            .state
+            .messages
+            .iter()
+            .chain(turn.appended.iter())
+            .find(|m| m.role == Role::User)
+            .map(|m| harness_core::excerpt(&m.text().replace('\n', " "), 120))
+            .unwrap_or_default();
+        self.index.record(
+            Arc::clone(&call.user),
+            path,
+            turn.key.session_id.to_string(),
+            PendingEntry {
+                summary,
+                first_seen: now,
+                updated: now,
+                new_messages: turn.appended.len() as u64,
+            },
+        );
+        Ok(())
     }
 }
 
@@ -288,7 +454,7 @@ impl Middleware for SessionPersistence {
         let indexed = if turn.appended.is_empty() {
             Ok(())
         } else {
-            self.update_index(turn).await
+            self.record_index(turn)
         };
         result?;
         flushed?;
@@ -296,7 +462,15 @@ impl Middleware for SessionPersistence {
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
-        self.flush(turn).await?;
+        // The call's input goes to disk before the first model call. Later steps only have
+        // tool results pending here: they travel with the model's next answer (one append
+        // per step instead of two). A tool call is always on disk before its tool runs; a
+        // process killed during the next model call loses the finished tool results, and the
+        // replay gives their calls an "interrupted" result. A failed model call still writes
+        // them (the agent hook flushes on every exit).
+        if turn.persisted == 0 {
+            self.flush(turn).await?;
+        }
         let result = next.run(turn).await;
         self.flush(turn).await?;
         result
@@ -369,14 +543,24 @@ impl TurnGate {
 /// Takes an exclusive advisory lock on `path`, polling so no thread blocks while another
 /// process holds it.
 async fn lock_file(path: PathBuf) -> Result<std::fs::File, std::io::Error> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)?;
+    let open = |path: &PathBuf| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+    };
+    // The directory exists after a session's first turn: create it only when needed.
+    let file = match open(&path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent() {
+                tokio::fs::create_dir_all(parent).await?;
+            }
+            open(&path)?
+        }
+        Err(err) => return Err(err),
+    };
     let mut wait = std::time::Duration::from_millis(2);
     loop {
         match file.try_lock() {

@@ -56,6 +56,15 @@ impl Jail {
     /// [`FsError::PermissionDenied`] when the location is outside the root or a symlink loop
     /// is found; IO failures while inspecting symlinks.
     pub(crate) fn resolve(&self, path: &WsPath) -> Result<PathBuf, FsError> {
+        self.resolve_with(path, true).map(|(real, _)| real)
+    }
+
+    /// As [`resolve`](Self::resolve), also returning what the walk learnt about the final
+    /// entry, so a `stat` need not look it up again.
+    ///
+    /// # Errors
+    /// As [`resolve`](Self::resolve).
+    pub(crate) fn resolve_known(&self, path: &WsPath) -> Result<(PathBuf, Known), FsError> {
         self.resolve_with(path, true)
     }
 
@@ -65,10 +74,10 @@ impl Jail {
     /// # Errors
     /// As [`resolve`](Self::resolve).
     pub(crate) fn resolve_no_follow(&self, path: &WsPath) -> Result<PathBuf, FsError> {
-        self.resolve_with(path, false)
+        self.resolve_with(path, false).map(|(real, _)| real)
     }
 
-    fn resolve_with(&self, path: &WsPath, follow_last: bool) -> Result<PathBuf, FsError> {
+    fn resolve_with(&self, path: &WsPath, follow_last: bool) -> Result<(PathBuf, Known), FsError> {
         let denied = |reason: &str| FsError::PermissionDenied {
             path: path.clone(),
             reason: reason.to_owned(),
@@ -81,7 +90,9 @@ impl Jail {
             .map(OsString::from)
             .collect();
         let mut hops = 0;
+        let mut known = Known::Unknown;
         while let Some(segment) = pending.pop_front() {
+            known = Known::Unknown;
             if segment == ".." {
                 real.pop();
                 continue;
@@ -109,10 +120,21 @@ impl Jail {
                         }
                     }
                 }
-                Ok(_) => real = candidate,
+                Ok(meta) => {
+                    real = candidate;
+                    if is_last {
+                        known = Known::Found(meta);
+                    }
+                }
                 Err(err) if matches!(err.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
                     // Nothing below a missing entry can exist: the rest is taken literally.
                     real = candidate;
+                    // Nothing is there, unless a `..` climbs back out of the missing part.
+                    known = if err.kind() == io::ErrorKind::NotFound && !pending.iter().any(|rest| rest == "..") {
+                        Known::Missing
+                    } else {
+                        Known::Unknown
+                    };
                     for rest in pending.drain(..) {
                         if rest == ".." {
                             real.pop();
@@ -129,8 +151,19 @@ impl Jail {
                 "it resolves outside the workspace through a symbolic link; only paths inside the workspace can be used",
             ));
         }
-        Ok(real)
+        Ok((real, known))
     }
+}
+
+/// What resolving a path learnt about its final entry.
+#[derive(Debug)]
+pub(crate) enum Known {
+    /// Not looked at (or not conclusively).
+    Unknown,
+    /// It does not exist.
+    Missing,
+    /// It exists and is not a symbolic link: its metadata.
+    Found(std::fs::Metadata),
 }
 
 /// Maps an IO error to the [`FsError`] the caller can act on.

@@ -28,9 +28,11 @@ async fn a_second_turn_sees_the_first_and_files_land_in_the_layout() {
         .reply_text("you are Tianyu");
     let agent = agent(dir.path(), &model);
     agent.call("my name is Tianyu", ctx("alice", "s1")).await.unwrap();
+    agent.flush_sessions().await.unwrap();
     // A fresh agent (a new process) continues from disk.
     let agent = agent_again(dir.path(), &model);
     agent.call("who am I?", ctx("alice", "s1")).await.unwrap();
+    agent.flush_sessions().await.unwrap();
     let second = &model.requests()[1];
     let texts: Vec<String> = second.messages.iter().map(|m| m.text()).collect();
     assert_eq!(texts, ["my name is Tianyu", "hello Tianyu", "who am I?"]);
