@@ -359,7 +359,12 @@ fn main() -> anyhow::Result<()> {
     let t_main_ms = now_ms();
     let args = Args::parse();
     std::fs::create_dir_all(&args.state_dir).with_context(|| format!("creating {}", args.state_dir.display()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // A small blocking pool: file IO is short, and hundreds of blocking threads (each with
+    // its own allocator caches) cost memory and context switches for nothing.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(8)
+        .enable_all()
+        .build()?;
     let mut result = serde_json::Map::new();
     result.insert("peer".into(), json!("harness"));
     result.insert("workload".into(), json!(args.workload));
