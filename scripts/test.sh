@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The project's test command: formatting, lints, and every test of every crate with every
-# feature (including the Redis-backed store against a real Redis on 127.0.0.1:6379).
+# The project's test command: formatting, lints, a build without optional features, and
+# every test of every crate with every feature (including the Redis-backed store against a
+# real Redis on 127.0.0.1:6379).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/services.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+cargo check --workspace --all-targets --no-default-features --locked
 cargo test --workspace --all-features --locked
