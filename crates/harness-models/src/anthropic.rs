@@ -112,6 +112,16 @@ impl AnthropicClient {
         })
     }
 
+    fn endpoint(&self) -> transport::Endpoint<'_> {
+        transport::Endpoint {
+            http: &self.http,
+            url: &self.url,
+            headers: &self.headers,
+            dialect: Dialect::Anthropic,
+            decode: decode_response,
+        }
+    }
+
     /// The client's settings.
     pub fn config(&self) -> &AnthropicConfig {
         &self.config
@@ -147,31 +157,14 @@ impl ChatModel for AnthropicClient {
         // Nobody watches the chunks (`request.stream` is false for a plain `call`): ask for
         // one JSON response, which is cheaper to produce and decode, and replay it as chunks.
         let body = self.request_body(&request, request.stream)?;
-        tracing::debug!(
-            model = %self.config.model,
-            messages = request.messages.len(),
-            body_bytes = body.len(),
-            "messages stream"
-        );
-        let response = transport::post(&self.http, &self.url, &self.headers, body, Dialect::Anthropic).await?;
-        if transport::is_json(&response) {
-            return Ok(transport::replay(decode_response(
-                &transport::read_body(response).await?,
-            )?));
-        }
-        Ok(transport::chunk_stream(response, StreamDecoder::default()))
+        tracing::debug!(model = %self.config.model, messages = request.messages.len(), body_bytes = body.len(), "messages stream");
+        self.endpoint().stream::<StreamDecoder>(body).await
     }
 
     async fn call(&self, request: ChatRequest) -> Result<ModelResponse, ModelError> {
         let body = self.request_body(&request, false)?;
-        tracing::debug!(
-            model = %self.config.model,
-            messages = request.messages.len(),
-            body_bytes = body.len(),
-            "messages call"
-        );
-        let response = transport::post(&self.http, &self.url, &self.headers, body, Dialect::Anthropic).await?;
-        decode_response(&transport::read_body(response).await?)
+        tracing::debug!(model = %self.config.model, messages = request.messages.len(), body_bytes = body.len(), "messages call");
+        self.endpoint().call(body).await
     }
 }
 

@@ -182,6 +182,35 @@ struct ChunkState<D> {
     done: bool,
 }
 
+/// Where a request goes and how its answers are read: the part of a client that differs
+/// between providers.
+pub(crate) struct Endpoint<'a> {
+    pub(crate) http: &'a reqwest::Client,
+    pub(crate) url: &'a str,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) dialect: Dialect,
+    /// Decodes a whole (non-streaming) response body.
+    pub(crate) decode: fn(&[u8]) -> Result<ModelResponse, ModelError>,
+}
+
+impl Endpoint<'_> {
+    /// Sends `body` and streams the answer: SSE through `D`, or a JSON answer (asked for
+    /// with `stream: false`, or sent by a server that ignores streaming) replayed as chunks.
+    pub(crate) async fn stream<D: EventDecoder + Default>(&self, body: Vec<u8>) -> Result<ModelStream, ModelError> {
+        let response = post(self.http, self.url, self.headers, body, self.dialect).await?;
+        if is_json(&response) {
+            return Ok(replay((self.decode)(&read_body(response).await?)?));
+        }
+        Ok(chunk_stream(response, D::default()))
+    }
+
+    /// Sends `body` (a non-streaming request) and decodes the whole answer.
+    pub(crate) async fn call(&self, body: Vec<u8>) -> Result<ModelResponse, ModelError> {
+        let response = post(self.http, self.url, self.headers, body, self.dialect).await?;
+        (self.decode)(&read_body(response).await?)
+    }
+}
+
 /// The [`ModelStream`] of a successful streaming response.
 pub(crate) fn chunk_stream<D: EventDecoder>(response: reqwest::Response, decoder: D) -> ModelStream {
     let body: ByteStream = Box::pin(response.bytes_stream());
