@@ -305,7 +305,7 @@ async fn prepopulate(agent: &HarnessAgent, session: &str, history: u32) -> anyho
     let key: StateKey = agent.kernel().key_for(&bound)?;
     let store: &Arc<dyn StateStore> = agent.kernel().state_store();
     let version = store.load(&key).await?.map_or(0, |(_, version)| version);
-    store.save(&key, &state, version).await?;
+    store.save(&key, &state, version, None).await?;
     Ok(())
 }
 

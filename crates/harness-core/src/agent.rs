@@ -3,6 +3,7 @@
 use crate::context::RuntimeContext;
 use crate::event::{AgentEvent, EventKind, EventSink};
 use crate::id::{AgentId, IdError, SessionId, UserId};
+use crate::lease::FencingToken;
 use crate::message::{Block, Msg, Role, Usage};
 use crate::middleware::{ActingNext, AgentNext, Chain, Middleware, ModelCallInfo, ModelNext, ReasoningNext};
 use crate::model::{
@@ -484,7 +485,15 @@ impl ReActAgent {
         .run(&mut turn)
         .await;
         // Save also after a failure: finished steps and the user's message are kept.
-        let saved = kernel.store.save(&turn.key, &turn.state, turn.version).await;
+        let saved = kernel
+            .store
+            .save(
+                &turn.key,
+                &turn.state,
+                turn.version,
+                turn.ctx.get::<FencingToken>().copied(),
+            )
+            .await;
         result?;
         saved?;
         turn.output.take().ok_or(AgentError::Capability {

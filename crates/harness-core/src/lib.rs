@@ -23,6 +23,7 @@ mod agent;
 mod context;
 mod event;
 mod id;
+mod lease;
 mod message;
 mod middleware;
 mod model;
@@ -36,6 +37,7 @@ pub use agent::{
 pub use context::RuntimeContext;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};
 pub use id::{AgentId, IdError, MAX_ID_LEN, SessionId, UserId};
+pub use lease::{FencingToken, LeaseError, LeaseGuard, LeaseKey, LeaseRelease, SessionLease};
 pub use message::{Block, MSG_FORMAT, MediaSource, Msg, Role, ToolCallRef, Usage, join_text, meta};
 pub use middleware::{ActingNext, AgentNext, Hooks, Middleware, ModelCallInfo, ModelNext, ReasoningNext};
 pub use model::{

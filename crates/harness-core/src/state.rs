@@ -2,6 +2,7 @@
 //! versions so two writers can never silently overwrite each other.
 
 use crate::id::{AgentId, SessionId, UserId};
+use crate::lease::FencingToken;
 use crate::message::Msg;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -82,6 +83,18 @@ pub enum StateError {
         /// What failed.
         message: String,
     },
+    /// The writer's session lease expired and another holder took it: the write is refused.
+    #[error(
+        "state of session {key} was not written: the session lease passed to another holder (token {token}, newest {current})"
+    )]
+    Fenced {
+        /// The session.
+        key: String,
+        /// The token the write carried.
+        token: FencingToken,
+        /// The newest token issued for the session.
+        current: FencingToken,
+    },
     /// The backend failed (disk, network).
     #[error("state store backend failed")]
     Backend(#[source] crate::model::BoxError),
@@ -106,9 +119,21 @@ pub trait StateStore: Send + Sync + 'static {
     /// Saves `state` if the stored version is still `expected` (0 = must not exist yet) and
     /// returns the new version.
     ///
+    /// `fence` is the [`FencingToken`] of the session lease the writer holds, when that lease
+    /// has one. A store that keeps leases beside the state refuses a write whose token is
+    /// older than the newest one issued for the session ([`StateError::Fenced`]); stores whose
+    /// writers cannot go stale (files under an OS lock, process memory) ignore it.
+    ///
     /// # Errors
-    /// [`StateError::Conflict`] when another writer saved first.
-    async fn save(&self, key: &StateKey, state: &AgentState, expected: Version) -> Result<Version, StateError>;
+    /// [`StateError::Conflict`] when another writer saved first; [`StateError::Fenced`] when
+    /// the writer's lease was taken over.
+    async fn save(
+        &self,
+        key: &StateKey,
+        state: &AgentState,
+        expected: Version,
+        fence: Option<FencingToken>,
+    ) -> Result<Version, StateError>;
 
     /// Removes a session's state. Removing a missing state is not an error.
     ///
@@ -130,7 +155,13 @@ impl StateStore for InMemoryStateStore {
         Ok(states.get(key).cloned())
     }
 
-    async fn save(&self, key: &StateKey, state: &AgentState, expected: Version) -> Result<Version, StateError> {
+    async fn save(
+        &self,
+        key: &StateKey,
+        state: &AgentState,
+        expected: Version,
+        _fence: Option<FencingToken>,
+    ) -> Result<Version, StateError> {
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
         let found = states.get(key).map_or(0, |(_, version)| *version);
         if found != expected {

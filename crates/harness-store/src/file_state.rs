@@ -480,7 +480,14 @@ impl StateStore for FileStateStore {
         blocking(move || Self::load_blocking(&dir, &key)).await
     }
 
-    async fn save(&self, key: &StateKey, state: &AgentState, expected: Version) -> Result<Version, StateError> {
+    async fn save(
+        &self,
+        key: &StateKey,
+        state: &AgentState,
+        expected: Version,
+        // Writers hold an OS lock on the session while they save; a holder cannot go stale.
+        _fence: Option<harness_core::FencingToken>,
+    ) -> Result<Version, StateError> {
         let dir = self.dir_of(key)?;
         // Serialize on the caller's thread (the state is borrowed); the envelope around it is
         // written under the lock, with the version found there.
@@ -533,11 +540,11 @@ mod tests {
         assert!(store.load(&k).await.unwrap().is_none());
         let mut state = AgentState::default();
         state.messages.push(Arc::new(Msg::user("héllo")));
-        assert_eq!(store.save(&k, &state, 0).await.unwrap(), 1);
-        assert_eq!(store.save(&k, &state, 1).await.unwrap(), 2);
+        assert_eq!(store.save(&k, &state, 0, None).await.unwrap(), 1);
+        assert_eq!(store.save(&k, &state, 1, None).await.unwrap(), 2);
         let (loaded, version) = store.load(&k).await.unwrap().unwrap();
         assert_eq!((loaded, version), (state.clone(), 2));
-        match store.save(&k, &state, 1).await {
+        match store.save(&k, &state, 1, None).await {
             Err(StateError::Conflict {
                 expected: 1, found: 2, ..
             }) => {}
@@ -553,7 +560,7 @@ mod tests {
         for (user, session) in [("..", "s"), ("u", ".."), ("u/../../x", "s"), ("u", "a/b")] {
             assert!(
                 store
-                    .save(&key(user, session), &AgentState::default(), 0)
+                    .save(&key(user, session), &AgentState::default(), 0, None)
                     .await
                     .is_err()
             );
@@ -569,7 +576,7 @@ mod tests {
         let tasks: Vec<_> = (0..16)
             .map(|_| {
                 let (store, k) = (store.clone(), k.clone());
-                tokio::spawn(async move { store.save(&k, &AgentState::default(), 0).await })
+                tokio::spawn(async move { store.save(&k, &AgentState::default(), 0, None).await })
             })
             .collect();
         let mut wins = 0;
@@ -592,7 +599,7 @@ mod tests {
         for n in 0..5 {
             state.messages.push(Arc::new(Msg::user(format!("turn {n}"))));
             state.transcript_offset += 10;
-            version = store.save(&k, &state, version).await.unwrap();
+            version = store.save(&k, &state, version, None).await.unwrap();
         }
         assert_eq!(version, 5);
         let log = std::fs::read_to_string(session.join(LOG_FILE)).unwrap();
@@ -606,25 +613,25 @@ mod tests {
         assert_eq!(other.load(&k).await.unwrap().unwrap(), (state.clone(), 5));
         // A stale save is a conflict, from either store.
         assert!(matches!(
-            store.save(&k, &state, 4).await,
+            store.save(&k, &state, 4, None).await,
             Err(StateError::Conflict { found: 5, .. })
         ));
         // Another writer saves version 6 with an edited history: our next save at 5 conflicts,
         // and at 6 it writes a snapshot (the history is not ours).
         let mut edited = state.clone();
         edited.messages.remove(0);
-        assert_eq!(other.save(&k, &edited, 5).await.unwrap(), 6);
+        assert_eq!(other.save(&k, &edited, 5, None).await.unwrap(), 6);
         assert!(matches!(
-            store.save(&k, &state, 5).await,
+            store.save(&k, &state, 5, None).await,
             Err(StateError::Conflict { found: 6, .. })
         ));
         assert_eq!(store.load(&k).await.unwrap().unwrap(), (edited.clone(), 6));
         edited.messages.push(Arc::new(Msg::user("more")));
-        assert_eq!(store.save(&k, &edited, 6).await.unwrap(), 7);
+        assert_eq!(store.save(&k, &edited, 6, None).await.unwrap(), 7);
         assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited.clone(), 7));
         // A torn last record (a crash mid-append) is ignored; the save before it stands.
         edited.messages.push(Arc::new(Msg::user("again")));
-        assert_eq!(store.save(&k, &edited, 7).await.unwrap(), 8);
+        assert_eq!(store.save(&k, &edited, 7, None).await.unwrap(), 8);
         let mut log = std::fs::OpenOptions::new()
             .append(true)
             .open(session.join(LOG_FILE))
@@ -632,7 +639,7 @@ mod tests {
         std::io::Write::write_all(&mut log, b"{\"version\":9,\"transcript_offset\":1,\"mess").unwrap();
         assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited.clone(), 8));
         // The next save notices the log changed under it and writes a clean snapshot.
-        assert_eq!(store.save(&k, &edited, 8).await.unwrap(), 9);
+        assert_eq!(store.save(&k, &edited, 8, None).await.unwrap(), 9);
         assert!(!session.join(LOG_FILE).exists());
         assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited, 9));
         store.delete(&k).await.unwrap();

@@ -97,16 +97,16 @@ async fn a_stale_save_is_a_conflict() {
     let store = InMemoryStateStore::default();
     let key = key("s1");
     let mut state = AgentState::default();
-    assert_eq!(store.save(&key, &state, 0).await.unwrap(), 1);
-    let stale = store.save(&key, &state, 0).await;
+    assert_eq!(store.save(&key, &state, 0, None).await.unwrap(), 1);
+    let stale = store.save(&key, &state, 0, None).await;
     assert!(
         matches!(stale, Err(StateError::Conflict { expected: 0, found: 1, ref key }) if key == "agent/u1/s1"),
         "{stale:?}"
     );
     state.messages.push(Arc::new(Msg::user("hi")));
-    assert_eq!(store.save(&key, &state, 1).await.unwrap(), 2);
+    assert_eq!(store.save(&key, &state, 1, None).await.unwrap(), 2);
     assert!(matches!(
-        store.save(&key, &AgentState::default(), 1).await,
+        store.save(&key, &AgentState::default(), 1, None).await,
         Err(StateError::Conflict {
             expected: 1,
             found: 2,
@@ -119,7 +119,7 @@ async fn a_stale_save_is_a_conflict() {
     store.delete(&key).await.unwrap();
     assert!(store.load(&key).await.unwrap().is_none());
     store.delete(&key).await.unwrap();
-    assert_eq!(store.save(&key, &AgentState::default(), 0).await.unwrap(), 1);
+    assert_eq!(store.save(&key, &AgentState::default(), 0, None).await.unwrap(), 1);
 }
 
 /// Another writer saves the session while a call runs: the call's save fails with a
@@ -135,7 +135,7 @@ async fn a_call_never_overwrites_a_concurrent_write() {
                 let mut theirs = AgentState::default();
                 theirs.messages.push(Arc::new(Msg::user("written by someone else")));
                 store
-                    .save(&key("s1"), &theirs, 0)
+                    .save(&key("s1"), &theirs, 0, None)
                     .await
                     .map_err(|err| harness_core::ToolError::failed(err.to_string()))?;
                 Ok(ToolOutput::text("saved behind your back"))
@@ -253,7 +253,7 @@ async fn a_crashed_session_is_repaired_before_the_next_model_call() {
             .collect(),
         ..AgentState::default()
     };
-    store.save(&key("s1"), &crashed, 0).await.unwrap();
+    store.save(&key("s1"), &crashed, 0, None).await.unwrap();
     let model = ScriptedModel::new().reply_text("recovered");
     let agent = ReActAgent::builder()
         .model(model.clone())
