@@ -1,13 +1,16 @@
 //! [`ReActAgent`]: the reason → act loop, its [`Turn`] and its errors.
 
 use crate::context::RuntimeContext;
+use crate::error_kind::ErrorKind;
 use crate::event::{AgentEvent, EventKind, EventSink};
 use crate::id::{AgentId, IdError, SessionId, UserId};
 use crate::message::{Block, Msg, Role, Usage};
 use crate::middleware::{ActingNext, AgentNext, Chain, Middleware, ModelCallInfo, ModelNext, ReasoningNext};
 use crate::model::{
-    BoxError, ChatModel, ChatRequest, ModelChunk, ModelError, ResponseAccumulator, SystemPrompt, ToolChoice, ToolSpec,
+    BoxError, ChatModel, ChatRequest, FinishReason, ModelChunk, ModelError, ModelResponse, ResponseAccumulator,
+    SystemPrompt, ToolChoice, ToolSpec,
 };
+use crate::session_state::SessionState;
 use crate::state::{AgentState, InMemoryStateStore, StateError, StateKey, StateStore, Version, repair_tool_pairs};
 use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, Toolkit, ToolkitError};
 use futures::{FutureExt, Stream, StreamExt};
@@ -58,6 +61,27 @@ pub enum AgentError {
         #[source]
         source: BoxError,
     },
+    /// The provider's content filter stopped the model's reply (OpenAI `content_filter`,
+    /// Anthropic `refusal`). The reply is not returned and not kept in the session.
+    #[error("the reply of model `{model}` was stopped by the provider's content filter")]
+    ContentFiltered {
+        /// The model's name.
+        model: String,
+    },
+}
+
+impl AgentError {
+    /// The class of this failure, for front-ends and servers that map it to a status.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Model(err) => err.kind(),
+            Self::State(StateError::Conflict { .. }) => ErrorKind::Conflict,
+            Self::State(_) | Self::Capability { .. } => ErrorKind::Internal,
+            Self::Cancelled => ErrorKind::Cancelled,
+            Self::Identity(_) => ErrorKind::Configuration,
+            Self::ContentFiltered { .. } => ErrorKind::ContentFilter,
+        }
+    }
 }
 
 /// Why an agent could not be built.
@@ -126,8 +150,15 @@ pub struct Turn {
     pub step: u32,
     /// Usage summed over the call's model calls.
     pub usage: Usage,
-    /// The tools offered on this step. Middlewares may narrow them per step.
+    /// The tools to offer on the next step. Middlewares may narrow them per step, or for the
+    /// whole call from the `agent` hook (a per-session filter).
     pub tools: Arc<[ToolSpec]>,
+    /// The tools the model was actually offered on the latest step (set by the kernel when it
+    /// builds the request). A call to any other tool gets an error result and never runs.
+    pub offered: Arc<[ToolSpec]>,
+    /// Typed per-session capability state ([`SessionSlot`](crate::SessionSlot)s), shared with
+    /// every tool call of the turn and written into `state.extensions` before the kernel saves.
+    pub session: SessionState,
     /// Extra text for this step's system prompt that is not persisted (e.g. reminders).
     pub step_notes: Vec<String>,
     /// The final message, once there is one.
@@ -423,6 +454,7 @@ impl ReActAgent {
                 Err(err) => {
                     sink.emit(EventKind::Error {
                         message: error_chain(err),
+                        kind: err.kind(),
                     })
                     .await
                 }
@@ -462,9 +494,11 @@ impl ReActAgent {
         if repaired > 0 {
             tracing::warn!(repairs = repaired, "repaired tool calls left without results");
         }
+        let session = SessionState::from_extensions(&state.extensions);
         let mut turn = Turn {
             ctx,
             key,
+            session,
             state,
             version,
             input: input.0,
@@ -474,6 +508,7 @@ impl ReActAgent {
             step: 0,
             usage: Usage::default(),
             tools: kernel.toolkit.specs(),
+            offered: Arc::from(Vec::new()),
             step_notes: Vec::new(),
             output: None,
         };
@@ -483,6 +518,7 @@ impl ReActAgent {
         }
         .run(&mut turn)
         .await;
+        turn.session.write_into(&mut turn.state.extensions);
         // Save also after a failure: finished steps and the user's message are kept.
         let saved = kernel.store.save(&turn.key, &turn.state, turn.version).await;
         result?;
@@ -544,8 +580,16 @@ impl Kernel {
                 return Err(AgentError::Cancelled);
             }
         }
-        // Out of steps: one last call without tools asks for the answer.
+        // Out of steps: one last call without tools asks for the answer. The kernel's
+        // reasoning layer shapes that reply (no tool calls, never empty) before it is
+        // appended, so what the caller receives is exactly what the transcript records.
         turn.events.emit(EventKind::MaxIterations { limit }).await;
+        turn.events
+            .emit(EventKind::Warning {
+                code: "max_iterations".to_owned(),
+                message: format!("the call used all {limit} reasoning steps; asked the model for a final answer"),
+            })
+            .await;
         turn.step = limit + 1;
         turn.tools = Arc::from(Vec::new());
         turn.step_notes.push(format!(
@@ -558,27 +602,12 @@ impl Kernel {
         }
         .run(turn)
         .await?;
-        let reply = turn.state.messages.pop().filter(|m| m.role == Role::Assistant);
-        let Some(reply) = reply else {
+        let Some(reply) = turn.last_message().filter(|m| m.role == Role::Assistant).cloned() else {
             return Err(AgentError::Capability {
                 capability: "reasoning",
                 source: "no final message".into(),
             });
         };
-        // Tools were not offered; any call the model made anyway cannot run, so drop it
-        // rather than leave a call without a result.
-        let mut reply = (*reply).clone();
-        reply.content.retain(|block| !matches!(block, Block::ToolUse { .. }));
-        if reply.text().is_empty() {
-            reply.content.push(Block::text(format!(
-                "(stopped after {limit} steps without a final answer)"
-            )));
-        }
-        let reply = Arc::new(reply);
-        turn.state.messages.push(Arc::clone(&reply));
-        if let Some(last) = turn.appended.last_mut() {
-            *last = Arc::clone(&reply);
-        }
         // Like every other model call, the last one ends its step (and reports its usage).
         turn.events
             .emit(EventKind::StepEnd {
@@ -591,6 +620,12 @@ impl Kernel {
     }
 
     /// The innermost `reasoning` layer: prompt, model call, decode, append.
+    ///
+    /// A reply cut by the output-length limit is continued once with the same request plus
+    /// the partial reply, and the parts are joined; a reply stopped by a content filter ends
+    /// the call with [`AgentError::ContentFiltered`]. On the step after the last one (no
+    /// tools offered) tool calls are dropped and an empty reply gets a placeholder text, before
+    /// the reply is appended.
     pub(crate) async fn reason(&self, turn: &mut Turn) -> Result<(), AgentError> {
         let mut system = SystemPrompt::new(self.config.sys_prompt.clone());
         for layer in &self.chain.system_prompt {
@@ -600,6 +635,7 @@ impl Kernel {
             system.push_volatile("step_note", note);
         }
         let tools = Arc::clone(&turn.tools);
+        turn.offered = Arc::clone(&tools);
         let request = ChatRequest {
             system,
             messages: turn.state.messages.clone(),
@@ -614,6 +650,74 @@ impl Kernel {
             extra: self.config.extra.clone(),
             stream: turn.events.is_active(),
         };
+        let (system, extra) = (request.system.clone(), request.extra.clone());
+        let mut response = self.model_once(turn, request).await?;
+        if response.finish_reason == Some(FinishReason::Length) {
+            self.warn_length(turn, false).await;
+            let mut partial = response.message.clone();
+            partial.content.retain(|block| !matches!(block, Block::ToolUse { .. }));
+            let mut messages = turn.state.messages.clone();
+            messages.push(Arc::new(partial));
+            let tools = Arc::clone(&turn.offered);
+            let continuation = ChatRequest {
+                system,
+                messages,
+                tool_choice: if tools.is_empty() {
+                    ToolChoice::None
+                } else {
+                    ToolChoice::Auto
+                },
+                tools,
+                max_tokens: self.config.max_tokens,
+                temperature: self.config.temperature,
+                extra,
+                stream: turn.events.is_active(),
+            };
+            let rest = self.model_once(turn, continuation).await?;
+            response = join_continuation(response, rest);
+            if response.finish_reason == Some(FinishReason::Length) {
+                self.warn_length(turn, true).await;
+            }
+        }
+        if response.finish_reason == Some(FinishReason::ContentFilter) {
+            return Err(AgentError::ContentFiltered {
+                model: self.model.name().to_owned(),
+            });
+        }
+        let mut message = response.message;
+        if turn.step > self.config.max_iters.get() {
+            // No tools were offered; a call the model made anyway cannot run, so it is dropped
+            // rather than left without a result.
+            message.content.retain(|block| !matches!(block, Block::ToolUse { .. }));
+            if message.text().is_empty() {
+                let limit = self.config.max_iters.get();
+                message.content.push(Block::text(format!(
+                    "(stopped after {limit} steps without a final answer)"
+                )));
+            }
+        }
+        turn.push(message);
+        Ok(())
+    }
+
+    async fn warn_length(&self, turn: &Turn, after_continuation: bool) {
+        let message = if after_continuation {
+            "the continued reply was cut by the output-length limit again (finish_reason: length); keeping what arrived"
+        } else {
+            "the reply was cut by the output-length limit (finish_reason: length); continuing it once"
+        };
+        tracing::warn!(model = %self.model.name(), step = turn.step, "{message}");
+        turn.events
+            .emit(EventKind::Warning {
+                code: "finish_reason.length".to_owned(),
+                message: message.to_owned(),
+            })
+            .await;
+    }
+
+    /// One model call through the `model_call` onion, streamed into a response. Adds the
+    /// reported usage to the turn.
+    async fn model_once(&self, turn: &mut Turn, request: ChatRequest) -> Result<ModelResponse, AgentError> {
         let cancel = turn.ctx.cancellation().clone();
         let span = tracing::info_span!("chat", gen_ai.request.model = %self.model.name(), step = turn.step);
         let response = async {
@@ -648,11 +752,15 @@ impl Kernel {
         if let Some(usage) = &response.usage {
             turn.usage.add(usage);
         }
-        turn.push(response.message);
-        Ok(())
+        Ok(response)
     }
 
-    /// Runs the tool calls of `reply` concurrently and appends their results in call order.
+    /// Runs the tool calls of `reply` and appends their results in call order.
+    ///
+    /// A call to a tool that was not offered on this step gets an error result and never
+    /// runs. The rest run in batches, in call order: consecutive concurrency-safe calls run
+    /// together; a call that is not concurrency-safe runs alone, after everything before it
+    /// and before everything after it.
     async fn act(&self, turn: &mut Turn, reply: &Msg) {
         let calls: Vec<ToolCall> = reply
             .tool_calls()
@@ -679,20 +787,54 @@ impl Kernel {
                 runtime: turn.ctx.clone(),
                 call_id: call.id.clone(),
                 events: turn.events.clone(),
+                session: turn.session.clone(),
             })
             .collect();
-        let outputs = futures::future::join_all(calls.iter().zip(&contexts).map(|(call, ctx)| {
-            let span =
-                tracing::info_span!("execute_tool", gen_ai.tool.name = %call.name, gen_ai.tool.call.id = %call.id);
-            ActingNext {
-                rest: &self.chain.acting,
-                kernel: self,
+        let mut outputs: Vec<Option<ToolOutput>> = calls.iter().map(|_| None).collect();
+        // (call index, concurrency-safe) of every call that may run.
+        let mut runnable: Vec<(usize, bool)> = Vec::with_capacity(calls.len());
+        for (at, call) in calls.iter().enumerate() {
+            match turn.offered.iter().find(|spec| spec.name == call.name) {
+                Some(spec) => runnable.push((at, spec.annotations.is_concurrency_safe())),
+                None => {
+                    let refused = ToolError::NotOffered {
+                        name: call.name.clone(),
+                        offered: offered_names(&turn.offered),
+                    };
+                    tracing::debug!(tool = %call.name, "refused a call to a tool that was not offered");
+                    outputs[at] = Some(ToolOutput::error(refused.to_string()));
+                }
             }
-            .run(call.clone(), ctx)
-            .instrument(span)
-        }))
-        .await;
+        }
+        let mut start = 0;
+        while start < runnable.len() {
+            let end = if runnable[start].1 {
+                start + runnable[start..].iter().take_while(|(_, safe)| *safe).count()
+            } else {
+                start + 1
+            };
+            let batch = &runnable[start..end];
+            let results = futures::future::join_all(batch.iter().map(|&(at, _)| {
+                let call = &calls[at];
+                let span =
+                    tracing::info_span!("execute_tool", gen_ai.tool.name = %call.name, gen_ai.tool.call.id = %call.id);
+                ActingNext {
+                    rest: &self.chain.acting,
+                    kernel: self,
+                }
+                .run(call.clone(), &contexts[at])
+                .instrument(span)
+            }))
+            .await;
+            for (&(at, _), output) in batch.iter().zip(results) {
+                outputs[at] = Some(output);
+            }
+            start = end;
+        }
         for (call, output) in calls.into_iter().zip(outputs) {
+            // Every index was filled above: refused calls in the first loop, the rest by
+            // their batch.
+            let output = output.unwrap_or_else(|| ToolOutput::error("tool call was not run"));
             if turn.events.is_active() {
                 turn.events
                     .emit(EventKind::ToolResult {
@@ -765,6 +907,58 @@ async fn emit_chunk(events: &EventSink, chunk: &ModelChunk, started: &mut std::c
             }
         }
         _ => {}
+    }
+}
+
+/// The names of `offered`, comma-separated, or a note that there were none.
+fn offered_names(offered: &[ToolSpec]) -> String {
+    if offered.is_empty() {
+        return "none (no tools are offered on this step)".to_owned();
+    }
+    offered
+        .iter()
+        .map(|spec| spec.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Joins a reply cut by the output-length limit with its continuation: the first part's
+/// text and reasoning, then everything of the second (its tool calls, whose arguments are
+/// whole). The joined message reports the continuation's prompt size and both parts' output.
+fn join_continuation(first: ModelResponse, second: ModelResponse) -> ModelResponse {
+    let mut text = String::new();
+    let mut content = Vec::new();
+    let mut calls = Vec::new();
+    let first_blocks = first
+        .message
+        .content
+        .into_iter()
+        .filter(|block| !matches!(block, Block::ToolUse { .. }));
+    for block in first_blocks.chain(second.message.content) {
+        match block {
+            Block::Text { text: part } => text.push_str(&part),
+            call @ Block::ToolUse { .. } => calls.push(call),
+            other => content.push(other),
+        }
+    }
+    if !text.is_empty() {
+        content.push(Block::text(text));
+    }
+    content.extend(calls);
+    let usage = match (first.usage, second.usage) {
+        (Some(a), Some(b)) => Some(Usage {
+            output_tokens: a.output_tokens + b.output_tokens,
+            ..b
+        }),
+        (a, b) => b.or(a),
+    };
+    let mut message = Msg::new(Role::Assistant, content);
+    message.usage = usage;
+    message.finish_reason.clone_from(&second.finish_reason);
+    ModelResponse {
+        message,
+        usage,
+        finish_reason: second.finish_reason,
     }
 }
 

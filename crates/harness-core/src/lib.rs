@@ -20,12 +20,15 @@
 //! ```
 
 mod agent;
+mod annotations;
 mod context;
+mod error_kind;
 mod event;
 mod id;
 mod message;
 mod middleware;
 mod model;
+mod session_state;
 mod state;
 mod tool;
 
@@ -33,7 +36,9 @@ pub use agent::{
     AgentError, AgentInput, AgentStream, BuildError, DEFAULT_MAX_ITERS, DEFAULT_SESSION, DEFAULT_TOOL_TIMEOUT,
     DEFAULT_USER, ReActAgent, ReActAgentBuilder, Turn, error_chain,
 };
+pub use annotations::ToolAnnotations;
 pub use context::RuntimeContext;
+pub use error_kind::ErrorKind;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};
 pub use id::{AgentId, IdError, MAX_ID_LEN, SessionId, UserId};
 pub use message::{Block, MSG_FORMAT, MediaSource, Msg, Role, ToolCallRef, Usage, join_text, meta};
@@ -42,6 +47,7 @@ pub use model::{
     BoxError, ChatModel, ChatRequest, FinishReason, ModelChunk, ModelError, ModelResponse, ModelStream, PromptPart,
     ResponseAccumulator, SystemPrompt, ToolChoice, ToolSpec, collect, parse_arguments,
 };
+pub use session_state::{SessionSlot, SessionState, SessionStateError};
 pub use state::{
     AgentState, InMemoryStateStore, STATE_FORMAT, StateError, StateKey, StateStore, Version, repair_tool_pairs,
 };

@@ -26,6 +26,7 @@ fn main() {
             name: "lookup".into(),
             description: "Look up the record stored under a key and return it verbatim.".into(),
             input_schema: serde_json::json!({"type":"object","properties":{"key":{"type":"string","description":"The key to look up, e.g. k1."}},"required":["key"]}),
+            annotations: harness_core::ToolAnnotations::new(),
         }]),
         ..ChatRequest::default()
     };

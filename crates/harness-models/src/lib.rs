@@ -11,6 +11,8 @@
 //! - [`ModelSpec`]: `provider:model` strings, parsed once, built with the environment the
 //!   binary passes in.
 //! - Token estimation for budgets: [`estimate_tokens`], [`count_tokens`], [`TokenCounter`].
+//! - Context windows: [`known_context_window`] (a table of known models) and
+//!   [`WithContextWindow`] to override it; [`harness_core::ChatModel::context_window`] reports it.
 //! - [`ScriptedModel`]: the test double every other crate's tests use.
 //!
 //! This crate holds no agent logic. Where to start: [`ModelSpec`] to get a model from a
@@ -41,6 +43,7 @@ mod spec;
 mod sse;
 mod tokens;
 mod transport;
+mod window;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_MAX_TOKENS};
 pub use classify::{Dialect, classify};
@@ -54,3 +57,4 @@ pub use tokens::{
     is_warm, warm_up,
 };
 pub use transport::WireError;
+pub use window::{WithContextWindow, known_context_window};

@@ -8,7 +8,7 @@ mod openai;
 mod server;
 mod spec;
 
-use harness_core::{ChatModel, ChatRequest, ModelError, ModelResponse, Msg, ToolSpec, collect};
+use harness_core::{ChatModel, ChatRequest, ModelError, ModelResponse, Msg, ToolAnnotations, ToolSpec, collect};
 use std::sync::Arc;
 
 /// Streams `request` through `model` and collects the response.
@@ -37,6 +37,7 @@ pub fn lookup_tool() -> ToolSpec {
             "required": ["key"]
         }),
     }
+    annotations: ToolAnnotations::new(),
 }
 
 /// Renders the source chain of an error, outermost first.

@@ -412,6 +412,7 @@ pub fn text_tool(name: &str, output: impl Fn(&Value) -> String + Send + Sync + '
             name: name.to_owned(),
             description: format!("test tool {name}"),
             input_schema: serde_json::json!({"type": "object"}),
+            annotations: harness_core::ToolAnnotations::new(),
         },
         output: Box::new(output),
     })
@@ -448,6 +449,7 @@ impl ReadFile {
                     },
                     "required": ["path"]
                 }),
+                annotations: harness_core::ToolAnnotations::new(),
             },
         })
     }
