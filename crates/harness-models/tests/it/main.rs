@@ -36,8 +36,8 @@ pub fn lookup_tool() -> ToolSpec {
             "properties": {"key": {"type": "string", "description": "The key to look up, e.g. k1."}},
             "required": ["key"]
         }),
+        annotations: ToolAnnotations::new(),
     }
-    annotations: ToolAnnotations::new(),
 }
 
 /// Renders the source chain of an error, outermost first.
