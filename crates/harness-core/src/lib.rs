@@ -30,6 +30,7 @@ mod middleware;
 mod model;
 mod session_state;
 mod state;
+mod tokens;
 mod tool;
 
 pub use agent::{
@@ -50,6 +51,9 @@ pub use model::{
 pub use session_state::{SessionSlot, SessionState, SessionStateError};
 pub use state::{
     AgentState, InMemoryStateStore, STATE_FORMAT, StateError, StateKey, StateStore, Version, repair_tool_pairs,
+};
+pub use tokens::{
+    MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, estimate_msg, estimate_request, estimate_tokens, prefix_within_tokens,
 };
 pub use tool::{
     Tool, ToolCall, ToolContext, ToolError, ToolOutput, Toolkit, ToolkitError, TypedTool, excerpt, schema_of, typed,

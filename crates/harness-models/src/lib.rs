@@ -54,7 +54,7 @@ pub use secret::Secret;
 pub use spec::{ModelConfigError, ModelSpec};
 pub use tokens::{
     MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, count_tokens, estimate_msg, estimate_request, estimate_tokens,
-    is_warm, warm_up,
+    is_warm, prefix_within_tokens, warm_up,
 };
 pub use transport::WireError;
 pub use window::{WithContextWindow, known_context_window};

@@ -31,6 +31,7 @@ impl Kit {
             runtime: ctx(user, "current", fs),
             call_id: "c1".into(),
             events: EventSink::disabled(),
+            session: harness_core::SessionState::default(),
         };
         tool.call(input, &context).await.map(|output| output.text_content())
     }

@@ -553,7 +553,7 @@ pub fn warnings(events: &[AgentEvent]) -> Vec<String> {
 pub fn outcome(events: &[AgentEvent]) -> Result<String, String> {
     match events.last().map(|event| &event.kind) {
         Some(EventKind::Final { message }) => Ok(message.text()),
-        Some(EventKind::Error { message }) => Err(message.clone()),
+        Some(EventKind::Error { message, .. }) => Err(message.clone()),
         other => Err(format!("stream ended with {other:?}")),
     }
 }

@@ -23,6 +23,7 @@ fn context(runtime: RuntimeContext) -> ToolContext {
         runtime,
         call_id: "call-1".to_owned(),
         events: EventSink::disabled(),
+        session: harness_core::SessionState::default(),
     }
 }
 
