@@ -70,6 +70,20 @@ fn parameter_names_follow_the_reference_catalogue() {
     assert_eq!(properties("session_list"), ["agentId"]);
 }
 
+/// Every memory tool only reads the user's own memory and transcripts: read-only,
+/// closed-world, so the kernel runs them concurrently.
+#[test]
+fn memory_tools_are_read_only_and_closed_world() {
+    let kit = kit();
+    assert_eq!(kit.tools.len(), 5);
+    for tool in &kit.tools {
+        let hints = tool.spec().annotations;
+        let name = &tool.spec().name;
+        assert!(hints.is_read_only() && !hints.is_open_world(), "{name}: {hints:?}");
+        assert!(hints.is_concurrency_safe(), "{name}");
+    }
+}
+
 #[tokio::test]
 async fn memory_search_returns_ranked_hits_with_path_and_line() {
     let fs = MemFs::new();
