@@ -19,6 +19,7 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 
+mod acting;
 mod agent;
 mod annotations;
 mod context;
@@ -28,6 +29,7 @@ mod id;
 mod message;
 mod middleware;
 mod model;
+mod reasoning;
 mod session_state;
 mod state;
 mod tokens;
