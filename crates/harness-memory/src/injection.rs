@@ -7,7 +7,7 @@ pub const MEMORY_TAG: &str = "memory_context";
 pub const CUT_MARKER: &str =
     "[… memory cut here to fit its budget; older details are in memory/*.md — use memory_search to find them]";
 
-pub use harness_core::estimate_tokens;
+use harness_core::estimate_tokens;
 
 /// `text` cut to at most `max_tokens` estimated tokens ([`estimate_tokens`], the workspace's
 /// one estimator), at a line boundary when one is close, with [`CUT_MARKER`] appended (the

@@ -47,7 +47,7 @@ fn main() {
     println!("anthropic body {bytes} B: {:?}/serialize", start.elapsed() / iters);
     let start = Instant::now();
     for _ in 0..iters {
-        std::hint::black_box(harness_models::estimate_request(&request));
+        std::hint::black_box(harness_core::estimate_request(&request));
     }
     println!("estimate_request: {:?}", start.elapsed() / iters);
 }

@@ -1,8 +1,8 @@
 //! Token estimation for budgets.
 //!
 //! The heuristic is the workspace's one estimator and lives in `harness-core` (memory needs it
-//! without a model crate); it is re-exported here. Memory budgets, compaction triggers,
-//! eviction and the prompt budget all count with [`estimate_tokens`] / [`estimate_msg`].
+//! without a model crate): [`harness_core::estimate_tokens`]. Memory budgets, compaction
+//! triggers, eviction and the prompt budget all count with it.
 //!
 //! Three levels, cheapest first:
 //! - [`estimate_tokens`]: a heuristic (about one token per CJK character, four characters per
@@ -13,10 +13,7 @@
 //! - [`TokenCounter`]: the heuristic, corrected by what the provider last reported — the
 //!   number budgets should use for whole requests.
 
-use harness_core::{ChatRequest, Usage};
-pub use harness_core::{
-    MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, estimate_msg, estimate_request, estimate_tokens, prefix_within_tokens,
-};
+use harness_core::{ChatRequest, Usage, estimate_request, estimate_tokens};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tiktoken_rs::CoreBPE;

@@ -304,7 +304,7 @@ impl HarnessAgentBuilder {
                         capability: "compaction",
                         source: Box::new(err),
                     })?
-                    .with_estimator(|msg| harness_models::estimate_msg(msg) as u64);
+                    .with_estimator(|msg| harness_core::estimate_msg(msg) as u64);
                 if let Some(memory) = &memory {
                     layer = layer.with_hook(Arc::new(MemoryFlush(memory.clone())));
                 }
