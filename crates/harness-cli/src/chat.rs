@@ -130,7 +130,7 @@ pub(crate) async fn chat(agent: HarnessAgent, base: RuntimeContext) -> anyhow::R
                     );
                 }
                 EventKind::Warning { message, .. } => eprintln!("warning: {message}"),
-                EventKind::Error { message } => {
+                EventKind::Error { message, .. } => {
                     if !at_line_start {
                         println!();
                     }

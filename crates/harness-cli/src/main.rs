@@ -242,7 +242,7 @@ async fn run_turn(agent: &HarnessAgent, ctx: RuntimeContext, json: bool, message
     while let Some(event) = events.next().await {
         serde_json::to_writer(&mut stdout, &event)?;
         writeln!(stdout)?;
-        if let EventKind::Error { message } = event.kind {
+        if let EventKind::Error { message, .. } = event.kind {
             failed = Some(message);
         }
     }

@@ -1,21 +1,20 @@
 //! [`ReActAgent`]: the reason → act loop, its [`Turn`] and its errors.
 
 use crate::context::RuntimeContext;
+use crate::error_kind::ErrorKind;
 use crate::event::{AgentEvent, EventKind, EventSink};
 use crate::id::{AgentId, IdError, SessionId, UserId};
 use crate::lease::FencingToken;
-use crate::message::{Block, Msg, Role, Usage};
-use crate::middleware::{ActingNext, AgentNext, Chain, Middleware, ModelCallInfo, ModelNext, ReasoningNext};
-use crate::model::{
-    BoxError, ChatModel, ChatRequest, ModelChunk, ModelError, ResponseAccumulator, SystemPrompt, ToolChoice, ToolSpec,
-};
+use crate::message::{Msg, Role, Usage};
+use crate::middleware::{AgentNext, Chain, Middleware, ReasoningNext};
+use crate::model::{BoxError, ChatModel, ModelError, ToolSpec};
+use crate::session_state::SessionState;
 use crate::state::{AgentState, InMemoryStateStore, StateError, StateKey, StateStore, Version, repair_tool_pairs};
-use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, Toolkit, ToolkitError};
-use futures::{FutureExt, Stream, StreamExt};
+use crate::tool::{Tool, Toolkit, ToolkitError};
+use futures::Stream;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::num::NonZeroU32;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -59,6 +58,27 @@ pub enum AgentError {
         #[source]
         source: BoxError,
     },
+    /// The provider's content filter stopped the model's reply (OpenAI `content_filter`,
+    /// Anthropic `refusal`). The reply is not returned and not kept in the session.
+    #[error("the reply of model `{model}` was stopped by the provider's content filter")]
+    ContentFiltered {
+        /// The model's name.
+        model: String,
+    },
+}
+
+impl AgentError {
+    /// The class of this failure, for front-ends and servers that map it to a status.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Model(err) => err.kind(),
+            Self::State(StateError::Conflict { .. }) => ErrorKind::Conflict,
+            Self::State(_) | Self::Capability { .. } => ErrorKind::Internal,
+            Self::Cancelled => ErrorKind::Cancelled,
+            Self::Identity(_) => ErrorKind::Configuration,
+            Self::ContentFiltered { .. } => ErrorKind::ContentFilter,
+        }
+    }
 }
 
 /// Why an agent could not be built.
@@ -127,8 +147,16 @@ pub struct Turn {
     pub step: u32,
     /// Usage summed over the call's model calls.
     pub usage: Usage,
-    /// The tools offered on this step. Middlewares may narrow them per step.
+    /// The tools to offer on the next step. Middlewares may narrow them per step, or for the
+    /// whole call from the `agent` hook (a per-session filter).
     pub tools: Arc<[ToolSpec]>,
+    /// The tools the model was actually offered on the latest step (set by the kernel when it
+    /// builds the request). A call to any other tool gets an error result and never runs. A
+    /// `reasoning` middleware that answers without running the inner layers sets it itself.
+    pub offered: Arc<[ToolSpec]>,
+    /// Typed per-session capability state ([`SessionSlot`](crate::SessionSlot)s), shared with
+    /// every tool call of the turn and written into `state.extensions` before the kernel saves.
+    pub session: SessionState,
     /// Extra text for this step's system prompt that is not persisted (e.g. reminders).
     pub step_notes: Vec<String>,
     /// The final message, once there is one.
@@ -424,6 +452,7 @@ impl ReActAgent {
                 Err(err) => {
                     sink.emit(EventKind::Error {
                         message: error_chain(err),
+                        kind: err.kind(),
                     })
                     .await
                 }
@@ -463,9 +492,11 @@ impl ReActAgent {
         if repaired > 0 {
             tracing::warn!(repairs = repaired, "repaired tool calls left without results");
         }
+        let session = SessionState::from_extensions(&state.extensions);
         let mut turn = Turn {
             ctx,
             key,
+            session,
             state,
             version,
             input: input.0,
@@ -475,6 +506,7 @@ impl ReActAgent {
             step: 0,
             usage: Usage::default(),
             tools: kernel.toolkit.specs(),
+            offered: Arc::from(Vec::new()),
             step_notes: Vec::new(),
             output: None,
         };
@@ -484,6 +516,7 @@ impl ReActAgent {
         }
         .run(&mut turn)
         .await;
+        turn.session.write_into(&mut turn.state.extensions);
         // Save also after a failure: finished steps and the user's message are kept.
         let saved = kernel
             .store
@@ -553,8 +586,16 @@ impl Kernel {
                 return Err(AgentError::Cancelled);
             }
         }
-        // Out of steps: one last call without tools asks for the answer.
+        // Out of steps: one last call without tools asks for the answer. The kernel's
+        // reasoning layer shapes that reply (no tool calls, never empty) before it is
+        // appended, so what the caller receives is exactly what the transcript records.
         turn.events.emit(EventKind::MaxIterations { limit }).await;
+        turn.events
+            .emit(EventKind::Warning {
+                code: "max_iterations".to_owned(),
+                message: format!("the call used all {limit} reasoning steps; asked the model for a final answer"),
+            })
+            .await;
         turn.step = limit + 1;
         turn.tools = Arc::from(Vec::new());
         turn.step_notes.push(format!(
@@ -567,27 +608,12 @@ impl Kernel {
         }
         .run(turn)
         .await?;
-        let reply = turn.state.messages.pop().filter(|m| m.role == Role::Assistant);
-        let Some(reply) = reply else {
+        let Some(reply) = turn.last_message().filter(|m| m.role == Role::Assistant).cloned() else {
             return Err(AgentError::Capability {
                 capability: "reasoning",
                 source: "no final message".into(),
             });
         };
-        // Tools were not offered; any call the model made anyway cannot run, so drop it
-        // rather than leave a call without a result.
-        let mut reply = (*reply).clone();
-        reply.content.retain(|block| !matches!(block, Block::ToolUse { .. }));
-        if reply.text().is_empty() {
-            reply.content.push(Block::text(format!(
-                "(stopped after {limit} steps without a final answer)"
-            )));
-        }
-        let reply = Arc::new(reply);
-        turn.state.messages.push(Arc::clone(&reply));
-        if let Some(last) = turn.appended.last_mut() {
-            *last = Arc::clone(&reply);
-        }
         // Like every other model call, the last one ends its step (and reports its usage).
         turn.events
             .emit(EventKind::StepEnd {
@@ -598,191 +624,6 @@ impl Kernel {
         turn.output = Some((*reply).clone());
         Ok(())
     }
-
-    /// The innermost `reasoning` layer: prompt, model call, decode, append.
-    pub(crate) async fn reason(&self, turn: &mut Turn) -> Result<(), AgentError> {
-        let mut system = SystemPrompt::new(self.config.sys_prompt.clone());
-        for layer in &self.chain.system_prompt {
-            layer.system_prompt(&mut system, turn).await;
-        }
-        for note in std::mem::take(&mut turn.step_notes) {
-            system.push_volatile("step_note", note);
-        }
-        let tools = Arc::clone(&turn.tools);
-        let request = ChatRequest {
-            system,
-            messages: turn.state.messages.clone(),
-            tool_choice: if tools.is_empty() {
-                ToolChoice::None
-            } else {
-                ToolChoice::Auto
-            },
-            tools,
-            max_tokens: self.config.max_tokens,
-            temperature: self.config.temperature,
-            extra: self.config.extra.clone(),
-            stream: turn.events.is_active(),
-        };
-        let cancel = turn.ctx.cancellation().clone();
-        let span = tracing::info_span!("chat", gen_ai.request.model = %self.model.name(), step = turn.step);
-        let response = async {
-            let info = ModelCallInfo {
-                turn,
-                model: self.model.name(),
-            };
-            let mut stream = tokio::select! {
-                biased;
-                () = cancel.cancelled() => return Err(AgentError::Cancelled),
-                opened = ModelNext { rest: &self.chain.model_call, kernel: self }.run(request, info) => opened?,
-            };
-            let mut acc = ResponseAccumulator::default();
-            let mut started = std::collections::HashSet::new();
-            loop {
-                let chunk = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => return Err(AgentError::Cancelled),
-                    chunk = stream.next() => chunk,
-                };
-                let Some(chunk) = chunk else { break };
-                let chunk = chunk?;
-                if turn.events.is_active() {
-                    emit_chunk(&turn.events, &chunk, &mut started).await;
-                }
-                acc.push(&chunk);
-            }
-            Ok(acc.finish())
-        }
-        .instrument(span)
-        .await?;
-        if let Some(usage) = &response.usage {
-            turn.usage.add(usage);
-        }
-        turn.push(response.message);
-        Ok(())
-    }
-
-    /// Runs the tool calls of `reply` concurrently and appends their results in call order.
-    async fn act(&self, turn: &mut Turn, reply: &Msg) {
-        let calls: Vec<ToolCall> = reply
-            .tool_calls()
-            .map(|call| ToolCall {
-                id: call.id.to_owned(),
-                name: call.name.to_owned(),
-                input: call.input.clone(),
-            })
-            .collect();
-        if turn.events.is_active() {
-            for call in &calls {
-                turn.events
-                    .emit(EventKind::ToolCallEnd {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        input: call.input.clone(),
-                    })
-                    .await;
-            }
-        }
-        let contexts: Vec<ToolContext> = calls
-            .iter()
-            .map(|call| ToolContext {
-                runtime: turn.ctx.clone(),
-                call_id: call.id.clone(),
-                events: turn.events.clone(),
-            })
-            .collect();
-        let outputs = futures::future::join_all(calls.iter().zip(&contexts).map(|(call, ctx)| {
-            let span =
-                tracing::info_span!("execute_tool", gen_ai.tool.name = %call.name, gen_ai.tool.call.id = %call.id);
-            ActingNext {
-                rest: &self.chain.acting,
-                kernel: self,
-            }
-            .run(call.clone(), ctx)
-            .instrument(span)
-        }))
-        .await;
-        for (call, output) in calls.into_iter().zip(outputs) {
-            if turn.events.is_active() {
-                turn.events
-                    .emit(EventKind::ToolResult {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        content: output.content.clone(),
-                        is_error: output.is_error,
-                    })
-                    .await;
-            }
-            turn.push(Msg::tool_result(call.id, output.content, output.is_error));
-        }
-    }
-
-    /// The innermost `acting` layer: validate, call, catch a panic, apply the time limit.
-    pub(crate) async fn invoke(&self, call: ToolCall, ctx: &ToolContext) -> ToolOutput {
-        let tool = match self.toolkit.prepare(&call.name, &call.input) {
-            Ok(tool) => Arc::clone(tool),
-            Err(err) => return ToolOutput::error(err.to_string()),
-        };
-        let limit = tool.timeout().unwrap_or(self.config.tool_timeout);
-        let input = call.input;
-        // `tool.call` runs inside the guarded future, so a panic raised before the tool's
-        // future exists (a hand-written `Tool`) is caught too.
-        let running = AssertUnwindSafe(async { tool.call(input, ctx).await }).catch_unwind();
-        let result = tokio::select! {
-            biased;
-            () = ctx.runtime.cancellation().cancelled() => Err(ToolError::Cancelled),
-            finished = tokio::time::timeout(limit, running) => match finished {
-                Err(_elapsed) => Err(ToolError::Timeout { tool: call.name.clone(), after: limit }),
-                Ok(Err(panic)) => Err(ToolError::Panicked { tool: call.name.clone(), message: panic_message(&panic) }),
-                Ok(Ok(result)) => result,
-            },
-        };
-        match result {
-            Ok(output) => output,
-            Err(err) => {
-                tracing::debug!(tool = %call.name, error = %err, "tool call failed");
-                ToolOutput::error(err.to_string())
-            }
-        }
-    }
-}
-
-async fn emit_chunk(events: &EventSink, chunk: &ModelChunk, started: &mut std::collections::HashSet<usize>) {
-    match chunk {
-        ModelChunk::TextDelta(text) if !text.is_empty() => {
-            events.emit(EventKind::TextDelta { delta: text.clone() }).await
-        }
-        ModelChunk::ThinkingDelta { text, .. } if !text.is_empty() => {
-            events.emit(EventKind::ThinkingDelta { delta: text.clone() }).await;
-        }
-        ModelChunk::ToolCallDelta {
-            index,
-            id,
-            name,
-            arguments,
-        } => {
-            if let Some(name) = name.as_ref().filter(|_| started.insert(*index)) {
-                let id = id.clone().unwrap_or_default();
-                events.emit(EventKind::ToolCallStart { id, name: name.clone() }).await;
-            }
-            if !arguments.is_empty() {
-                events
-                    .emit(EventKind::ToolCallArgs {
-                        index: *index,
-                        delta: arguments.clone(),
-                    })
-                    .await;
-            }
-        }
-        _ => {}
-    }
-}
-
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|text| (*text).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic with a non-text payload".to_owned())
 }
 
 /// An error and its sources, joined with `: `.

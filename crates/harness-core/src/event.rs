@@ -1,5 +1,6 @@
 //! [`AgentEvent`]: what a streaming call yields. Front-ends see only these.
 
+use crate::error_kind::ErrorKind;
 use crate::message::{Block, Msg, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -102,6 +103,9 @@ pub enum EventKind {
     Error {
         /// What went wrong.
         message: String,
+        /// The class of failure, for mapping to a status.
+        #[serde(default)]
+        kind: ErrorKind,
     },
     /// The call's final message. Always the last event of a successful call.
     Final {

@@ -19,22 +19,30 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 
+mod acting;
 mod agent;
+mod annotations;
 mod context;
+mod error_kind;
 mod event;
 mod id;
 mod lease;
 mod message;
 mod middleware;
 mod model;
+mod reasoning;
+mod session_state;
 mod state;
+mod tokens;
 mod tool;
 
 pub use agent::{
     AgentError, AgentInput, AgentStream, BuildError, DEFAULT_MAX_ITERS, DEFAULT_SESSION, DEFAULT_TOOL_TIMEOUT,
     DEFAULT_USER, ReActAgent, ReActAgentBuilder, Turn, error_chain,
 };
+pub use annotations::ToolAnnotations;
 pub use context::RuntimeContext;
+pub use error_kind::ErrorKind;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};
 pub use id::{AgentId, IdError, MAX_ID_LEN, SessionId, UserId};
 pub use lease::{FencingToken, LeaseError, LeaseGuard, LeaseKey, LeaseRelease, SessionLease};
@@ -44,8 +52,12 @@ pub use model::{
     BoxError, ChatModel, ChatRequest, FinishReason, ModelChunk, ModelError, ModelResponse, ModelStream, PromptPart,
     ResponseAccumulator, SystemPrompt, ToolChoice, ToolSpec, collect, parse_arguments,
 };
+pub use session_state::{SessionSlot, SessionState, SessionStateError};
 pub use state::{
     AgentState, InMemoryStateStore, STATE_FORMAT, StateError, StateKey, StateStore, Version, repair_tool_pairs,
+};
+pub use tokens::{
+    MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, estimate_msg, estimate_request, estimate_tokens, prefix_within_tokens,
 };
 pub use tool::{
     Tool, ToolCall, ToolContext, ToolError, ToolOutput, Toolkit, ToolkitError, TypedTool, excerpt, schema_of, typed,

@@ -2,6 +2,7 @@
 //! state, transcripts): fields are only ever added, with defaults, and [`MSG_FORMAT`] is
 //! bumped when a reader must tell old records from new ones.
 
+use crate::model::FinishReason;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -187,6 +188,10 @@ pub struct Msg {
     /// Token usage of the model call that produced it (assistant messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Why the model stopped producing it (assistant messages): OpenAI's `finish_reason`,
+    /// Anthropic's `stop_reason`, mapped to one vocabulary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
 }
 
 /// Reserved metadata keys.
@@ -236,6 +241,7 @@ impl Msg {
             metadata: Map::new(),
             created_at: now,
             usage: None,
+            finish_reason: None,
         }
     }
 

@@ -6,8 +6,12 @@
 //! registration order). Nesting per call:
 //!
 //! ```text
-//! agent ⊃ for each step { reasoning ⊃ (system_prompt pipeline, model_call) ; acting × N (concurrent) }
+//! agent ⊃ for each step { reasoning ⊃ (system_prompt pipeline, model_call) ; acting × N }
 //! ```
+//!
+//! The `acting` calls of one step run in call order, consecutive concurrency-safe ones
+//! together (see [`ToolAnnotations`](crate::ToolAnnotations)); a call to a tool that was not
+//! offered on the step never reaches the `acting` onion.
 //!
 //! The first registered middleware is the outermost. A middleware declares the hooks it
 //! implements in [`Middleware::hooks`]; the chain is split per hook at build time, so a hook a

@@ -1,6 +1,8 @@
 //! The model boundary: [`ChatModel`] streams [`ModelChunk`]s for a [`ChatRequest`]; errors are
 //! typed [`ModelError`]s so the loop decides from the variant, never from the text.
 
+use crate::annotations::ToolAnnotations;
+use crate::error_kind::ErrorKind;
 use crate::message::{Block, Msg, Role, Usage};
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
@@ -14,7 +16,8 @@ use std::time::Duration;
 /// A boxed error used as a `#[source]`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// What the model is told about one tool.
+/// What the model is told about one tool, plus local [`ToolAnnotations`] (never sent to a
+/// provider; the scheduler and policy capabilities read them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// Wire name.
@@ -23,6 +26,49 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub input_schema: Value,
+    /// Effect hints (read-only, destructive, …). Unset hints take MCP's cautious defaults.
+    #[serde(default, skip_serializing_if = "ToolAnnotations::is_unset")]
+    pub annotations: ToolAnnotations,
+}
+
+impl ToolSpec {
+    /// A spec without annotations (every hint at its cautious default).
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            annotations: ToolAnnotations::new(),
+        }
+    }
+
+    /// The same spec with `annotations`.
+    #[must_use]
+    pub fn with_annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.annotations = annotations;
+        self
+    }
+
+    /// The same spec marked read-only (and so concurrency-safe unless said otherwise).
+    #[must_use]
+    pub fn read_only(mut self) -> Self {
+        self.annotations = self.annotations.read_only();
+        self
+    }
+
+    /// The same spec marked as reaching only the agent's own environment.
+    #[must_use]
+    pub fn closed_world(mut self) -> Self {
+        self.annotations = self.annotations.closed_world();
+        self
+    }
+
+    /// The same spec with an explicit concurrency-safety hint.
+    #[must_use]
+    pub fn concurrency_safe(mut self, safe: bool) -> Self {
+        self.annotations = self.annotations.concurrency_safe(safe);
+        self
+    }
 }
 
 /// One part of the system prompt. Parts are joined with a blank line.
@@ -147,7 +193,7 @@ pub struct ChatRequest {
     pub stream: bool,
 }
 
-/// Why the model stopped.
+/// Why the model stopped. Persisted on assistant messages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
@@ -161,6 +207,20 @@ pub enum FinishReason {
     ContentFilter,
     /// Anything else the provider said.
     Other(String),
+}
+
+impl FinishReason {
+    /// The snake_case name used in events and logs (`stop`, `length`, …; the provider's own
+    /// word for [`Other`](Self::Other)).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::ToolCalls => "tool_calls",
+            Self::Length => "length",
+            Self::ContentFilter => "content_filter",
+            Self::Other(raw) => raw,
+        }
+    }
 }
 
 /// One streamed piece of a model response.
@@ -249,6 +309,12 @@ pub enum ModelError {
         /// What was wrong, with a short excerpt.
         detail: String,
     },
+    /// No response (or no further byte of one) arrived in time. Retried with backoff.
+    #[error("model call timed out after {after:?}")]
+    Timeout {
+        /// The limit that was exceeded.
+        after: Duration,
+    },
     /// The call's cancellation token fired.
     #[error("model call cancelled")]
     Cancelled,
@@ -257,7 +323,22 @@ pub enum ModelError {
 impl ModelError {
     /// Whether retrying the same request may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::RateLimited { .. } | Self::Transient(_))
+        matches!(
+            self,
+            Self::RateLimited { .. } | Self::Transient(_) | Self::Timeout { .. }
+        )
+    }
+
+    /// The class of this failure (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::ContextOverflow { .. } => ErrorKind::Overflow,
+            Self::RateLimited { .. } => ErrorKind::RateLimit,
+            Self::Auth { .. } => ErrorKind::Auth,
+            Self::Timeout { .. } => ErrorKind::Timeout,
+            Self::Cancelled => ErrorKind::Cancelled,
+            Self::Transient(_) | Self::InvalidRequest { .. } | Self::Malformed { .. } => ErrorKind::Provider,
+        }
     }
 
     /// A transient error from any error value.
@@ -281,12 +362,40 @@ pub trait ChatModel: Send + Sync + 'static {
     /// A [`ModelError`] when the request could not be started (HTTP status errors arrive here).
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError>;
 
+    /// The model's context window in tokens, when known (a table of known models or a
+    /// configured override). `None` means unknown: nothing may be refused for its size.
+    /// Wrappers forward their inner model's value.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+
     /// Runs a request to completion.
     ///
     /// # Errors
     /// A [`ModelError`] from starting or reading the stream.
     async fn call(&self, request: ChatRequest) -> Result<ModelResponse, ModelError> {
         collect(self.stream(request).await?).await
+    }
+}
+
+/// A shared model is a model (so wrappers such as a context-window override can hold an
+/// `Arc<dyn ChatModel>`).
+#[async_trait]
+impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        (**self).context_window()
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+        (**self).stream(request).await
+    }
+
+    async fn call(&self, request: ChatRequest) -> Result<ModelResponse, ModelError> {
+        (**self).call(request).await
     }
 }
 
@@ -393,6 +502,7 @@ impl ResponseAccumulator {
         }
         let mut message = Msg::new(Role::Assistant, content);
         message.usage = self.usage;
+        message.finish_reason.clone_from(&self.finish);
         ModelResponse {
             message,
             usage: self.usage,

@@ -1,10 +1,12 @@
 //! Tools: [`Tool`] (object-safe), [`TypedTool`] (typed arguments with a derived schema) and the
 //! [`Toolkit`] that validates arguments before a call.
 
+use crate::annotations::ToolAnnotations;
 use crate::context::RuntimeContext;
 use crate::event::EventSink;
 use crate::message::Block;
 use crate::model::ToolSpec;
+use crate::session_state::SessionState;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -62,6 +64,15 @@ pub enum ToolError {
         name: String,
         /// Comma-separated names of the offered tools.
         available: String,
+    },
+    /// The model called a tool that was not offered on this step (narrowed by a middleware or
+    /// filtered for the session). The call never runs.
+    #[error("tool `{name}` is not available on this step; available tools: {offered}")]
+    NotOffered {
+        /// The requested name.
+        name: String,
+        /// Comma-separated names of the tools offered on this step.
+        offered: String,
     },
     /// The arguments do not match the schema.
     #[error("invalid arguments for `{tool}`: {message}")]
@@ -127,6 +138,9 @@ pub struct ToolContext {
     pub call_id: String,
     /// The call's event sink.
     pub events: EventSink,
+    /// Typed per-session state, shared by every tool and middleware of the call and saved
+    /// with the session.
+    pub session: SessionState,
 }
 
 /// A callable tool. Most tools implement [`TypedTool`] instead and are wrapped by
@@ -157,6 +171,9 @@ pub trait TypedTool: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     /// Arguments; field docs become the schema text the model reads.
     type Args: DeserializeOwned + JsonSchema + Send;
+    /// Effect hints (default: none set, so the cautious MCP defaults apply and calls run one
+    /// after another). Never sent to the provider.
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new();
 
     /// Runs the tool.
     ///
@@ -206,11 +223,7 @@ impl<T: TypedTool> Tool for TypedAdapter<T> {
 
 /// Wraps a [`TypedTool`] as a shareable [`Tool`].
 pub fn typed<T: TypedTool>(tool: T) -> Arc<dyn Tool> {
-    let spec = ToolSpec {
-        name: T::NAME.to_owned(),
-        description: T::DESCRIPTION.to_owned(),
-        input_schema: schema_of::<T::Args>(),
-    };
+    let spec = ToolSpec::new(T::NAME, T::DESCRIPTION, schema_of::<T::Args>()).with_annotations(T::ANNOTATIONS);
     Arc::new(TypedAdapter { tool, spec })
 }
 
@@ -285,6 +298,11 @@ impl Toolkit {
     /// Tool names in registration order.
     pub fn names(&self) -> Vec<&str> {
         self.specs.iter().map(|spec| spec.name.as_str()).collect()
+    }
+
+    /// The effect hints of the tool called `name`, if there is one.
+    pub fn annotations(&self, name: &str) -> Option<ToolAnnotations> {
+        self.entries.get(name).map(|entry| entry.tool.spec().annotations)
     }
 
     /// Whether there are no tools.

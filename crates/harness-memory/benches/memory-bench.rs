@@ -184,6 +184,7 @@ async fn run(lines_total: usize) {
         runtime: ctx("bench", "s1", &fs),
         call_id: "c1".into(),
         events: EventSink::disabled(),
+        session: harness_core::SessionState::default(),
     };
 
     let iterations = 500;

@@ -8,8 +8,9 @@
 
 use crate::error::MemoryError;
 use crate::facts::{has_injection_marker, is_no_reply};
-use crate::injection::{cut_to_tokens, estimate_tokens};
+use crate::injection::cut_to_tokens;
 use crate::layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, Watermark, daily_log_date, path};
+use harness_core::estimate_tokens;
 use harness_core::{ChatModel, ChatRequest, Msg, SystemPrompt, ToolChoice};
 use harness_fs::{Filesystem, FsError, WriteMode};
 use std::collections::BTreeMap;

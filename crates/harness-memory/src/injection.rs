@@ -7,46 +7,19 @@ pub const MEMORY_TAG: &str = "memory_context";
 pub const CUT_MARKER: &str =
     "[… memory cut here to fit its budget; older details are in memory/*.md — use memory_search to find them]";
 
-/// A rough token count for budgets: one token per four ASCII characters, one per other
-/// character (CJK text runs close to one token per character on common tokenizers). It
-/// overestimates rather than under, so budgets hold.
-pub fn estimate_tokens(text: &str) -> usize {
-    let (ascii, other) = text.chars().fold((0usize, 0usize), |(ascii, other), c| {
-        if c.is_ascii() {
-            (ascii + 1, other)
-        } else {
-            (ascii, other + 1)
-        }
-    });
-    ascii.div_ceil(4) + other
-}
+use harness_core::estimate_tokens;
 
-/// `text` cut to at most `max_tokens` estimated tokens, at a line boundary when one is close,
-/// with [`CUT_MARKER`] appended (the marker counts against the budget). Returns the text and
-/// whether it was cut. Never splits a character.
+/// `text` cut to at most `max_tokens` estimated tokens ([`estimate_tokens`], the workspace's
+/// one estimator), at a line boundary when one is close, with [`CUT_MARKER`] appended (the
+/// marker counts against the budget). Returns the text and whether it was cut. Never splits a
+/// character.
 pub fn cut_to_tokens(text: &str, max_tokens: usize) -> (String, bool) {
     if estimate_tokens(text) <= max_tokens {
         return (text.to_owned(), false);
     }
     let budget = max_tokens.saturating_sub(estimate_tokens(CUT_MARKER) + 1);
-    let mut ascii = 0usize;
-    let mut other = 0usize;
-    let mut end = 0usize;
-    let mut last_newline = None;
-    for (at, c) in text.char_indices() {
-        if c.is_ascii() {
-            ascii += 1;
-        } else {
-            other += 1;
-        }
-        if ascii.div_ceil(4) + other > budget {
-            break;
-        }
-        end = at + c.len_utf8();
-        if c == '\n' {
-            last_newline = Some(end);
-        }
-    }
+    let end = harness_core::prefix_within_tokens(text, budget);
+    let last_newline = text[..end].rfind('\n').map(|at| at + 1);
     // Prefer a whole line unless that would throw away more than a quarter of what fits.
     let cut = match last_newline {
         Some(line_end) if line_end * 4 >= end * 3 => line_end,

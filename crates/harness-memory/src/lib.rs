@@ -70,7 +70,7 @@ pub use consolidation::ConsolidationOutcome;
 pub use error::MemoryError;
 pub use extraction::FlushOutcome;
 pub use index::{IndexStats, SearchHit, SearchResults, SearchScope};
-pub use injection::{CUT_MARKER, MEMORY_TAG, cut_to_tokens, estimate_tokens, memory_block};
+pub use injection::{CUT_MARKER, MEMORY_TAG, cut_to_tokens, memory_block};
 pub use layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, daily_log_path};
 pub use lease::{Lease, LeaseError, LeaseGuard, LocalLease};
 pub use memory::{Memory, MemoryStats, ShutdownReport};

@@ -26,6 +26,7 @@ fn main() {
             name: "lookup".into(),
             description: "Look up the record stored under a key and return it verbatim.".into(),
             input_schema: serde_json::json!({"type":"object","properties":{"key":{"type":"string","description":"The key to look up, e.g. k1."}},"required":["key"]}),
+            annotations: harness_core::ToolAnnotations::new(),
         }]),
         ..ChatRequest::default()
     };
@@ -46,7 +47,7 @@ fn main() {
     println!("anthropic body {bytes} B: {:?}/serialize", start.elapsed() / iters);
     let start = Instant::now();
     for _ in 0..iters {
-        std::hint::black_box(harness_models::estimate_request(&request));
+        std::hint::black_box(harness_core::estimate_request(&request));
     }
     println!("estimate_request: {:?}", start.elapsed() / iters);
 }

@@ -73,6 +73,8 @@ pub struct AnthropicClient {
     http: reqwest::Client,
     url: String,
     headers: HeaderMap,
+    /// Configured context window; `None` = the table's value for the model.
+    context_window: Option<u64>,
 }
 
 impl AnthropicClient {
@@ -109,6 +111,7 @@ impl AnthropicClient {
             config,
             http,
             headers,
+            context_window: None,
         })
     }
 
@@ -120,6 +123,14 @@ impl AnthropicClient {
             dialect: Dialect::Anthropic,
             decode: decode_response,
         }
+    }
+
+    /// Overrides the context window the client reports (default: the table of known
+    /// models, [`known_context_window`](crate::known_context_window)).
+    #[must_use]
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
     }
 
     /// The client's settings.
@@ -151,6 +162,11 @@ impl AnthropicClient {
 impl ChatModel for AnthropicClient {
     fn name(&self) -> &str {
         &self.config.model
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.context_window
+            .or_else(|| crate::window::known_context_window(&self.config.model))
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {

@@ -10,7 +10,10 @@
 //!   (context overflow recognised per provider).
 //! - [`ModelSpec`]: `provider:model` strings, parsed once, built with the environment the
 //!   binary passes in.
-//! - Token estimation for budgets: [`estimate_tokens`], [`count_tokens`], [`TokenCounter`].
+//! - Token counting for budgets: [`count_tokens`] (o200k) and [`TokenCounter`] (calibrated by
+//!   provider usage), both over [`harness_core::estimate_tokens`], the workspace's one estimator.
+//! - Context windows: [`known_context_window`] (a table of known models) and
+//!   [`WithContextWindow`] to override it; [`harness_core::ChatModel::context_window`] reports it.
 //! - [`ScriptedModel`]: the test double every other crate's tests use.
 //!
 //! This crate holds no agent logic. Where to start: [`ModelSpec`] to get a model from a
@@ -41,6 +44,7 @@ mod spec;
 mod sse;
 mod tokens;
 mod transport;
+mod window;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_MAX_TOKENS};
 pub use classify::{Dialect, classify};
@@ -49,8 +53,6 @@ pub use retry::{RetryPolicy, Retrying};
 pub use scripted::{Fallback, Reply, ScriptError, ScriptedError, ScriptedModel, ScriptedToolCall};
 pub use secret::Secret;
 pub use spec::{ModelConfigError, ModelSpec};
-pub use tokens::{
-    MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, count_tokens, estimate_msg, estimate_request, estimate_tokens,
-    is_warm, warm_up,
-};
+pub use tokens::{TokenCounter, count_tokens, is_warm, warm_up};
 pub use transport::WireError;
+pub use window::{WithContextWindow, known_context_window};

@@ -89,6 +89,8 @@ pub struct OpenAiClient {
     http: reqwest::Client,
     url: String,
     headers: HeaderMap,
+    /// Configured context window; `None` = the table's value for the model.
+    context_window: Option<u64>,
 }
 
 impl OpenAiClient {
@@ -121,6 +123,7 @@ impl OpenAiClient {
             config,
             http,
             headers,
+            context_window: None,
         })
     }
 
@@ -132,6 +135,14 @@ impl OpenAiClient {
             dialect: Dialect::OpenAi,
             decode: decode_response,
         }
+    }
+
+    /// Overrides the context window the client reports (default: the table of known
+    /// models, [`known_context_window`](crate::known_context_window)).
+    #[must_use]
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
     }
 
     /// The client's settings.
@@ -162,6 +173,11 @@ impl OpenAiClient {
 impl ChatModel for OpenAiClient {
     fn name(&self) -> &str {
         &self.config.model
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.context_window
+            .or_else(|| crate::window::known_context_window(&self.config.model))
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {

@@ -146,6 +146,10 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
         self.inner.name()
     }
 
+    fn context_window(&self) -> Option<u64> {
+        self.inner.context_window()
+    }
+
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         let (inner, request) = (&self.inner, &request);
         self.policy

@@ -87,6 +87,10 @@ pub struct Reply {
     /// Usage to report.
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// Why the reply ends (`stop`, `length`, `content_filter`, …); by default `tool_calls`
+    /// when there are tool calls, else `stop`.
+    #[serde(default)]
+    pub finish_reason: Option<FinishReason>,
 }
 
 impl Reply {
@@ -122,6 +126,14 @@ impl Reply {
     #[must_use]
     pub fn delayed(mut self, delay: Duration) -> Self {
         self.delay_ms = Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The same reply ending with `reason` (e.g. [`FinishReason::Length`] for a reply cut by
+    /// the output-length limit).
+    #[must_use]
+    pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
+        self.finish_reason = Some(reason);
         self
     }
 
@@ -191,6 +203,8 @@ struct Inner {
     fallback: Mutex<Fallback>,
     responder: Option<Box<Responder>>,
     name: String,
+    /// The context window to report; 0 = unknown.
+    context_window: std::sync::atomic::AtomicU64,
 }
 
 /// A test double that plays scripted replies in order and records every [`ChatRequest`].
@@ -277,6 +291,15 @@ impl ScriptedModel {
             model.push(reply);
         }
         Ok(model)
+    }
+
+    /// Reports `tokens` as the context window (default: unknown). Clones share the value.
+    #[must_use]
+    pub fn with_context_window(self, tokens: u64) -> Self {
+        self.inner
+            .context_window
+            .store(tokens, std::sync::atomic::Ordering::Relaxed);
+        self
     }
 
     /// Appends a reply to the script (usable while the model is shared).
@@ -416,6 +439,13 @@ impl ChatModel for ScriptedModel {
         &self.inner.name
     }
 
+    fn context_window(&self) -> Option<u64> {
+        match self.inner.context_window.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            tokens => Some(tokens),
+        }
+    }
+
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         let checked = check_pairs(&request);
         let reply = self.next_reply(&request);
@@ -474,10 +504,10 @@ impl ChatModel for ScriptedModel {
         if let Some(usage) = reply.usage {
             chunks.push(Ok(ModelChunk::Usage(usage)));
         }
-        let finish = if reply.tool_calls.is_empty() {
-            FinishReason::Stop
-        } else {
-            FinishReason::ToolCalls
+        let finish = match &reply.finish_reason {
+            Some(reason) => reason.clone(),
+            None if reply.tool_calls.is_empty() => FinishReason::Stop,
+            None => FinishReason::ToolCalls,
         };
         chunks.push(Ok(ModelChunk::Finish(finish)));
         Ok(Box::pin(futures::stream::iter(chunks)))

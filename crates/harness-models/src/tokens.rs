@@ -1,5 +1,9 @@
 //! Token estimation for budgets.
 //!
+//! The heuristic is the workspace's one estimator and lives in `harness-core` (memory needs it
+//! without a model crate): [`harness_core::estimate_tokens`]. Memory budgets, compaction
+//! triggers, eviction and the prompt budget all count with it.
+//!
 //! Three levels, cheapest first:
 //! - [`estimate_tokens`]: a heuristic (about one token per CJK character, four characters per
 //!   token otherwise). Microseconds for a long history; always available.
@@ -9,48 +13,10 @@
 //! - [`TokenCounter`]: the heuristic, corrected by what the provider last reported — the
 //!   number budgets should use for whole requests.
 
-use harness_core::{Block, ChatRequest, Msg, Usage};
+use harness_core::{ChatRequest, Usage, estimate_request, estimate_tokens};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tiktoken_rs::CoreBPE;
-
-/// Tokens charged for an image, audio clip or file reference (providers charge by size; this
-/// is a middle value for budgets).
-pub const MEDIA_TOKENS: usize = 800;
-
-/// Tokens of framing per message (role markers, separators).
-pub const MESSAGE_OVERHEAD_TOKENS: usize = 4;
-
-/// Whether `c` is in a script tokenizers split about one token per character (Han, kana,
-/// Hangul, CJK punctuation and full-width forms).
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3000..=0x303F      // CJK symbols and punctuation
-        | 0x3040..=0x30FF    // hiragana, katakana
-        | 0x3400..=0x4DBF    // CJK extension A
-        | 0x4E00..=0x9FFF    // CJK unified ideographs
-        | 0xAC00..=0xD7AF    // Hangul syllables
-        | 0xF900..=0xFAFF    // CJK compatibility ideographs
-        | 0xFF00..=0xFFEF    // half- and full-width forms
-        | 0x20000..=0x2FFFF) // CJK extensions B and later
-}
-
-/// The heuristic estimate: about one token per CJK character, four characters per token for
-/// the rest (rounded up). Cheap enough for every step of a long conversation.
-pub fn estimate_tokens(text: &str) -> usize {
-    if text.is_ascii() {
-        return text.len().div_ceil(4);
-    }
-    let (mut cjk, mut other) = (0usize, 0usize);
-    for c in text.chars() {
-        if is_cjk(c) {
-            cjk += 1;
-        } else {
-            other += 1;
-        }
-    }
-    cjk + other.div_ceil(4)
-}
 
 static O200K: OnceLock<Option<CoreBPE>> = OnceLock::new();
 
@@ -82,41 +48,6 @@ pub fn count_tokens(text: &str) -> usize {
         Some(Some(bpe)) => bpe.encode_ordinary(text).len(),
         _ => estimate_tokens(text),
     }
-}
-
-fn json_tokens(value: &serde_json::Value) -> usize {
-    match value {
-        serde_json::Value::String(text) => estimate_tokens(text),
-        other => estimate_tokens(&other.to_string()),
-    }
-}
-
-fn block_tokens(block: &Block) -> usize {
-    match block {
-        Block::Text { text } => estimate_tokens(text),
-        Block::Thinking { thinking, .. } => estimate_tokens(thinking),
-        Block::ToolUse { name, input, .. } => estimate_tokens(name) + json_tokens(input) + MESSAGE_OVERHEAD_TOKENS,
-        Block::ToolResult { content, .. } => content.iter().map(block_tokens).sum::<usize>() + MESSAGE_OVERHEAD_TOKENS,
-        Block::Image { .. } | Block::Audio { .. } | Block::File { .. } => MEDIA_TOKENS,
-        _ => 0,
-    }
-}
-
-/// Heuristic tokens of one message, framing included.
-pub fn estimate_msg(msg: &Msg) -> usize {
-    MESSAGE_OVERHEAD_TOKENS + msg.content.iter().map(block_tokens).sum::<usize>()
-}
-
-/// Heuristic tokens of a whole request: system prompt, messages and tool schemas.
-pub fn estimate_request(request: &ChatRequest) -> usize {
-    let system: usize = request.system.parts.iter().map(|p| estimate_tokens(&p.text)).sum();
-    let messages: usize = request.messages.iter().map(|m| estimate_msg(m)).sum();
-    let tools: usize = request
-        .tools
-        .iter()
-        .map(|t| estimate_tokens(&t.name) + estimate_tokens(&t.description) + json_tokens(&t.input_schema))
-        .sum();
-    system + messages + tools
 }
 
 /// Fixed-point scale of the correction ratio.
@@ -184,18 +115,6 @@ impl TokenCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn heuristic_counts_cjk_per_character() {
-        assert_eq!(estimate_tokens(""), 0);
-        assert_eq!(estimate_tokens("abcd"), 1);
-        assert_eq!(estimate_tokens("abcde"), 2);
-        assert_eq!(estimate_tokens("你好世界"), 4);
-        assert_eq!(estimate_tokens("こんにちは"), 5);
-        assert_eq!(estimate_tokens("Rust语言 ok"), 2 + 2); // 2 CJK + "Rust ok" (7 chars → 2)
-        assert_eq!(estimate_tokens("héllo wörld"), 3);
-    }
 
     #[test]
     fn o200k_counts_after_warm_up() {
@@ -204,20 +123,6 @@ mod tests {
         assert_eq!(count_tokens("hello world"), 2);
         let chinese = count_tokens("今天天气很好，我们去公园散步吧。");
         assert!((8..=16).contains(&chinese), "{chinese}");
-    }
-
-    #[test]
-    fn requests_count_system_messages_and_tools() {
-        let request = ChatRequest {
-            system: harness_core::SystemPrompt::new("a".repeat(40)),
-            messages: vec![
-                Arc::new(Msg::user("b".repeat(40))),
-                Arc::new(Msg::tool_result("c1", vec![Block::text("c".repeat(8))], false)),
-            ],
-            ..ChatRequest::default()
-        };
-        // system 10 + user (4 + 10) + tool (4 + 2 + 4)
-        assert_eq!(estimate_request(&request), 34);
     }
 
     #[test]

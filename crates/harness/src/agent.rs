@@ -1,6 +1,6 @@
 //! [`HarnessAgent`]: the kernel plus the workspace, sessions and isolation.
 
-use crate::compaction::{Compaction, CompactionConfig, CompactionHook, OverflowHint};
+use crate::compaction::{Compaction, CompactionConfig, CompactionHook};
 use crate::config::HarnessConfig;
 use crate::eviction::{ToolResultEviction, ToolResultEvictionConfig};
 use crate::prompt::{WorkspaceContext, WorkspaceContextConfig};
@@ -297,20 +297,20 @@ impl HarnessAgentBuilder {
             .unwrap_or_else(|| Arc::new(harness_store::FileStateStore::new(root.clone())));
 
         let compaction = match compaction {
-            Some(config) => {
+            Some(config) => Some({
                 let summary_model = self.compaction_model.unwrap_or_else(|| Arc::clone(&model));
                 let mut layer = Compaction::new(config, summary_model)
                     .map_err(|err| BuildError::Capability {
                         capability: "compaction",
                         source: Box::new(err),
                     })?
-                    .with_estimator(|msg| harness_models::estimate_msg(msg) as u64);
+                    .with_estimator(|msg| harness_core::estimate_msg(msg) as u64);
                 if let Some(memory) = &memory {
                     layer = layer.with_hook(Arc::new(MemoryFlush(memory.clone())));
                 }
                 Arc::new(layer) as Arc<dyn Middleware>
-            }
-            None => Arc::new(OverflowHint),
+            }),
+            None => None,
         };
         let mut kernel = ReActAgent::builder()
             .name(name)
@@ -337,7 +337,9 @@ impl HarnessAgentBuilder {
         if let Some(memory) = &memory {
             kernel = kernel.middleware(memory.middleware());
         }
-        kernel = kernel.middleware(compaction);
+        if let Some(compaction) = compaction {
+            kernel = kernel.middleware(compaction);
+        }
         if let Some(eviction) = eviction {
             kernel = kernel.middleware(Arc::new(eviction));
         }
@@ -514,6 +516,7 @@ impl HarnessAgent {
                     Err(err) => {
                         sink.emit(EventKind::Error {
                             message: error_chain(&err),
+                            kind: err.kind(),
                         })
                         .await
                     }

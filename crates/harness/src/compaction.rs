@@ -21,7 +21,8 @@
 //! When the model reports [`ModelError::ContextOverflow`], the middleware forces one
 //! compaction (keeping at most half of the context) and retries the step exactly once; a
 //! second overflow is returned. Both `call` and `stream` run through here. Without
-//! compaction, [`OverflowHint`] (or [`overflow_hint`]) makes the error say how to turn it on.
+//! compaction the overflow is returned as it is; its [`ErrorKind`](harness_core::ErrorKind)
+//! (`overflow`) lets a front-end say how to turn compaction on.
 //!
 //! Every compaction, failed summary and truncation emits an
 //! [`EventKind::Notice`] (kinds [`NOTICE_COMPACTION`] and [`NOTICE_ARGS_TRUNCATED`]) whose
@@ -42,8 +43,8 @@ pub use truncate::ARGS_TRUNCATED_META;
 
 use estimate::context_size;
 use harness_core::{
-    AgentError, AgentNext, AgentState, ChatModel, EventKind, Hooks, Middleware, ModelError, Msg, ReasoningNext, Role,
-    Turn, async_trait, error_chain,
+    AgentError, AgentState, ChatModel, EventKind, Hooks, Middleware, ModelError, Msg, ReasoningNext, Role, Turn,
+    async_trait, error_chain,
 };
 use harness_fs::{CallWorkspace, WriteMode, WsPath};
 use plan::{Keep, plan};
@@ -629,61 +630,9 @@ async fn emit_notice(turn: &Turn, kind: &str, data: &impl Serialize) {
     }
 }
 
-/// What an overflow error says when compaction is off.
-pub const OVERFLOW_HINT: &str = "compaction is off: enable [compaction] in harness.toml or \
-    HarnessAgent::builder().compaction(..) to compact and retry automatically";
-
-/// Adds [`OVERFLOW_HINT`] to a context-overflow error (keeping the variant, so callers still
-/// match on [`ModelError::ContextOverflow`]); any other error is returned unchanged.
-pub fn overflow_hint(err: AgentError) -> AgentError {
-    match err {
-        AgentError::Model(ModelError::ContextOverflow { message }) if !message.contains(OVERFLOW_HINT) => {
-            AgentError::Model(ModelError::ContextOverflow {
-                message: format!("{message}; {OVERFLOW_HINT}"),
-            })
-        }
-        other => other,
-    }
-}
-
-/// An `agent` middleware for agents without compaction: applies [`overflow_hint`] to the
-/// call's error.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OverflowHint;
-
-#[async_trait]
-impl Middleware for OverflowHint {
-    fn name(&self) -> &'static str {
-        "overflow_hint"
-    }
-
-    fn hooks(&self) -> Hooks {
-        Hooks::AGENT
-    }
-
-    async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
-        next.run(turn).await.map_err(overflow_hint)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_hint_keeps_the_variant_and_is_added_once() {
-        let err = AgentError::Model(ModelError::ContextOverflow {
-            message: "too long".into(),
-        });
-        let hinted = overflow_hint(overflow_hint(err));
-        match hinted {
-            AgentError::Model(ModelError::ContextOverflow { message }) => {
-                assert_eq!(message, format!("too long; {OVERFLOW_HINT}"));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(overflow_hint(AgentError::Cancelled), AgentError::Cancelled));
-    }
 
     #[test]
     fn state_round_trips_through_extensions() {

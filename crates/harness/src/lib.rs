@@ -6,8 +6,8 @@
 //!
 //! 1. `session_persistence` — crash replay, transcript, session index ([`session`]).
 //! 2. `memory` (on by default) — fact extraction after calls (`harness_memory`).
-//! 3. `compaction` (when configured; else `overflow_hint`) — bounded context and overflow
-//!    recovery ([`compaction`]).
+//! 3. `compaction` (when configured) — bounded context and overflow recovery
+//!    ([`compaction`]).
 //! 4. `tool_result_eviction` (on by default) — oversized tool results to files ([`eviction`]).
 //! 5. `workspace_context` — the system prompt from the workspace ([`prompt`]).
 //!

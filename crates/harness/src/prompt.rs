@@ -61,7 +61,7 @@ impl WorkspaceContext {
 
 /// Estimated tokens of `text` (CJK-aware).
 fn tokens(text: &str) -> usize {
-    harness_models::estimate_tokens(text)
+    harness_core::estimate_tokens(text)
 }
 
 /// Indents every line by two spaces.

@@ -5,9 +5,12 @@
 
 mod cancel;
 mod concurrency;
+mod finish;
 mod max_iters;
 mod middleware;
 mod model_errors;
+mod scheduling;
+mod session_state;
 mod state;
 mod stream;
 mod support;

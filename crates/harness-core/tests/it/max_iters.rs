@@ -130,6 +130,7 @@ async fn the_stream_reports_max_iterations() {
         .filter_map(|kind| match kind {
             EventKind::StepEnd { step, .. } => Some(format!("step_end {step}")),
             EventKind::MaxIterations { limit } => Some(format!("max_iterations {limit}")),
+            EventKind::Warning { code, .. } => Some(format!("warning {code}")),
             EventKind::TextDelta { delta } => Some(format!("text {delta}")),
             EventKind::Final { message } => Some(format!("final {}", message.text())),
             _ => None,
@@ -142,6 +143,7 @@ async fn the_stream_reports_max_iterations() {
             step_end 1
             step_end 2
             max_iterations 2
+            warning max_iterations
             text fina
             text l an
             text swer
@@ -156,4 +158,28 @@ async fn the_stream_reports_max_iterations() {
         render(&state.messages[state.messages.len() - 1..]),
         "assistant: final answer"
     );
+}
+
+/// The reply the caller receives on the max-iterations path is exactly the message the
+/// session records (same id, same content): nothing is rewritten after it was appended.
+#[tokio::test]
+async fn the_max_iterations_reply_is_the_recorded_one() {
+    let agent = ReActAgent::builder()
+        .model(ScriptedModel::from_fn(|_request| {
+            let mut reply = Reply::tool_call("echo", json!({"text": "more"}));
+            reply.text = Some("partial answer".into());
+            reply
+        }))
+        .tool(echo_tool().shared())
+        .max_iters(two())
+        .build()
+        .unwrap();
+    let ctx = RuntimeContext::for_user("u1");
+    let reply = agent.call("loop", ctx.clone()).await.unwrap();
+    let state = saved(&agent, &ctx).await;
+    let last = state.messages.last().unwrap();
+    assert_eq!(**last, reply, "the caller's reply is the recorded one");
+    assert_eq!(reply.text(), "partial answer");
+    assert!(!reply.has_tool_calls());
+    assert_paired(&state.messages);
 }

@@ -35,7 +35,7 @@ fn describe(kind: &EventKind) -> String {
             None => format!("step_end {step}"),
         },
         EventKind::MaxIterations { limit } => format!("max_iterations {limit}"),
-        EventKind::Error { message } => format!("error {message}"),
+        EventKind::Error { message, kind } => format!("error {kind} {message}"),
         EventKind::Final { message } => format!("final {}", message.text()),
         other => format!("{other:?}"),
     }
@@ -115,7 +115,7 @@ async fn a_failed_call_ends_with_an_error_event() {
         described,
         [
             "agent_start default",
-            "error model call failed: authentication rejected (status 401): scripted auth failure",
+            "error auth model call failed: authentication rejected (status 401): scripted auth failure",
         ]
     );
     assert!(stream.next().await.is_none(), "the stream stays ended");

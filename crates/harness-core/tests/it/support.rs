@@ -48,6 +48,7 @@ where
             name: name.to_owned(),
             description: format!("test tool {name}"),
             input_schema: schema,
+            annotations: harness_core::ToolAnnotations::new(),
         },
         timeout: None,
         run: Box::new(move |input, ctx| Box::pin(run(input, ctx))),
@@ -58,6 +59,12 @@ impl FnTool {
     /// The same tool with its own time limit.
     pub(crate) fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// The same tool marked read-only (so concurrency-safe).
+    pub(crate) fn read_only(mut self) -> Self {
+        self.spec = self.spec.read_only();
         self
     }
 
@@ -99,6 +106,7 @@ pub(crate) fn sleep_tool() -> FnTool {
             )))
         },
     )
+    .read_only()
 }
 
 /// `echo {text}`: answers `text`.
@@ -113,6 +121,7 @@ pub(crate) fn echo_tool() -> FnTool {
         }),
         |input, _ctx| async move { Ok(ToolOutput::text(input["text"].as_str().unwrap_or_default())) },
     )
+    .read_only()
 }
 
 /// A middleware that logs entering and leaving each hook it declares (and, to prove the

@@ -45,6 +45,7 @@ async fn three_tool_calls_of_one_step_run_concurrently_and_keep_call_order() {
                 Ok(ToolOutput::text(format!("slept {label}")))
             }
         })
+        .read_only()
     };
     let model = ScriptedModel::new()
         .reply(calls(vec![
@@ -263,7 +264,7 @@ async fn an_unknown_tool_becomes_an_error_result_listing_the_available_tools() {
         r#"
         user: go
         assistant: call ech0 {"text":"hi"}
-        tool: error: unknown tool `ech0`; available tools: echo, sleep
+        tool: error: tool `ech0` is not available on this step; available tools: echo, sleep
         assistant: typo
         "#,
     )
@@ -279,7 +280,8 @@ async fn mixed_failures_in_one_step_do_not_disturb_each_other() {
             panic!("bad");
         }
         Ok(ToolOutput::text(""))
-    });
+    })
+    .read_only();
     let checked = check(
         ReActAgent::builder()
             .tool(echo_tool().shared())
@@ -301,7 +303,7 @@ async fn mixed_failures_in_one_step_do_not_disturb_each_other() {
         assistant: call sleep {"ms":5000} | call boom {} | call missing {} | call echo {"text":"fine"} | call echo {"text":1}
         tool: error: tool `sleep` timed out after 1s
         tool: error: tool `boom` crashed: bad
-        tool: error: unknown tool `missing`; available tools: echo, sleep, boom
+        tool: error: tool `missing` is not available on this step; available tools: echo, sleep, boom
         tool: ok: fine
         tool: error: invalid arguments for `echo`: at /text: 1 is not of type "string"
         assistant: done
@@ -341,6 +343,7 @@ async fn a_tool_panicking_before_its_future_exists_becomes_an_error_result() {
         name: "eager".into(),
         description: "panics at once".into(),
         input_schema: json!({"type": "object"}),
+        annotations: harness_core::ToolAnnotations::new(),
     });
     check(
         ReActAgent::builder().tool(Arc::new(eager)),

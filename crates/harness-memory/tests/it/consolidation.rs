@@ -1,9 +1,8 @@
 //! Consolidation: merging, the budget, the watermark, crashes, one consolidator at a time.
 
 use crate::support::{MemFs, dyn_fs, memory, request_text};
-use harness_memory::{
-    CONSOLIDATION_STATE, CUT_MARKER, ConsolidationOutcome, MemoryConfig, MemoryError, NamespaceKey, estimate_tokens,
-};
+use harness_core::estimate_tokens;
+use harness_memory::{CONSOLIDATION_STATE, CUT_MARKER, ConsolidationOutcome, MemoryConfig, MemoryError, NamespaceKey};
 use harness_models::{Reply, ScriptedError, ScriptedModel};
 use std::num::NonZeroU32;
 use std::time::Duration;

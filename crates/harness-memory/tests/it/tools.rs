@@ -31,6 +31,7 @@ impl Kit {
             runtime: ctx(user, "current", fs),
             call_id: "c1".into(),
             events: EventSink::disabled(),
+            session: harness_core::SessionState::default(),
         };
         tool.call(input, &context).await.map(|output| output.text_content())
     }
@@ -67,6 +68,20 @@ fn parameter_names_follow_the_reference_catalogue() {
     assert_eq!(properties("session_search"), ["agentId", "maxResults", "query"]);
     assert_eq!(properties("session_history"), ["agentId", "lastN", "sessionId"]);
     assert_eq!(properties("session_list"), ["agentId"]);
+}
+
+/// Every memory tool only reads the user's own memory and transcripts: read-only,
+/// closed-world, so the kernel runs them concurrently.
+#[test]
+fn memory_tools_are_read_only_and_closed_world() {
+    let kit = kit();
+    assert_eq!(kit.tools.len(), 5);
+    for tool in &kit.tools {
+        let hints = tool.spec().annotations;
+        let name = &tool.spec().name;
+        assert!(hints.is_read_only() && !hints.is_open_world(), "{name}: {hints:?}");
+        assert!(hints.is_concurrency_safe(), "{name}");
+    }
 }
 
 #[tokio::test]

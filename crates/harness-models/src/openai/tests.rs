@@ -138,6 +138,7 @@ fn options_tools_and_extra_overrides() {
         name: "lookup".into(),
         description: "Look up.".into(),
         input_schema: json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}),
+        annotations: harness_core::ToolAnnotations::new(),
     }]);
     req.tool_choice = ToolChoice::Required;
     req.max_tokens = Some(100);

@@ -404,3 +404,59 @@ async fn non_streaming_call() {
     );
     assert_eq!(server.only_request().body["stream"], false);
 }
+
+/// Anthropic's `max_tokens` (a length cut) and `refusal` (a content filter), streamed and in
+/// one JSON response, reach the response and the assistant message.
+#[tokio::test]
+async fn max_tokens_and_refusal_stop_reasons_are_kept() {
+    for (wire, expected) in [
+        ("max_tokens", FinishReason::Length),
+        ("refusal", FinishReason::ContentFilter),
+    ] {
+        let server = Server::start(vec![
+            Mock::sse(
+                &[
+                    ev_message_start(5, 0, 0),
+                    ev_text_start(0),
+                    ev_text(0, "Partial"),
+                    ev_block_stop(0),
+                    ev_message_delta(wire, 3),
+                    ev_message_stop(),
+                ],
+                1,
+            ),
+            Mock::status(
+                200,
+                json!({
+                    "id": "msg_02", "type": "message", "role": "assistant", "model": "claude-test",
+                    "content": [{"type": "text", "text": "Partial"}],
+                    "stop_reason": wire, "stop_sequence": null,
+                    "usage": {"input_tokens": 5, "output_tokens": 3}
+                })
+                .to_string(),
+            ),
+        ])
+        .await;
+        let client = client(&server);
+        let streamed = stream(&client, request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+        let whole = client.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+        for response in [streamed, whole] {
+            assert_eq!(response.finish_reason.as_ref(), Some(&expected), "{wire}");
+            assert_eq!(response.message.finish_reason.as_ref(), Some(&expected), "{wire}");
+            assert_eq!(response.message.text(), "Partial");
+        }
+    }
+}
+
+/// Every Claude model has a 200k window in the table unless overridden.
+#[test]
+fn the_client_reports_the_context_window() {
+    let client = |model: &str| AnthropicClient::new(AnthropicConfig::new(model, "http://127.0.0.1:1")).unwrap();
+    assert_eq!(client("claude-sonnet-4-5").context_window(), Some(200_000));
+    assert_eq!(
+        client("claude-sonnet-4-5")
+            .with_context_window(1_000_000)
+            .context_window(),
+        Some(1_000_000)
+    );
+}

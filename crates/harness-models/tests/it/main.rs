@@ -8,7 +8,7 @@ mod openai;
 mod server;
 mod spec;
 
-use harness_core::{ChatModel, ChatRequest, ModelError, ModelResponse, Msg, ToolSpec, collect};
+use harness_core::{ChatModel, ChatRequest, ModelError, ModelResponse, Msg, ToolAnnotations, ToolSpec, collect};
 use std::sync::Arc;
 
 /// Streams `request` through `model` and collects the response.
@@ -36,6 +36,7 @@ pub fn lookup_tool() -> ToolSpec {
             "properties": {"key": {"type": "string", "description": "The key to look up, e.g. k1."}},
             "required": ["key"]
         }),
+        annotations: ToolAnnotations::new(),
     }
 }
 

@@ -473,3 +473,54 @@ async fn a_json_answer_to_a_stream_request_is_replayed_or_classified() {
         "{overflow:?}"
     );
 }
+
+/// OpenAI's `length` and `content_filter`, streamed and in one JSON response, reach the
+/// response and the assistant message.
+#[tokio::test]
+async fn length_and_content_filter_finish_reasons_are_kept() {
+    for (wire, expected) in [
+        ("length", FinishReason::Length),
+        ("content_filter", FinishReason::ContentFilter),
+    ] {
+        let server = Server::start(vec![
+            Mock::sse(&[ev_role(), ev_text("Partial"), ev_finish(wire), ev_done()], 1),
+            Mock::status(
+                200,
+                json!({"choices": [{"index": 0, "finish_reason": wire,
+                                    "message": {"role": "assistant", "content": "Partial"}}]})
+                .to_string(),
+            ),
+        ])
+        .await;
+        let client = client(&server);
+        let streamed = stream(&client, request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+        let whole = client.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+        for response in [streamed, whole] {
+            assert_eq!(response.finish_reason.as_ref(), Some(&expected), "{wire}");
+            assert_eq!(response.message.finish_reason.as_ref(), Some(&expected), "{wire}");
+            assert_eq!(response.message.text(), "Partial");
+        }
+    }
+}
+
+/// Known models report their context window; an override wins; unknown models have none.
+#[test]
+fn the_client_reports_the_context_window() {
+    let client = |model: &str| OpenAiClient::new(OpenAiConfig::new(model, "http://127.0.0.1:1/v1")).unwrap();
+    assert_eq!(client("gpt-4o").context_window(), Some(128_000));
+    assert_eq!(client("my-local-model").context_window(), None);
+    assert_eq!(
+        client("my-local-model").with_context_window(32_000).context_window(),
+        Some(32_000)
+    );
+    let retrying = Retrying::new(client("gpt-4.1"), RetryPolicy::default());
+    assert_eq!(
+        retrying.context_window(),
+        Some(1_047_576),
+        "the retry wrapper forwards it"
+    );
+    let shared: std::sync::Arc<dyn ChatModel> = std::sync::Arc::new(retrying);
+    let overridden = harness_models::WithContextWindow::new(shared, 64_000);
+    assert_eq!(overridden.context_window(), Some(64_000));
+    assert_eq!(overridden.name(), "gpt-4.1");
+}

@@ -1,6 +1,6 @@
 //! Token estimates for budgets and triggers, used where the provider reported no usage.
 
-use harness_core::{Block, Msg, Role};
+use harness_core::{Msg, Role};
 use std::sync::Arc;
 
 /// Estimates the tokens of one message. The default is [`estimate_msg_tokens`]; the harness
@@ -8,62 +8,16 @@ use std::sync::Arc;
 /// [`Compaction::with_estimator`](super::Compaction::with_estimator).
 pub type TokenEstimator = fn(&Msg) -> u64;
 
-/// Tokens per message for role and framing.
-const PER_MESSAGE: u64 = 4;
-/// Tokens per tool call or result for ids and framing.
-const PER_TOOL_BLOCK: u64 = 8;
-/// A flat guess for an image, audio clip or file reference.
-const PER_MEDIA: u64 = 800;
-
-/// A rough token count of `text`: one token per CJK ideograph, kana or hangul syllable (they
-/// rarely share a token), one per four other characters.
+/// Tokens of `text` by the workspace's one estimator ([`harness_core::estimate_tokens`]:
+/// one token per CJK character, four characters per token otherwise).
 pub fn estimate_text_tokens(text: &str) -> u64 {
-    let mut wide = 0u64;
-    let mut other = 0u64;
-    for ch in text.chars() {
-        if is_wide(ch) {
-            wide += 1;
-        } else {
-            other += 1;
-        }
-    }
-    wide + other.div_ceil(4)
+    u64::try_from(harness_core::estimate_tokens(text)).unwrap_or(u64::MAX)
 }
 
-fn is_wide(ch: char) -> bool {
-    matches!(u32::from(ch),
-        0x1100..=0x11FF      // Hangul Jamo
-        | 0x2E80..=0x303F    // CJK radicals, punctuation
-        | 0x3040..=0x30FF    // Hiragana, Katakana
-        | 0x3130..=0x318F    // Hangul compatibility Jamo
-        | 0x3400..=0x4DBF    // CJK extension A
-        | 0x4E00..=0x9FFF    // CJK unified ideographs
-        | 0xAC00..=0xD7AF    // Hangul syllables
-        | 0xF900..=0xFAFF    // CJK compatibility ideographs
-        | 0xFF00..=0xFFEF    // Full-width forms
-        | 0x20000..=0x2FA1F) // CJK extensions B–F, compatibility supplement
-}
-
-/// The default [`TokenEstimator`]: text, reasoning, tool calls (name and JSON arguments) and
-/// tool results by [`estimate_text_tokens`], plus framing; media at a flat 800.
+/// The default [`TokenEstimator`]: [`harness_core::estimate_msg`] (text, reasoning, tool
+/// calls and results, framing; media at a flat size).
 pub fn estimate_msg_tokens(msg: &Msg) -> u64 {
-    PER_MESSAGE + msg.content.iter().map(block_tokens).sum::<u64>()
-}
-
-fn block_tokens(block: &Block) -> u64 {
-    match block {
-        Block::Text { text } => estimate_text_tokens(text),
-        Block::Thinking { thinking, .. } => estimate_text_tokens(thinking),
-        Block::ToolUse { name, input, .. } => {
-            let arguments = match input {
-                serde_json::Value::String(raw) => estimate_text_tokens(raw),
-                other => estimate_text_tokens(&other.to_string()),
-            };
-            PER_TOOL_BLOCK + estimate_text_tokens(name) + arguments
-        }
-        Block::ToolResult { content, .. } => PER_TOOL_BLOCK + content.iter().map(block_tokens).sum::<u64>(),
-        _ => PER_MEDIA,
-    }
+    u64::try_from(harness_core::estimate_msg(msg)).unwrap_or(u64::MAX)
 }
 
 /// How big the context is, and what the number rests on.

@@ -3,7 +3,7 @@
 //! [`CallWorkspace::user`](harness_fs::CallWorkspace).
 
 use async_trait::async_trait;
-use harness_core::{Tool, ToolContext, ToolError, ToolOutput, TypedTool, typed};
+use harness_core::{Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
 use harness_fs::{
     CallWorkspace, FileInfo, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode, WsPath, truncate_chars,
 };
@@ -92,6 +92,7 @@ impl TypedTool for ReadFile {
     const NAME: &'static str = "read_file";
     const DESCRIPTION: &'static str = "Read a text file from the workspace. Lines are numbered (`     1\\tfirst line`); at most 2000 lines are returned per call, and long lines are cut. Use `offset` (0-based line) and `limit` to page through long files.";
     type Args = ReadFileArgs;
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
     async fn call(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;
@@ -170,6 +171,11 @@ impl TypedTool for WriteFile {
     const NAME: &'static str = "write_file";
     const DESCRIPTION: &'static str = "Create a new file in the workspace with the given content. Fails if the file exists, unless overwrite=true; to change part of an existing file use edit_file.";
     type Args = WriteFileArgs;
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new()
+        .destructive(true)
+        .idempotent()
+        .closed_world()
+        .concurrency_safe(false);
 
     async fn call(&self, args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;
@@ -220,6 +226,10 @@ impl TypedTool for EditFile {
     const NAME: &'static str = "edit_file";
     const DESCRIPTION: &'static str = "Replace old_string with new_string in a workspace file. old_string must match exactly one place unless replace_all=true. Without an exact match, a match that differs only in whitespace or indentation is used and reported.";
     type Args = EditFileArgs;
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new()
+        .destructive(true)
+        .closed_world()
+        .concurrency_safe(false);
 
     async fn call(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;
@@ -268,6 +278,7 @@ impl TypedTool for ListFiles {
     const DESCRIPTION: &'static str =
         "List the files and directories directly inside a workspace directory, with sizes.";
     type Args = ListFilesArgs;
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
     async fn call(&self, args: ListFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;
@@ -339,6 +350,7 @@ impl TypedTool for GlobFiles {
     const NAME: &'static str = "glob_files";
     const DESCRIPTION: &'static str = "Find workspace files whose path matches a glob pattern (e.g. `**/*.md`, `*.rs`, `docs/*.txt`). Returns paths with sizes, sorted.";
     type Args = GlobFilesArgs;
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
     async fn call(&self, args: GlobFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;
@@ -467,6 +479,7 @@ impl TypedTool for GrepFiles {
     const NAME: &'static str = "grep_files";
     const DESCRIPTION: &'static str = "Search workspace files for text. Returns matching lines as `path:line:text` (context lines as `path-line-text`). The pattern is literal unless regex=true; filter files with glob (e.g. `*.md`).";
     type Args = GrepFilesArgs;
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
     async fn call(&self, args: GrepFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;

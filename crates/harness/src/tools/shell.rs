@@ -4,7 +4,7 @@
 
 use super::files::fs_error;
 use async_trait::async_trait;
-use harness_core::{Tool, ToolContext, ToolError, ToolOutput, TypedTool, typed};
+use harness_core::{Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
 use harness_fs::{CallShell, CallWorkspace, Shell, ShellError, ShellOutput, ShellRequest, WsPath};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -109,6 +109,10 @@ impl TypedTool for Execute {
     const NAME: &'static str = "execute";
     const DESCRIPTION: &'static str = "Run a shell command (sh -c) in the workspace and return its exit code, stdout and stderr. Default time limit 30 s (max 600). Long output is cut in the middle.";
     type Args = ExecuteArgs;
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new()
+        .destructive(true)
+        .open_world(true)
+        .concurrency_safe(false);
 
     async fn call(&self, args: ExecuteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let shell = shell_of(ctx)?;

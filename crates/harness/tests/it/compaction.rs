@@ -6,8 +6,8 @@
 use crate::doubles::{MemFs, TranscriptRecorder, collect, ctx_with, notices, outcome, text_tool, warnings};
 use harness::compaction::{
     ArgsTruncatedNotice, Compaction, CompactionConfig, CompactionHook, CompactionNotice, CompactionOutcome,
-    CompactionReason, NOTICE_ARGS_TRUNCATED, NOTICE_COMPACTION, OVERFLOW_HINT, OverflowHint, SummaryRecord,
-    TruncateArgsConfig, WARNING_SUMMARY_FAILED, compaction_history, is_summary, summary_record,
+    CompactionReason, NOTICE_ARGS_TRUNCATED, NOTICE_COMPACTION, SummaryRecord, TruncateArgsConfig,
+    WARNING_SUMMARY_FAILED, compaction_history, is_summary, summary_record,
 };
 use harness_core::{
     AgentError, Block, ChatRequest, InMemoryStateStore, ModelError, Msg, ReActAgent, Role, RuntimeContext, StateStore,
@@ -427,26 +427,23 @@ async fn an_overflow_in_stream_compacts_and_retries_exactly_once() {
     );
 }
 
+/// Without compaction an overflow is a typed error of kind `overflow`; the library adds no
+/// front-end advice to it (what to enable is the front-end's to say).
 #[tokio::test]
-async fn without_compaction_an_overflow_says_how_to_enable_it() {
+async fn without_compaction_an_overflow_is_a_typed_error_without_advice() {
     let model = ScriptedModel::new().reply(overflow()).reply(overflow());
-    let agent = ReActAgent::builder()
-        .model(model)
-        .middleware(Arc::new(OverflowHint))
-        .build()
-        .expect("agent");
+    let agent = ReActAgent::builder().model(model).build().expect("agent");
     let err = agent
         .call("hi", RuntimeContext::for_user("u1"))
         .await
         .expect_err("overflow");
     assert!(matches!(err, AgentError::Model(ModelError::ContextOverflow { .. })));
+    assert_eq!(err.kind(), harness_core::ErrorKind::Overflow);
     let text = error_chain(&err);
-    assert!(text.contains("enable [compaction] in harness.toml"), "{text}");
-    assert!(text.contains(OVERFLOW_HINT));
-
+    assert!(!text.contains("harness.toml") && !text.contains("enable"), "{text}");
     let events = collect(agent.stream("hi", RuntimeContext::for_user("u1"))).await;
     let error = outcome(&events).expect_err("overflow");
-    assert!(error.contains("HarnessAgent::builder().compaction(..)"), "{error}");
+    assert!(error.contains("context window exceeded"), "{error}");
 }
 
 #[tokio::test]

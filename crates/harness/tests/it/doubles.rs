@@ -412,6 +412,7 @@ pub fn text_tool(name: &str, output: impl Fn(&Value) -> String + Send + Sync + '
             name: name.to_owned(),
             description: format!("test tool {name}"),
             input_schema: serde_json::json!({"type": "object"}),
+            annotations: harness_core::ToolAnnotations::new(),
         },
         output: Box::new(output),
     })
@@ -448,6 +449,7 @@ impl ReadFile {
                     },
                     "required": ["path"]
                 }),
+                annotations: harness_core::ToolAnnotations::new(),
             },
         })
     }
@@ -551,7 +553,7 @@ pub fn warnings(events: &[AgentEvent]) -> Vec<String> {
 pub fn outcome(events: &[AgentEvent]) -> Result<String, String> {
     match events.last().map(|event| &event.kind) {
         Some(EventKind::Final { message }) => Ok(message.text()),
-        Some(EventKind::Error { message }) => Err(message.clone()),
+        Some(EventKind::Error { message, .. }) => Err(message.clone()),
         other => Err(format!("stream ended with {other:?}")),
     }
 }

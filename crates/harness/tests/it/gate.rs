@@ -15,7 +15,10 @@ async fn a_cancelled_waiter_does_not_leak_the_session() {
         let agent = agent.clone();
         tokio::spawn(async move { agent.call("one", ctx("u", "s")).await })
     };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Readiness, not a sleep: once the first turn's model call started, it holds the session.
+    while model.request_count() == 0 {
+        tokio::task::yield_now().await;
+    }
     // A second turn waits for the session and is abandoned while waiting.
     let waiting = agent.call("two", ctx("u", "s"));
     assert!(tokio::time::timeout(Duration::from_millis(50), waiting).await.is_err());
@@ -43,7 +46,9 @@ async fn different_sessions_do_not_wait_for_each_other() {
         let agent = agent.clone();
         tokio::spawn(async move { agent.call("slow", ctx("u", "s1")).await })
     };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    while model.request_count() == 0 {
+        tokio::task::yield_now().await;
+    }
     let fast = tokio::time::timeout(Duration::from_secs(5), agent.call("fast", ctx("u", "s2"))).await;
     assert_eq!(fast.unwrap().unwrap().text(), "fast done");
     slow.abort();

@@ -23,6 +23,7 @@ fn context(runtime: RuntimeContext) -> ToolContext {
         runtime,
         call_id: "call-1".to_owned(),
         events: EventSink::disabled(),
+        session: harness_core::SessionState::default(),
     }
 }
 
@@ -415,4 +416,38 @@ async fn execute_needs_a_shell() {
     let bare = context(RuntimeContext::for_user("alice"));
     let err = file_tools()[0].call(json!({"path": "x"}), &bare).await.unwrap_err();
     assert!(err.to_string().contains("no workspace is bound"), "{err}");
+}
+
+/// The built-in tools declare what they do: readers are read-only and closed-world (so they
+/// run concurrently), writers are closed-world but run one at a time, `execute` reaches the
+/// open world and may destroy data.
+#[test]
+fn built_in_tools_declare_their_annotations() {
+    let mut tools = file_tools();
+    tools.push(shell_tool());
+    let hints = |name: &str| {
+        tools
+            .iter()
+            .find(|tool| tool.spec().name == name)
+            .map(|tool| tool.spec().annotations)
+            .unwrap_or_else(|| panic!("no tool {name}"))
+    };
+    for reader in ["read_file", "list_files", "glob_files", "grep_files"] {
+        let h = hints(reader);
+        assert!(
+            h.is_read_only() && !h.is_open_world() && h.is_concurrency_safe(),
+            "{reader}: {h:?}"
+        );
+    }
+    for writer in ["write_file", "edit_file"] {
+        let h = hints(writer);
+        assert!(
+            !h.is_read_only() && !h.is_open_world() && !h.is_concurrency_safe(),
+            "{writer}: {h:?}"
+        );
+        assert!(h.is_destructive(), "{writer}");
+    }
+    assert!(hints("write_file").is_idempotent() && !hints("edit_file").is_idempotent());
+    let execute = hints("execute");
+    assert!(execute.is_open_world() && execute.is_destructive() && !execute.is_concurrency_safe());
 }
