@@ -52,6 +52,7 @@
 
 mod config;
 mod consolidation;
+mod directive;
 mod error;
 mod extraction;
 mod facts;
