@@ -18,6 +18,7 @@ use crate::compaction::CompactionConfig;
 use crate::eviction::ToolResultEvictionConfig;
 use harness_fs::IsolationScope;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The file name looked up at the workspace root.
@@ -47,8 +48,11 @@ pub enum ConfigError {
 }
 
 /// The whole file.
+///
+/// Sections owned by a registered [`Capability`](crate::capability::Capability) are kept as
+/// raw values in [`capabilities`](Self::capabilities) and parsed by their capability;
+/// [`parse`](Self::parse) checks them, so any unknown key or section is an error.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct HarnessConfig {
     /// `[agent]`.
     #[serde(default)]
@@ -65,6 +69,10 @@ pub struct HarnessConfig {
     /// `[filesystem]`: which filesystem serves the workspace (local by default).
     #[serde(default)]
     pub filesystem: Option<crate::filesystem::FilesystemConfig>,
+    /// The sections owned by registered capabilities, by key, unparsed (each capability
+    /// parses its own; [`parse`](Self::parse) has checked them).
+    #[serde(flatten)]
+    pub capabilities: BTreeMap<String, toml::Value>,
 }
 
 /// `[tool_result_eviction]`: the eviction settings plus an on/off switch (`enabled`).
@@ -121,10 +129,22 @@ impl HarnessConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the offending key.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|err| ConfigError::Invalid {
+        let invalid = |message: String| ConfigError::Invalid {
             path: path.to_owned(),
-            message: err.to_string().trim().replace('\n', " "),
-        })
+            message,
+        };
+        let config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().replace('\n', " ")))?;
+        for (key, value) in &config.capabilities {
+            let check =
+                crate::capability::section_check(key).ok_or_else(|| invalid(format!("unknown section `{key}`")))?;
+            check(value.clone()).map_err(|message| invalid(format!("[{key}]: {message}")))?;
+        }
+        Ok(config)
+    }
+
+    /// The raw section `key` owned by a capability, if present.
+    pub fn capability_section(&self, key: &str) -> Option<&toml::Value> {
+        self.capabilities.get(key)
     }
 
     /// Loads `<workspace>/harness.toml`; a missing file is the default configuration.

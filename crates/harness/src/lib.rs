@@ -32,10 +32,12 @@
 //! ```
 
 mod agent;
+pub mod capability;
 pub mod compaction;
 pub mod config;
 pub mod eviction;
 pub mod filesystem;
+mod memory;
 pub mod prompt;
 pub mod session;
 pub mod tools;

@@ -154,6 +154,30 @@ pub fn shell_tool() -> Arc<dyn Tool> {
     typed(Execute)
 }
 
+/// The shell's entry in the capability registry: on when the workspace filesystem has a
+/// shell.
+pub(crate) const REGISTRATION: crate::capability::Registration = crate::capability::Registration::new(|setup| {
+    Ok(setup
+        .workspace
+        .filesystem()
+        .shell()
+        .is_some()
+        .then(|| Arc::new(HostShell) as Arc<dyn crate::capability::Capability>))
+});
+
+/// The shell tool as a capability.
+struct HostShell;
+
+impl crate::capability::Capability for HostShell {
+    fn name(&self) -> &'static str {
+        "shell"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        vec![shell_tool()]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::head_and_tail;
