@@ -2,7 +2,6 @@
 
 use crate::capability::{Assembly, Capabilities, Capability, CapabilityError, Layer, REGISTRY, Settings, Setup};
 use crate::config::HarnessConfig;
-use crate::eviction::{ToolResultEviction, ToolResultEvictionConfig};
 use crate::session::{SessionPersistence, TurnGate};
 use crate::workspace::WorkspaceManager;
 use harness_core::{
@@ -93,7 +92,6 @@ pub struct HarnessAgentBuilder {
     state_store: Option<Arc<dyn StateStore>>,
     cross_process_lock: Option<bool>,
     settings: Settings,
-    eviction_override: Option<Option<ToolResultEvictionConfig>>,
 }
 
 impl HarnessAgentBuilder {
@@ -204,22 +202,10 @@ impl HarnessAgentBuilder {
     /// refuses the tools or the name.
     pub fn build(mut self) -> Result<HarnessAgent, BuildError> {
         let file = self.config.agent.clone();
-        let eviction = match (self.eviction_override.take(), self.config.tool_result_eviction.clone()) {
-            (Some(choice), _) => choice,
-            (None, Some(section)) => section.enabled.then_some(section.config),
-            (None, None) => Some(ToolResultEvictionConfig::default()),
-        };
         let model = self.model.ok_or(BuildError::MissingModel)?;
         let root = self.workspace.unwrap_or_else(|| PathBuf::from(DEFAULT_WORKSPACE));
         let name = self.name.or(file.name).unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
         let agent_id = harness_core::AgentId::parse(name.clone())?;
-        let eviction = eviction
-            .map(|config| ToolResultEviction::new(&agent_id, config))
-            .transpose()
-            .map_err(|err| BuildError::Capability {
-                capability: "tool_result_eviction",
-                source: Box::new(err),
-            })?;
         let scope = self.isolation.or(file.isolation).unwrap_or_default();
         let local = self.filesystem.is_none();
         let fs: Arc<dyn Filesystem> = match self.filesystem {
@@ -296,9 +282,6 @@ impl HarnessAgentBuilder {
         for capability in &capabilities.0 {
             layers.extend(capability.middleware(&assembly));
         }
-        if let Some(eviction) = eviction {
-            layers.push((Layer::Eviction, Arc::new(eviction)));
-        }
         // A stable sort: one layer keeps registration order.
         layers.sort_by_key(|(layer, _)| *layer);
         let onion: Arc<[&'static str]> = layers.iter().map(|(_, layer)| layer.name()).collect();
@@ -315,12 +298,6 @@ impl HarnessAgentBuilder {
             capabilities,
             onion,
         })
-    }
-
-    /// Tool-result eviction settings (on by default); `None` turns it off.
-    pub fn tool_result_eviction(mut self, config: Option<ToolResultEvictionConfig>) -> Self {
-        self.eviction_override = Some(config);
-        self
     }
 }
 

@@ -38,6 +38,7 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::tools::shell::REGISTRATION,
     crate::memory::REGISTRATION,
     crate::compaction::capability::REGISTRATION,
+    crate::eviction::REGISTRATION,
     crate::prompt::REGISTRATION,
 ];
 

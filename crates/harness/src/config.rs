@@ -15,7 +15,6 @@
 //! override the file.
 
 use crate::compaction::CompactionConfig;
-use crate::eviction::ToolResultEvictionConfig;
 use harness_fs::IsolationScope;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -60,9 +59,6 @@ pub struct HarnessConfig {
     /// `[compaction]`: present = compaction on (off when absent).
     #[serde(default)]
     pub compaction: Option<CompactionConfig>,
-    /// `[tool_result_eviction]`: eviction is on by default with these settings.
-    #[serde(default)]
-    pub tool_result_eviction: Option<EvictionSection>,
     /// `[memory]`: long-term memory (on by default).
     #[serde(default)]
     pub memory: Option<harness_memory::MemoryConfig>,
@@ -73,33 +69,6 @@ pub struct HarnessConfig {
     /// parses its own; [`parse`](Self::parse) has checked them).
     #[serde(flatten)]
     pub capabilities: BTreeMap<String, toml::Value>,
-}
-
-/// `[tool_result_eviction]`: the eviction settings plus an on/off switch (`enabled`).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(try_from = "toml::Table")]
-pub struct EvictionSection {
-    /// Set to `false` to turn eviction off (default on).
-    pub enabled: bool,
-    /// The settings.
-    pub config: ToolResultEvictionConfig,
-}
-
-impl TryFrom<toml::Table> for EvictionSection {
-    type Error = String;
-
-    fn try_from(mut table: toml::Table) -> Result<Self, String> {
-        let enabled = match table.remove("enabled") {
-            None => true,
-            Some(toml::Value::Boolean(enabled)) => enabled,
-            Some(other) => return Err(format!("`enabled` must be true or false, not {other}")),
-        };
-        // The settings refuse unknown keys themselves.
-        let config = toml::Value::Table(table)
-            .try_into()
-            .map_err(|err: toml::de::Error| err.message().to_owned())?;
-        Ok(Self { enabled, config })
-    }
 }
 
 /// `[agent]`.
@@ -219,8 +188,6 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.compaction.map(|c| c.trigger_messages), Some(30));
-        let eviction = config.tool_result_eviction.unwrap_or_default();
-        assert_eq!((eviction.enabled, eviction.config.max_chars), (false, 100));
         for bad in ["[compaction]\ntriger = 1\n", "[tool_result_eviction]\nmax_char = 1\n"] {
             let message = HarnessConfig::parse(bad, Path::new("t"))
                 .err()
