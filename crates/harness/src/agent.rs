@@ -253,6 +253,7 @@ impl HarnessAgentBuilder {
                 agent_id: &agent_id,
                 workspace: &workspace,
                 root: &root,
+                isolation: scope,
                 provided: Settings::default(),
             },
             self.capabilities,

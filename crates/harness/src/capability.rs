@@ -223,6 +223,7 @@ pub(crate) struct Setup<'a> {
     pub(crate) agent_id: &'a AgentId,
     pub(crate) workspace: &'a Arc<WorkspaceManager>,
     pub(crate) root: &'a Path,
+    pub(crate) isolation: harness_fs::IsolationScope,
     pub(crate) provided: Settings,
 }
 

@@ -25,7 +25,7 @@ use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 use crate::workspace::WorkspaceManager;
 use harness_core::{EventKind, Hooks, Middleware, PromptPart, SystemPrompt, Turn, async_trait};
-use harness_fs::{CallWorkspace, WsPath};
+use harness_fs::{CallWorkspace, IsolationScope, WsPath};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -41,6 +41,8 @@ pub struct WorkspaceContextConfig {
     pub additional_context_files: Vec<WsPath>,
     /// Whether the memory tools are registered (changes the guidance and the marker).
     pub memory_tools: bool,
+    /// How runtime data is partitioned (what the prompt may promise about privacy).
+    pub isolation: IsolationScope,
 }
 
 impl Default for WorkspaceContextConfig {
@@ -49,6 +51,7 @@ impl Default for WorkspaceContextConfig {
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
             additional_context_files: Vec::new(),
             memory_tools: true,
+            isolation: IsolationScope::default(),
         }
     }
 }
@@ -120,6 +123,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         max_context_tokens,
         additional_context_files,
         memory_tools: setup.provided::<harness_memory::Memory>().is_some(),
+        isolation: setup.isolation,
     };
     Ok(Some(Arc::new(ContextCapability {
         workspace: Arc::clone(setup.workspace),
@@ -245,7 +249,10 @@ impl Middleware for WorkspaceContext {
         }
         let knowledge_files = self.workspace.list_files(call, &namespace, &wspath("knowledge")).await;
 
-        prompt.push_stable("workspace", workspace_guide(&self.workspace, call));
+        prompt.push_stable(
+            "workspace",
+            workspace_guide(&self.workspace, call, self.config.isolation),
+        );
         prompt.push_stable("guide", guide(self.config.memory_tools));
         for part in self.parts.iter().filter(|part| part.stable) {
             prompt.push_stable(part.name, part.text.clone());
@@ -319,12 +326,31 @@ fn wspath(path: &str) -> WsPath {
     WsPath::parse(path).unwrap_or_default()
 }
 
-fn workspace_guide(workspace: &WorkspaceManager, call: &CallWorkspace) -> String {
+/// The workspace section. It promises only what the file tools enforce; what a host shell
+/// can reach is the shell capability's own prompt part to say.
+fn workspace_guide(workspace: &WorkspaceManager, call: &CallWorkspace, isolation: IsolationScope) -> String {
     format!(
-        "## Workspace\nYour workspace is {} ({}). File tools take paths relative to it; absolute paths and '..' are refused. Your own files, memory and session logs live in your private area of it; other users' data is never reachable.",
+        "## Workspace\nYour workspace is {} ({}). File tools take paths relative to it; absolute paths and '..' are refused. {}",
         workspace.root().display(),
         call.user.describe(),
+        isolation_claim(isolation),
     )
+}
+
+/// What the prompt says the file tools guarantee about other callers' data under
+/// `isolation`. Nothing here speaks for a shell.
+pub fn isolation_claim(isolation: IsolationScope) -> &'static str {
+    match isolation {
+        IsolationScope::Session => {
+            "Your files, memory and session logs live in this session's area of it; the file tools cannot reach other sessions' areas."
+        }
+        IsolationScope::User => {
+            "Your files, memory and session logs live in this user's area of it; the file tools cannot reach other users' areas."
+        }
+        IsolationScope::Agent | IsolationScope::Global => {
+            "All users share one area of it: anything written there can show up in other users' conversations, so keep nothing private there."
+        }
+    }
 }
 
 fn guide(memory_tools: bool) -> &'static str {

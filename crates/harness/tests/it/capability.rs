@@ -240,3 +240,60 @@ fn an_unknown_section_is_an_error_that_names_it() {
         .unwrap_or_default();
     assert!(err.contains("sandboxx"), "{err}");
 }
+
+/// The prompt promises only what holds: without a shell, the file tools' isolation; with a
+/// host shell, that the shell is not confined — and indeed `cat ../bob/notes.txt` works.
+#[tokio::test]
+async fn the_prompt_claims_only_what_the_host_shell_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("bob")).unwrap();
+    std::fs::write(dir.path().join("bob/notes.txt"), "bob's secret plan").unwrap();
+
+    let model = ScriptedModel::new().reply_text("ok");
+    let agent = builder().workspace(dir.path()).model(model.clone()).build().unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    let prompt = model.requests()[0].system.render();
+    assert!(
+        prompt.contains("the file tools cannot reach other users' areas"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("never reachable"), "{prompt}");
+    assert!(!prompt.contains("## Shell"), "{prompt}");
+
+    let shell_fs = harness_fs::LocalFs::new(dir.path())
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    let model = ScriptedModel::new()
+        .reply_tool_call("execute", serde_json::json!({"command": "cat ../bob/notes.txt"}))
+        .reply_text("done");
+    let agent = builder()
+        .workspace(dir.path())
+        .filesystem(Arc::new(shell_fs))
+        .model(model.clone())
+        .build()
+        .unwrap();
+    agent.call("read bob's notes", ctx("alice", "s1")).await.unwrap();
+    let requests = model.requests();
+    let prompt = requests[0].system.render();
+    assert!(prompt.contains(harness::tools::shell::SHELL_PROMPT), "{prompt}");
+    assert!(
+        prompt.contains("other users' data included, can be reachable"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("never reachable"), "{prompt}");
+    // What the prompt warns about is real: the host shell reached bob's file.
+    let result = format!("{:?}", requests[1].messages.last());
+    assert!(result.contains("bob's secret plan"), "{result}");
+
+    // A shared area is said to be shared.
+    let model = ScriptedModel::new().reply_text("ok");
+    let agent = builder()
+        .workspace(dir.path())
+        .isolation(harness_fs::IsolationScope::Global)
+        .model(model.clone())
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s2")).await.unwrap();
+    let prompt = model.requests()[0].system.render();
+    assert!(prompt.contains("All users share one area"), "{prompt}");
+}
