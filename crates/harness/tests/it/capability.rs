@@ -297,3 +297,43 @@ async fn the_prompt_claims_only_what_the_host_shell_allows() {
     let prompt = model.requests()[0].system.render();
     assert!(prompt.contains("All users share one area"), "{prompt}");
 }
+
+/// A capability's section reaches it from `harness.toml`; a builder setting wins over it.
+#[test]
+fn the_eviction_section_and_the_builder_setting_reach_the_capability() {
+    let dir = tempfile::tempdir().unwrap();
+    let parse = |text: &str| harness::HarnessConfig::parse(text, std::path::Path::new("harness.toml")).unwrap();
+    let build = |config: harness::HarnessConfig| {
+        builder()
+            .workspace(dir.path())
+            .model(ScriptedModel::new())
+            .config(config)
+    };
+    let has_eviction = |agent: &harness::HarnessAgent| agent.middleware_order().contains(&"tool_result_eviction");
+
+    assert!(has_eviction(&build(parse("")).build().unwrap()));
+    let off = parse("[tool_result_eviction]\nenabled = false\n");
+    assert!(!has_eviction(&build(off.clone()).build().unwrap()));
+    let on_again = build(off)
+        .tool_result_eviction(Some(harness::eviction::ToolResultEvictionConfig::default()))
+        .build()
+        .unwrap();
+    assert!(has_eviction(&on_again));
+    assert!(!has_eviction(
+        &build(parse("")).tool_result_eviction(None).build().unwrap()
+    ));
+    let err = build(parse("[tool_result_eviction]\nmax_chars = 10\n"))
+        .build()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            err,
+            BuildError::Capability {
+                capability: "tool_result_eviction",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
