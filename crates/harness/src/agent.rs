@@ -245,7 +245,7 @@ impl HarnessAgentBuilder {
             .state_store
             .unwrap_or_else(|| Arc::new(harness_store::FileStateStore::new(root.clone())));
 
-        let capabilities = assemble_capabilities(
+        let (capabilities, memory) = assemble_capabilities(
             Setup {
                 config: &self.config,
                 settings: &mut self.settings,
@@ -258,15 +258,13 @@ impl HarnessAgentBuilder {
             },
             self.capabilities,
         )?;
-        let memory = capabilities.1;
-        let capabilities = capabilities.0;
         let mut kernel = ReActAgent::builder()
             .name(name)
             .shared_model(model)
             .sys_prompt(self.sys_prompt.or(file.sys_prompt).unwrap_or_default())
             .state_store(store)
             .tools(self.tools);
-        for capability in &capabilities.0 {
+        for capability in capabilities.0.iter() {
             kernel = kernel.tools(capability.tools());
         }
         if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
@@ -280,7 +278,7 @@ impl HarnessAgentBuilder {
         let mut layers: Vec<(Layer, Arc<dyn Middleware>)> =
             vec![(Layer::Session, Arc::clone(&sessions) as Arc<dyn Middleware>)];
         let assembly = Assembly::new(capabilities.0.iter().flat_map(|c| c.prompt_parts()).collect());
-        for capability in &capabilities.0 {
+        for capability in capabilities.0.iter() {
             layers.extend(capability.middleware(&assembly));
         }
         // A stable sort: one layer keeps registration order.
@@ -328,7 +326,7 @@ fn assemble_capabilities(
         }
     }
     let memory = setup.provided::<Memory>().cloned();
-    Ok((Capabilities(built), memory))
+    Ok((Capabilities(built.into()), memory))
 }
 
 /// A ReAct agent with a file-based workspace, durable sessions and per-user isolation.

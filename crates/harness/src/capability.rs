@@ -256,7 +256,7 @@ impl Setup<'_> {
 
 /// The capabilities of one agent, in registration order.
 #[derive(Clone, Default)]
-pub(crate) struct Capabilities(pub(crate) Vec<Arc<dyn Capability>>);
+pub(crate) struct Capabilities(pub(crate) Arc<[Arc<dyn Capability>]>);
 
 impl Capabilities {
     /// Shuts every capability down, last registered first, each within `deadline`.
