@@ -23,12 +23,15 @@
 //! # Facts, not instructions
 //!
 //! Memory is untrusted data. The extraction prompt asks for third-person facts, and the
-//! writer enforces it: a reply line is appended only if it is a bullet, does not start with
-//! an imperative or address the agent (`ignore`, `always`, `never`, `do`, `don't`, `you`,
-//! `must`, `please`, `respond`, `use`, …), contains no injection marker (`ignore previous`,
-//! `system prompt`, `you must`, `AGENTS.md`, `<system`, `</`, code fences, `assistant:`), does
-//! not look like a secret (passwords, API keys, tokens, `sk-…`-shaped words), and is not
-//! already in today's log or `MEMORY.md`. HTML comment delimiters are removed from facts so
+//! writer enforces it, in English, Chinese and text mixing both (full-width letters and
+//! zero-width characters are folded away first): a reply line is appended only if it is a
+//! bullet, does not open with an imperative or address the agent (`ignore`, `always`, `you`,
+//! `please`, … / `请`, `你`, `必须`, `以后`, …), carries no injection marker (an "ignore
+//! previous instructions" phrase such as `忽略之前的所有指令`, `from now on` / `以后每次回答`,
+//! role markers such as `system:`, `<|im_start|>`, `[INST]`, `系统：`, code fences,
+//! destructive or exfiltrating shell commands such as `rm -rf` or `| sh`, `send me` /
+//! `发给我`), does not look like a secret (passwords, API keys, tokens, `密码`, `密钥`,
+//! `sk-…`-shaped words), and is not already in today's log or `MEMORY.md`. HTML comment delimiters are removed from facts so
 //! provenance cannot be forged. Consolidation drops lines with injection markers. Memory
 //! never writes anything but `memory/*.md`, `memory/.consolidation_state` and `MEMORY.md`;
 //! in particular never `AGENTS.md`.
@@ -52,6 +55,7 @@
 
 mod config;
 mod consolidation;
+mod directive;
 mod error;
 mod extraction;
 mod facts;

@@ -1,9 +1,7 @@
 //! [`HarnessAgent`]: the kernel plus the workspace, sessions and isolation.
 
-use crate::compaction::{Compaction, CompactionConfig, CompactionHook};
+use crate::capability::{Assembly, Capabilities, Capability, CapabilityError, Layer, REGISTRY, Settings, Setup};
 use crate::config::HarnessConfig;
-use crate::eviction::{ToolResultEviction, ToolResultEvictionConfig};
-use crate::prompt::{WorkspaceContext, WorkspaceContextConfig};
 use crate::session::{SessionPersistence, TurnGate};
 use crate::workspace::WorkspaceManager;
 use harness_core::{
@@ -11,7 +9,7 @@ use harness_core::{
     SessionId, StateStore, Tool, UserId, error_chain,
 };
 use harness_fs::{Filesystem, IsolationScope, NamespaceFactory, WsPath};
-use harness_memory::{Memory, MemoryConfig, NamespaceKey};
+use harness_memory::Memory;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,9 +38,6 @@ pub enum BuildError {
         #[source]
         source: harness_fs::FsError,
     },
-    /// An additional context file path is not a safe workspace path.
-    #[error("additional context file: {0}")]
-    ContextFile(#[source] harness_fs::FsError),
     /// The agent name is not a valid id.
     #[error("agent name")]
     Name(#[from] harness_core::IdError),
@@ -55,9 +50,31 @@ pub enum BuildError {
         #[source]
         source: harness_core::BoxError,
     },
+    /// Two capabilities keep their session state under one key.
+    #[error("session slot `{slot}` is claimed by both {first} and {second}")]
+    SlotClash {
+        /// The key.
+        slot: &'static str,
+        /// The capability registered first.
+        first: &'static str,
+        /// The other one.
+        second: &'static str,
+    },
+}
+
+impl From<CapabilityError> for BuildError {
+    fn from(err: CapabilityError) -> Self {
+        Self::Capability {
+            capability: err.capability,
+            source: err.source,
+        }
+    }
 }
 
 /// Assembles a [`HarnessAgent`]; nothing is checked until [`build`](Self::build).
+///
+/// Settings of a capability (`.memory(..)`, `.compaction(..)`, `.tool_result_eviction(..)`,
+/// ...) are defined in that capability's module; see [`crate::capability`].
 #[derive(Default)]
 #[must_use = "a builder does nothing until `.build()`"]
 pub struct HarnessAgentBuilder {
@@ -67,19 +84,14 @@ pub struct HarnessAgentBuilder {
     model: Option<Arc<dyn ChatModel>>,
     sys_prompt: Option<String>,
     max_iters: Option<NonZeroU32>,
-    max_context_tokens: Option<usize>,
-    additional_context_files: Vec<String>,
     isolation: Option<IsolationScope>,
     tools: Vec<Arc<dyn Tool>>,
     middleware: Vec<Arc<dyn Middleware>>,
+    capabilities: Vec<Arc<dyn Capability>>,
     filesystem: Option<Arc<dyn Filesystem>>,
     state_store: Option<Arc<dyn StateStore>>,
     cross_process_lock: Option<bool>,
-    compaction: Option<CompactionConfig>,
-    compaction_model: Option<Arc<dyn ChatModel>>,
-    eviction: Option<Option<ToolResultEvictionConfig>>,
-    memory: Option<MemoryConfig>,
-    memory_model: Option<Arc<dyn ChatModel>>,
+    settings: Settings,
 }
 
 impl HarnessAgentBuilder {
@@ -126,18 +138,6 @@ impl HarnessAgentBuilder {
         self
     }
 
-    /// Token budget of MEMORY.md in the prompt (default 8000).
-    pub fn max_context_tokens(mut self, tokens: usize) -> Self {
-        self.max_context_tokens = Some(tokens);
-        self
-    }
-
-    /// A file injected in full into the prompt, relative to the workspace.
-    pub fn additional_context_file(mut self, path: impl Into<String>) -> Self {
-        self.additional_context_files.push(path.into());
-        self
-    }
-
     /// How runtime data is partitioned (default: per user).
     pub fn isolation(mut self, scope: IsolationScope) -> Self {
         self.isolation = Some(scope);
@@ -153,6 +153,14 @@ impl HarnessAgentBuilder {
     /// Adds a middleware. User middlewares run outside the built-in ones, first added outermost.
     pub fn middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
         self.middleware.push(middleware);
+        self
+    }
+
+    /// Adds a capability of the caller's own, after the built-in ones: its tools, its
+    /// middlewares at their [`Layer`](crate::capability::Layer)s, its prompt parts, its
+    /// session slots and its shutdown.
+    pub fn capability(mut self, capability: Arc<dyn Capability>) -> Self {
+        self.capabilities.push(capability);
         self
     }
 
@@ -175,63 +183,29 @@ impl HarnessAgentBuilder {
         self
     }
 
-    /// Turns conversation compaction on with `config` (also `[compaction]` in harness.toml).
-    pub fn compaction(mut self, config: CompactionConfig) -> Self {
-        self.compaction = Some(config);
+    /// Stores a capability's builder setting (its module defines the type and the method).
+    pub(crate) fn setting<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
+        self.settings.insert(value);
         self
     }
 
-    /// The model that writes compaction summaries (default: the agent's model). The CLI
-    /// resolves `[compaction] model` into this.
-    pub fn compaction_model(mut self, model: Arc<dyn ChatModel>) -> Self {
-        self.compaction_model = Some(model);
-        self
-    }
-
-    /// Tool-result eviction settings (on by default); `None` turns it off.
-    pub fn tool_result_eviction(mut self, config: Option<ToolResultEvictionConfig>) -> Self {
-        self.eviction = Some(config);
-        self
-    }
-
-    /// Long-term memory settings (also `[memory]` in harness.toml; on by default).
-    pub fn memory(mut self, config: MemoryConfig) -> Self {
-        self.memory = Some(config);
-        self
-    }
-
-    /// The model memory extraction and consolidation use (default: the agent's model). The
-    /// CLI resolves `[memory] model` into this.
-    pub fn memory_model(mut self, model: Arc<dyn ChatModel>) -> Self {
-        self.memory_model = Some(model);
-        self
+    /// The capability settings, for settings that accumulate.
+    pub(crate) fn settings_mut(&mut self) -> &mut Settings {
+        &mut self.settings
     }
 
     /// Validates and builds.
     ///
     /// # Errors
-    /// [`BuildError`] when no model is set, the workspace cannot be opened, or the kernel
+    /// [`BuildError`] when no model is set, the workspace cannot be opened, a capability
+    /// refuses its configuration, two capabilities claim one session slot, or the kernel
     /// refuses the tools or the name.
-    pub fn build(self) -> Result<HarnessAgent, BuildError> {
-        let file = self.config.agent;
-        let compaction = self.compaction.or(self.config.compaction);
-        let memory_config = self.memory.or(self.config.memory).unwrap_or_default();
-        let eviction = match (self.eviction, self.config.tool_result_eviction) {
-            (Some(choice), _) => choice,
-            (None, Some(section)) => section.enabled.then_some(section.config),
-            (None, None) => Some(ToolResultEvictionConfig::default()),
-        };
+    pub fn build(mut self) -> Result<HarnessAgent, BuildError> {
+        let file = self.config.agent.clone();
         let model = self.model.ok_or(BuildError::MissingModel)?;
         let root = self.workspace.unwrap_or_else(|| PathBuf::from(DEFAULT_WORKSPACE));
         let name = self.name.or(file.name).unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
         let agent_id = harness_core::AgentId::parse(name.clone())?;
-        let eviction = eviction
-            .map(|config| ToolResultEviction::new(&agent_id, config))
-            .transpose()
-            .map_err(|err| BuildError::Capability {
-                capability: "tool_result_eviction",
-                source: Box::new(err),
-            })?;
         let scope = self.isolation.or(file.isolation).unwrap_or_default();
         let local = self.filesystem.is_none();
         let fs: Arc<dyn Filesystem> = match self.filesystem {
@@ -267,83 +241,52 @@ impl HarnessAgentBuilder {
             template,
             NamespaceFactory::new(scope, agent_id.clone()),
         ));
-        let mut context_files = Vec::new();
-        for path in file
-            .additional_context_files
-            .iter()
-            .chain(&self.additional_context_files)
-        {
-            context_files.push(WsPath::parse(path).map_err(BuildError::ContextFile)?);
-        }
-        let memory = memory_config.enabled.then(|| {
-            let index_dir = memory_config
-                .index
-                .dir
-                .clone()
-                .unwrap_or_else(|| root.join(".harness").join("index"));
-            let memory_model = self.memory_model.unwrap_or_else(|| Arc::clone(&model));
-            Memory::new(memory_config, memory_model, index_dir)
-        });
-        let context = WorkspaceContextConfig {
-            max_context_tokens: self
-                .max_context_tokens
-                .or(file.max_context_tokens)
-                .unwrap_or(crate::prompt::DEFAULT_MAX_CONTEXT_TOKENS),
-            additional_context_files: context_files,
-            memory_tools: memory.is_some(),
-        };
         let store: Arc<dyn StateStore> = self
             .state_store
             .unwrap_or_else(|| Arc::new(harness_store::FileStateStore::new(root.clone())));
 
-        let compaction = match compaction {
-            Some(config) => Some({
-                let summary_model = self.compaction_model.unwrap_or_else(|| Arc::clone(&model));
-                let mut layer = Compaction::new(config, summary_model)
-                    .map_err(|err| BuildError::Capability {
-                        capability: "compaction",
-                        source: Box::new(err),
-                    })?
-                    .with_estimator(|msg| harness_core::estimate_msg(msg) as u64);
-                if let Some(memory) = &memory {
-                    layer = layer.with_hook(Arc::new(MemoryFlush(memory.clone())));
-                }
-                Arc::new(layer) as Arc<dyn Middleware>
-            }),
-            None => None,
-        };
+        let (capabilities, memory) = assemble_capabilities(
+            Setup {
+                config: &self.config,
+                settings: &mut self.settings,
+                model: &model,
+                agent_id: &agent_id,
+                workspace: &workspace,
+                root: &root,
+                isolation: scope,
+                provided: Settings::default(),
+            },
+            self.capabilities,
+        )?;
         let mut kernel = ReActAgent::builder()
             .name(name)
             .shared_model(model)
             .sys_prompt(self.sys_prompt.or(file.sys_prompt).unwrap_or_default())
             .state_store(store)
-            .tools(self.tools)
-            .tools(crate::tools::file_tools());
-        if workspace.filesystem().shell().is_some() {
-            kernel = kernel.tool(crate::tools::shell_tool());
-        }
-        if let Some(memory) = &memory {
-            kernel = kernel.tools(memory.tools());
+            .tools(self.tools);
+        for capability in capabilities.0.iter() {
+            kernel = kernel.tools(capability.tools());
         }
         if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
             kernel = kernel.max_iters(max);
         }
-        // User middlewares outermost, then the built-ins in their documented order.
+        // User middlewares outermost, then every capability's, ordered by layer.
         for layer in self.middleware {
             kernel = kernel.middleware(layer);
         }
         let sessions = Arc::new(SessionPersistence::default());
-        kernel = kernel.middleware(Arc::clone(&sessions) as Arc<dyn Middleware>);
-        if let Some(memory) = &memory {
-            kernel = kernel.middleware(memory.middleware());
+        let mut layers: Vec<(Layer, Arc<dyn Middleware>)> =
+            vec![(Layer::Session, Arc::clone(&sessions) as Arc<dyn Middleware>)];
+        let assembly = Assembly::new(capabilities.0.iter().flat_map(|c| c.prompt_parts()).collect());
+        for capability in capabilities.0.iter() {
+            layers.extend(capability.middleware(&assembly));
         }
-        if let Some(compaction) = compaction {
-            kernel = kernel.middleware(compaction);
+        // A stable sort: one layer keeps registration order.
+        layers.sort_by_key(|(layer, _)| *layer);
+        let onion: Arc<[&'static str]> = layers.iter().map(|(_, layer)| layer.name()).collect();
+        for (_, layer) in layers {
+            kernel = kernel.middleware(layer);
         }
-        if let Some(eviction) = eviction {
-            kernel = kernel.middleware(Arc::new(eviction));
-        }
-        kernel = kernel.middleware(Arc::new(WorkspaceContext::new(Arc::clone(&workspace), context)));
         let lock_dir = (self.cross_process_lock.unwrap_or(local)).then(|| root.join(".harness").join("locks"));
         Ok(HarnessAgent {
             kernel: kernel.build()?,
@@ -351,8 +294,39 @@ impl HarnessAgentBuilder {
             gate: Arc::new(TurnGate::new(lock_dir)),
             sessions,
             memory,
+            capabilities,
+            onion,
         })
     }
+}
+
+/// Builds the registered capabilities in order, then the caller's; checks that no session
+/// slot is claimed twice. Also returns memory's handle when memory is on.
+fn assemble_capabilities(
+    mut setup: Setup<'_>,
+    extra: Vec<Arc<dyn Capability>>,
+) -> Result<(Capabilities, Option<Memory>), BuildError> {
+    let mut built = Vec::new();
+    for registration in REGISTRY {
+        if let Some(capability) = (registration.build)(&mut setup)? {
+            built.push(capability);
+        }
+    }
+    built.extend(extra);
+    let mut slots: std::collections::HashMap<&'static str, &'static str> = std::collections::HashMap::new();
+    for capability in &built {
+        for slot in capability.session_slots() {
+            if let Some(first) = slots.insert(slot, capability.name()) {
+                return Err(BuildError::SlotClash {
+                    slot,
+                    first,
+                    second: capability.name(),
+                });
+            }
+        }
+    }
+    let memory = setup.provided::<Memory>().cloned();
+    Ok((Capabilities(built.into()), memory))
 }
 
 /// A ReAct agent with a file-based workspace, durable sessions and per-user isolation.
@@ -370,25 +344,8 @@ pub struct HarnessAgent {
     gate: Arc<TurnGate>,
     sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
-}
-
-/// Feeds the messages compaction is about to replace to memory extraction.
-struct MemoryFlush(Memory);
-
-#[async_trait::async_trait]
-impl CompactionHook for MemoryFlush {
-    async fn before_compaction(&self, turn: &harness_core::Turn, replaced: &[Arc<Msg>]) {
-        let Some(call) = turn.ctx.get::<harness_fs::CallWorkspace>() else {
-            return;
-        };
-        let namespace = NamespaceKey::for_call(&turn.ctx);
-        self.0.flush_before_compaction(
-            Arc::clone(&call.user),
-            &namespace,
-            &turn.key.session_id,
-            replaced.to_vec(),
-        );
-    }
+    capabilities: Capabilities,
+    onion: Arc<[&'static str]>,
 }
 
 const _: fn() = || {
@@ -401,6 +358,7 @@ impl std::fmt::Debug for HarnessAgent {
         f.debug_struct("HarnessAgent")
             .field("kernel", &self.kernel)
             .field("workspace", &self.workspace)
+            .field("capabilities", &self.capabilities.names())
             .finish()
     }
 }
@@ -421,6 +379,17 @@ impl HarnessAgent {
         &self.workspace
     }
 
+    /// The names of the capabilities this agent was built with, in registration order.
+    pub fn capabilities(&self) -> Vec<&'static str> {
+        self.capabilities.names()
+    }
+
+    /// The names of the capabilities' middlewares in onion order, outermost first (the
+    /// builder's own middlewares, which run outside all of them, are not listed).
+    pub fn middleware_order(&self) -> &[&'static str] {
+        &self.onion
+    }
+
     /// Long-term memory, when enabled.
     pub fn memory(&self) -> Option<&Memory> {
         self.memory.as_ref()
@@ -437,23 +406,17 @@ impl HarnessAgent {
         self.sessions.flush_index().await
     }
 
-    /// Finishes background work (queued session-index updates, pending memory
-    /// extractions) within `timeout`. Call it before the process exits; calls made
-    /// afterwards still work but schedule nothing new.
+    /// Finishes background work (queued session-index updates, then every capability's:
+    /// pending memory extractions, ...) within `timeout` in all. Call it before the process
+    /// exits; calls made afterwards still work but schedule nothing new.
     pub async fn shutdown(&self, timeout: std::time::Duration) {
-        match tokio::time::timeout(timeout, self.flush_sessions()).await {
+        let deadline = tokio::time::Instant::now() + timeout;
+        match tokio::time::timeout_at(deadline, self.flush_sessions()).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => tracing::warn!(error = %error_chain(&err), "session index not written at shutdown"),
             Err(_) => tracing::warn!("session index not written within the shutdown timeout"),
         }
-        if let Some(memory) = &self.memory {
-            let report = memory.shutdown(timeout).await;
-            tracing::info!(
-                completed = report.completed,
-                abandoned = report.abandoned,
-                "memory shut down"
-            );
-        }
+        self.capabilities.shutdown(deadline).await;
     }
 
     /// Fills in default ids, checks them, and attaches the call's workspace view.

@@ -28,6 +28,7 @@
 //! [`EventKind::Notice`] (kinds [`NOTICE_COMPACTION`] and [`NOTICE_ARGS_TRUNCATED`]) whose
 //! data is a [`CompactionNotice`] or an [`ArgsTruncatedNotice`].
 
+pub(crate) mod capability;
 mod config;
 mod estimate;
 mod plan;

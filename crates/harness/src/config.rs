@@ -15,9 +15,9 @@
 //! override the file.
 
 use crate::compaction::CompactionConfig;
-use crate::eviction::ToolResultEvictionConfig;
 use harness_fs::IsolationScope;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The file name looked up at the workspace root.
@@ -47,8 +47,11 @@ pub enum ConfigError {
 }
 
 /// The whole file.
+///
+/// Sections owned by a registered [`Capability`](crate::capability::Capability) are kept as
+/// raw values in [`capabilities`](Self::capabilities) and parsed by their capability;
+/// [`parse`](Self::parse) checks them, so any unknown key or section is an error.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct HarnessConfig {
     /// `[agent]`.
     #[serde(default)]
@@ -56,42 +59,16 @@ pub struct HarnessConfig {
     /// `[compaction]`: present = compaction on (off when absent).
     #[serde(default)]
     pub compaction: Option<CompactionConfig>,
-    /// `[tool_result_eviction]`: eviction is on by default with these settings.
-    #[serde(default)]
-    pub tool_result_eviction: Option<EvictionSection>,
     /// `[memory]`: long-term memory (on by default).
     #[serde(default)]
     pub memory: Option<harness_memory::MemoryConfig>,
     /// `[filesystem]`: which filesystem serves the workspace (local by default).
     #[serde(default)]
     pub filesystem: Option<crate::filesystem::FilesystemConfig>,
-}
-
-/// `[tool_result_eviction]`: the eviction settings plus an on/off switch (`enabled`).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(try_from = "toml::Table")]
-pub struct EvictionSection {
-    /// Set to `false` to turn eviction off (default on).
-    pub enabled: bool,
-    /// The settings.
-    pub config: ToolResultEvictionConfig,
-}
-
-impl TryFrom<toml::Table> for EvictionSection {
-    type Error = String;
-
-    fn try_from(mut table: toml::Table) -> Result<Self, String> {
-        let enabled = match table.remove("enabled") {
-            None => true,
-            Some(toml::Value::Boolean(enabled)) => enabled,
-            Some(other) => return Err(format!("`enabled` must be true or false, not {other}")),
-        };
-        // The settings refuse unknown keys themselves.
-        let config = toml::Value::Table(table)
-            .try_into()
-            .map_err(|err: toml::de::Error| err.message().to_owned())?;
-        Ok(Self { enabled, config })
-    }
+    /// The sections owned by registered capabilities, by key, unparsed (each capability
+    /// parses its own; [`parse`](Self::parse) has checked them).
+    #[serde(flatten)]
+    pub capabilities: BTreeMap<String, toml::Value>,
 }
 
 /// `[agent]`.
@@ -121,10 +98,22 @@ impl HarnessConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the offending key.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|err| ConfigError::Invalid {
+        let invalid = |message: String| ConfigError::Invalid {
             path: path.to_owned(),
-            message: err.to_string().trim().replace('\n', " "),
-        })
+            message,
+        };
+        let config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().replace('\n', " ")))?;
+        for (key, value) in &config.capabilities {
+            let check =
+                crate::capability::section_check(key).ok_or_else(|| invalid(format!("unknown section `{key}`")))?;
+            check(value.clone()).map_err(|message| invalid(format!("[{key}]: {message}")))?;
+        }
+        Ok(config)
+    }
+
+    /// The raw section `key` owned by a capability, if present.
+    pub fn capability_section(&self, key: &str) -> Option<&toml::Value> {
+        self.capabilities.get(key)
     }
 
     /// Loads `<workspace>/harness.toml`; a missing file is the default configuration.
@@ -199,8 +188,6 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.compaction.map(|c| c.trigger_messages), Some(30));
-        let eviction = config.tool_result_eviction.unwrap_or_default();
-        assert_eq!((eviction.enabled, eviction.config.max_chars), (false, 100));
         for bad in ["[compaction]\ntriger = 1\n", "[tool_result_eviction]\nmax_char = 1\n"] {
             let message = HarnessConfig::parse(bad, Path::new("t"))
                 .err()

@@ -1,15 +1,20 @@
 //! `HarnessAgent`: the ReAct kernel plus a file-based workspace (persona, knowledge,
 //! memory), durable sessions and per-user isolation.
 //!
-//! Where to start: [`HarnessAgent::builder`]. The built-in middlewares run inside the
-//! user's, in this order (outermost first):
+//! Where to start: [`HarnessAgent::builder`]. Everything the agent adds to the kernel comes
+//! from a [`Capability`](capability::Capability) (tools, middleware, prompt parts, a
+//! `harness.toml` section, session slots, shutdown); `build()` is a loop over the registered
+//! ones, and the middleware order is each one's [`Layer`](capability::Layer), inside the
+//! user's middlewares, outermost first:
 //!
-//! 1. `session_persistence` — crash replay, transcript, session index ([`session`]).
-//! 2. `memory` (on by default) — fact extraction after calls (`harness_memory`).
-//! 3. `compaction` (when configured) — bounded context and overflow recovery
-//!    ([`compaction`]).
-//! 4. `tool_result_eviction` (on by default) — oversized tool results to files ([`eviction`]).
-//! 5. `workspace_context` — the system prompt from the workspace ([`prompt`]).
+//! 1. `Session`: `session_persistence` — crash replay, transcript, session index ([`session`]).
+//! 2. `Memory`: `memory` (on by default) — fact extraction after calls (`harness_memory`).
+//! 3. `Compaction`: `compaction` (when configured) — bounded context and
+//!    overflow recovery ([`compaction`]).
+//! 4. `Eviction`: `tool_result_eviction` (on by default) — oversized tool results to files
+//!    ([`eviction`]).
+//! 5. `Context`: `workspace_context` — the system prompt from the workspace and the
+//!    capabilities' prompt parts ([`prompt`]).
 //!
 //! Built-in tools: the file tools (`read_file`, `write_file`, `edit_file`, `list_files`,
 //! `glob_files`, `grep_files`), `execute` only when the filesystem has a shell, and the memory
@@ -32,10 +37,12 @@
 //! ```
 
 mod agent;
+pub mod capability;
 pub mod compaction;
 pub mod config;
 pub mod eviction;
 pub mod filesystem;
+mod memory;
 pub mod prompt;
 pub mod session;
 pub mod tools;

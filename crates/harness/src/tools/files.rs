@@ -526,6 +526,23 @@ pub fn file_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
+/// The file tools' entry in the capability registry: always on.
+pub(crate) const REGISTRATION: crate::capability::Registration =
+    crate::capability::Registration::new(|_| Ok(Some(Arc::new(FileTools) as Arc<dyn crate::capability::Capability>)));
+
+/// The file tools as a capability.
+struct FileTools;
+
+impl crate::capability::Capability for FileTools {
+    fn name(&self) -> &'static str {
+        "file_tools"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        file_tools()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::glob_pattern;

@@ -158,6 +158,42 @@ pub fn shell_tool() -> Arc<dyn Tool> {
     typed(Execute)
 }
 
+/// The shell's entry in the capability registry: on when the workspace filesystem has a
+/// shell.
+pub(crate) const REGISTRATION: crate::capability::Registration = crate::capability::Registration::new(|setup| {
+    Ok(setup
+        .workspace
+        .filesystem()
+        .shell()
+        .is_some()
+        .then(|| Arc::new(HostShell) as Arc<dyn crate::capability::Capability>))
+});
+
+/// The shell tool as a capability.
+struct HostShell;
+
+impl crate::capability::Capability for HostShell {
+    fn name(&self) -> &'static str {
+        "shell"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        vec![shell_tool()]
+    }
+
+    fn prompt_parts(&self) -> Vec<harness_core::PromptPart> {
+        vec![harness_core::PromptPart {
+            name: "shell",
+            text: SHELL_PROMPT.to_owned(),
+            stable: true,
+        }]
+    }
+}
+
+/// The shell's prompt part: what a host shell can reach, said plainly (the file tools'
+/// limits do not hold for it). Until a sandbox jails the shell, this is the truth.
+pub const SHELL_PROMPT: &str = "## Shell\n`execute` runs commands on this host with the rights of the agent's process. It is not confined to your area the way the file tools are: files outside it, other users' data included, can be reachable through it. Use it only on your own area and the shared files.";
+
 #[cfg(test)]
 mod tests {
     use super::head_and_tail;

@@ -4,6 +4,7 @@
 
 mod backends;
 mod caching;
+mod capability;
 mod compaction;
 mod doubles;
 mod eviction;

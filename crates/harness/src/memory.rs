@@ -1,0 +1,106 @@
+//! Long-term memory as a [`Capability`]: the `memory` middleware (fact extraction after
+//! calls), the memory tools, and draining pending extractions at shutdown. Settings come from
+//! `[memory]` (on by default) or [`HarnessAgentBuilder::memory`]; the memory itself is
+//! `harness_memory::Memory`.
+//!
+//! Memory is [provided](crate::capability::Setup::provide) to the capabilities built after
+//! it: compaction flushes the messages it replaces into extraction, and the prompt guides
+//! the model to the memory tools.
+
+use crate::HarnessAgentBuilder;
+use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
+use crate::compaction::CompactionHook;
+use harness_core::{ChatModel, Middleware, Msg, Tool};
+use harness_memory::{Memory, MemoryConfig, NamespaceKey};
+use std::sync::Arc;
+
+/// Memory's entry in the capability registry.
+pub(crate) const REGISTRATION: Registration = Registration::new(build);
+
+/// The builder's memory settings (override `[memory]`).
+struct MemoryOverride(MemoryConfig);
+
+/// The model extraction and consolidation use.
+struct MemoryModel(Arc<dyn ChatModel>);
+
+impl HarnessAgentBuilder {
+    /// Long-term memory settings (also `[memory]` in harness.toml; on by default).
+    pub fn memory(self, config: MemoryConfig) -> Self {
+        self.setting(MemoryOverride(config))
+    }
+
+    /// The model memory extraction and consolidation use (default: the agent's model). The
+    /// CLI resolves `[memory] model` into this.
+    pub fn memory_model(self, model: Arc<dyn ChatModel>) -> Self {
+        self.setting(MemoryModel(model))
+    }
+}
+
+fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
+    let config = match setup.take::<MemoryOverride>() {
+        Some(MemoryOverride(config)) => config,
+        None => setup.config.memory.clone().unwrap_or_default(),
+    };
+    let model = setup.take::<MemoryModel>().map(|MemoryModel(model)| model);
+    if !config.enabled {
+        return Ok(None);
+    }
+    let index_dir = config
+        .index
+        .dir
+        .clone()
+        .unwrap_or_else(|| setup.root.join(".harness").join("index"));
+    let model = model.unwrap_or_else(|| Arc::clone(setup.model));
+    let memory = Memory::new(config, model, index_dir);
+    setup.provide(memory.clone());
+    Ok(Some(Arc::new(MemoryCapability(memory))))
+}
+
+/// The capability: wraps the shared [`Memory`].
+struct MemoryCapability(Memory);
+
+#[async_trait::async_trait]
+impl Capability for MemoryCapability {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.0.tools()
+    }
+
+    fn middleware(&self, _: &Assembly) -> Vec<(Layer, Arc<dyn Middleware>)> {
+        vec![(Layer::Memory, self.0.middleware())]
+    }
+
+    async fn shutdown(&self, deadline: tokio::time::Instant) {
+        let report = self
+            .0
+            .shutdown(deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
+        tracing::info!(
+            completed = report.completed,
+            abandoned = report.abandoned,
+            "memory shut down"
+        );
+    }
+}
+
+/// Feeds the messages compaction is about to replace to memory extraction.
+pub(crate) struct MemoryFlush(pub(crate) Memory);
+
+#[async_trait::async_trait]
+impl CompactionHook for MemoryFlush {
+    async fn before_compaction(&self, turn: &harness_core::Turn, replaced: &[Arc<Msg>]) {
+        let Some(call) = turn.ctx.get::<harness_fs::CallWorkspace>() else {
+            return;
+        };
+        let namespace = NamespaceKey::for_call(&turn.ctx);
+        self.0.flush_before_compaction(
+            Arc::clone(&call.user),
+            &namespace,
+            &turn.key.session_id,
+            replaced.to_vec(),
+        );
+    }
+}
