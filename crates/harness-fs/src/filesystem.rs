@@ -458,13 +458,24 @@ pub struct CallWorkspace {
 }
 
 impl CallWorkspace {
-    /// The view of `root` (the whole workspace) for the call `scope`.
-    pub fn new(root: &Arc<dyn Filesystem>, scope: &crate::CallScope) -> Self {
-        let shared: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::read_only(Arc::clone(root)));
+    /// The view of `root` (the whole workspace) for the call `scope`. `template`, when the
+    /// workspace filesystem is not the local disk, is the local workspace directory: its
+    /// shared files show through under the workspace's own.
+    pub fn new(root: &Arc<dyn Filesystem>, scope: &crate::CallScope, template: Option<&Arc<dyn Filesystem>>) -> Self {
+        let mut shared: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::read_only(Arc::clone(root)));
+        if let Some(template) = template {
+            let below: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::read_only(Arc::clone(template)));
+            shared = Arc::new(crate::OverlayFs::new(shared, below));
+        }
         if scope.is_shared_namespace() {
+            let own: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::protected(Arc::clone(root)));
+            let layered: Arc<dyn Filesystem> = match template {
+                Some(_) => Arc::new(crate::OverlayFs::new(own, Arc::clone(&shared))),
+                None => own,
+            };
             return Self {
                 user: Arc::clone(root),
-                layered: Arc::new(crate::SharedLayer::protected(Arc::clone(root))),
+                layered,
                 shared,
             };
         }

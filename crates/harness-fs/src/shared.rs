@@ -145,14 +145,19 @@ impl Filesystem for SharedLayer {
     }
 
     async fn list(&self, path: &WsPath) -> Result<Vec<FileInfo>, FsError> {
-        self.check_visible(path)?;
+        // A hidden directory lists like a missing one: empty.
+        if !self.visible(path) {
+            return Ok(Vec::new());
+        }
         let mut infos = self.inner.list(path).await?;
         infos.retain(|info| self.visible(&info.path));
         Ok(infos)
     }
 
     async fn glob(&self, base: &WsPath, pattern: &str, limit: usize) -> Result<Vec<FileInfo>, FsError> {
-        self.check_visible(base)?;
+        if !self.visible(base) {
+            return Ok(Vec::new());
+        }
         if !(self.hide_others && base.is_root()) {
             return self.inner.glob(base, pattern, limit).await;
         }
@@ -176,7 +181,9 @@ impl Filesystem for SharedLayer {
     }
 
     async fn grep(&self, base: &WsPath, options: &GrepOptions) -> Result<Vec<GrepMatch>, FsError> {
-        self.check_visible(base)?;
+        if !self.visible(base) {
+            return Ok(Vec::new());
+        }
         if !(self.hide_others && base.is_root()) {
             return self.inner.grep(base, options).await;
         }

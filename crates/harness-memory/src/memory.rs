@@ -375,7 +375,10 @@ impl Memory {
             tracing::debug!("no CallWorkspace in the call context; memory skipped");
             return;
         };
-        let key = NamespaceKey::for_call(&turn.ctx);
+        let Some(key) = NamespaceKey::for_call(&turn.ctx) else {
+            tracing::debug!("no CallScope in the call context; memory skipped");
+            return;
+        };
         let state = inner.namespace(&key, &workspace.user);
         Inner::start_maintenance(inner);
         if inner.config.mode == MemoryMode::AfterCall {

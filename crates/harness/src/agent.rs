@@ -4,13 +4,13 @@ use crate::compaction::{Compaction, CompactionConfig, CompactionHook, OverflowHi
 use crate::config::HarnessConfig;
 use crate::eviction::{ToolResultEviction, ToolResultEvictionConfig};
 use crate::prompt::{WorkspaceContext, WorkspaceContextConfig};
-use crate::session::{SessionPersistence, TurnGate};
+use crate::session::SessionPersistence;
 use crate::workspace::WorkspaceManager;
 use harness_core::{
-    AgentError, AgentInput, AgentStream, ChatModel, EventKind, EventSink, Middleware, Msg, ReActAgent, RuntimeContext,
-    SessionId, StateStore, Tool, UserId, error_chain,
+    AgentError, AgentInput, AgentStream, ChatModel, EventKind, EventSink, FencingToken, LeaseError, Middleware, Msg,
+    ReActAgent, RuntimeContext, SessionId, SessionLease, StateStore, Tool, UserId, error_chain,
 };
-use harness_fs::{Filesystem, IsolationScope, NamespaceFactory, WsPath};
+use harness_fs::{CallScope, Filesystem, IsolationScope, WsPath};
 use harness_memory::{Memory, MemoryConfig, NamespaceKey};
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -75,6 +75,7 @@ pub struct HarnessAgentBuilder {
     filesystem: Option<Arc<dyn Filesystem>>,
     state_store: Option<Arc<dyn StateStore>>,
     cross_process_lock: Option<bool>,
+    session_lease: Option<Arc<dyn SessionLease>>,
     compaction: Option<CompactionConfig>,
     compaction_model: Option<Arc<dyn ChatModel>>,
     eviction: Option<Option<ToolResultEvictionConfig>>,
@@ -169,9 +170,19 @@ impl HarnessAgentBuilder {
     }
 
     /// Whether turns of a session are also serialised across processes with lock files in
-    /// the workspace (default: on for a local workspace).
+    /// the workspace's `.harness/locks/` (default: on whenever the workspace directory
+    /// exists, whatever the filesystem kind). `false` keeps the in-process lease only.
+    /// Ignored when [`session_lease`](Self::session_lease) is set.
     pub fn cross_process_lock(mut self, enabled: bool) -> Self {
         self.cross_process_lock = Some(enabled);
+        self
+    }
+
+    /// Who may run a turn of a session now (default: a `FileLease` under the workspace's
+    /// `.harness/locks/` when the workspace directory exists, else a `LocalLease`). A turn
+    /// holds the lease from before its state is loaded until after it is saved.
+    pub fn session_lease(mut self, lease: Arc<dyn SessionLease>) -> Self {
+        self.session_lease = Some(lease);
         self
     }
 
@@ -261,12 +272,7 @@ impl HarnessAgentBuilder {
                 .ok()
                 .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
         };
-        let workspace = Arc::new(WorkspaceManager::new(
-            root.clone(),
-            fs,
-            template,
-            NamespaceFactory::new(scope, agent_id.clone()),
-        ));
+        let workspace = Arc::new(WorkspaceManager::new(root.clone(), fs, template, scope, agent_id.clone()));
         let mut context_files = Vec::new();
         for path in file
             .additional_context_files
@@ -294,7 +300,12 @@ impl HarnessAgentBuilder {
         };
         let store: Arc<dyn StateStore> = self
             .state_store
-            .unwrap_or_else(|| Arc::new(harness_store::FileStateStore::new(root.clone())));
+            .unwrap_or_else(|| {
+                Arc::new(harness_store::FileStateStore::with_layout(
+                    root.clone(),
+                    harness_fs::state_layout(),
+                ))
+            });
 
         let compaction = match compaction {
             Some(config) => {
@@ -342,11 +353,19 @@ impl HarnessAgentBuilder {
             kernel = kernel.middleware(Arc::new(eviction));
         }
         kernel = kernel.middleware(Arc::new(WorkspaceContext::new(Arc::clone(&workspace), context)));
-        let lock_dir = (self.cross_process_lock.unwrap_or(local)).then(|| root.join(".harness").join("locks"));
+        // Lock files whenever there is a local workspace directory, whatever serves the
+        // files: processes sharing the directory share the locks.
+        let lease = self.session_lease.unwrap_or_else(|| {
+            if self.cross_process_lock.unwrap_or_else(|| root.is_dir()) {
+                Arc::new(harness_store::FileLease::new(root.join(".harness").join("locks")))
+            } else {
+                Arc::new(harness_store::LocalLease::default())
+            }
+        });
         Ok(HarnessAgent {
             kernel: kernel.build()?,
             workspace,
-            gate: Arc::new(TurnGate::new(lock_dir)),
+            lease,
             sessions,
             memory,
         })
@@ -365,9 +384,21 @@ impl HarnessAgentBuilder {
 pub struct HarnessAgent {
     kernel: ReActAgent,
     workspace: Arc<WorkspaceManager>,
-    gate: Arc<TurnGate>,
+    lease: Arc<dyn SessionLease>,
     sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
+}
+
+/// The session lease was lost while the turn ran.
+#[derive(Debug, thiserror::Error)]
+#[error("the session lease was lost while the turn ran (another holder took the session); the turn was cancelled")]
+struct LeaseLost;
+
+fn lease_error(err: impl Into<harness_core::BoxError>) -> AgentError {
+    AgentError::Capability {
+        capability: "session_lease",
+        source: err.into(),
+    }
 }
 
 /// Feeds the messages compaction is about to replace to memory extraction.
@@ -379,7 +410,10 @@ impl CompactionHook for MemoryFlush {
         let Some(call) = turn.ctx.get::<harness_fs::CallWorkspace>() else {
             return;
         };
-        let namespace = NamespaceKey::for_call(&turn.ctx);
+        let Some(scope) = turn.ctx.get::<CallScope>() else {
+            return;
+        };
+        let namespace = NamespaceKey::for_scope(scope);
         self.0.flush_before_compaction(
             Arc::clone(&call.user),
             &namespace,
@@ -454,11 +488,12 @@ impl HarnessAgent {
         }
     }
 
-    /// Fills in default ids, checks them, and attaches the call's workspace view.
+    /// Fills in default ids, checks them, and attaches the call's [`CallScope`], its
+    /// workspace view ([`harness_fs::CallWorkspace`]) and its state key.
     ///
     /// # Errors
-    /// [`AgentError::Identity`] for unsafe ids; [`AgentError::Capability`] when the caller's
-    /// namespace cannot be formed.
+    /// [`AgentError::Identity`] for unsafe ids; [`AgentError::Capability`] when an id is a
+    /// reserved workspace name where it would name the caller's namespace.
     pub fn bind(&self, mut ctx: RuntimeContext) -> Result<RuntimeContext, AgentError> {
         let user = ctx
             .user_id
@@ -468,29 +503,52 @@ impl HarnessAgent {
             .session_id
             .get_or_insert_with(|| SessionId::new(harness_core::DEFAULT_SESSION));
         session.validate()?;
-        let call = self
-            .workspace
-            .call_workspace(&ctx)
-            .map_err(|err| AgentError::Capability {
+        let scope = self.workspace.call_scope(&ctx).map_err(|err| match err {
+            harness_fs::ScopeError::Id(err) => AgentError::Identity(err),
+            other => AgentError::Capability {
                 capability: "workspace",
-                source: Box::new(err),
-            })?;
-        ctx.insert(call);
+                source: Box::new(other),
+            },
+        })?;
+        ctx.insert(self.workspace.call_workspace(&scope));
+        ctx.insert(scope.state_key());
+        ctx.insert(scope);
         Ok(ctx)
     }
 
     async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
-        let ctx = self.bind(ctx)?;
-        let key = self.kernel.key_for(&ctx)?;
-        let _permit = self
-            .gate
-            .enter([key.agent_id.as_str(), key.user_id.as_str(), key.session_id.as_str()])
-            .await
-            .map_err(|err| AgentError::Capability {
-                capability: "turn_gate",
-                source: Box::new(err),
-            })?;
-        self.kernel.run(input, ctx, events).await
+        let mut ctx = self.bind(ctx)?;
+        let key = match ctx.get::<CallScope>() {
+            Some(scope) => scope.lease_key(),
+            None => return Err(lease_error("the call has no scope bound")),
+        };
+        let guard = match self.lease.acquire(&key, ctx.cancellation()).await {
+            Ok(guard) => guard,
+            Err(LeaseError::Cancelled) => return Err(AgentError::Cancelled),
+            Err(err) => return Err(lease_error(err)),
+        };
+        if let Some(token) = guard.token() {
+            ctx.insert::<FencingToken>(token);
+        }
+        // Losing the lease cancels the turn (the kernel still saves, and a fenced store
+        // refuses that save); the caller gets an error that says why.
+        let lost = guard.lost();
+        let turn_cancel = ctx.cancellation().child_token();
+        let ctx = ctx.with_cancellation(turn_cancel.clone());
+        let run = self.kernel.run(input, ctx, events);
+        tokio::pin!(run);
+        let result = tokio::select! {
+            result = &mut run => result,
+            () = lost.cancelled() => {
+                turn_cancel.cancel();
+                run.await
+            }
+        };
+        guard.release().await;
+        if lost.is_cancelled() {
+            return Err(lease_error(LeaseLost));
+        }
+        result
     }
 
     /// Runs one turn and returns the final assistant message.

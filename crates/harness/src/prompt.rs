@@ -18,7 +18,7 @@
 
 use crate::workspace::{Layer, WorkspaceManager};
 use harness_core::{EventKind, Hooks, Middleware, SystemPrompt, Turn, async_trait};
-use harness_fs::{CallWorkspace, WsPath};
+use harness_fs::{CallScope, CallWorkspace, WsPath};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -126,7 +126,10 @@ impl Middleware for WorkspaceContext {
         let Some(call) = turn.ctx.get::<CallWorkspace>() else {
             return;
         };
-        let namespace = self.workspace.namespace_of(&turn.ctx).unwrap_or_default();
+        let Some(scope) = turn.ctx.get::<CallScope>() else {
+            return;
+        };
+        let namespace = scope.namespace().clone();
         let mut warnings = Vec::new();
         let mut read =
             |result: Result<Option<crate::workspace::InjectedFile>, crate::workspace::SkippedFile>| match result {
@@ -159,7 +162,7 @@ impl Middleware for WorkspaceContext {
         }
         let knowledge_files = self.workspace.list_files(call, &namespace, &wspath("knowledge")).await;
 
-        prompt.push_stable("workspace", workspace_guide(&self.workspace, call));
+        prompt.push_stable("workspace", workspace_guide(&self.workspace, call, scope));
         prompt.push_stable("guide", guide(self.config.memory_tools));
 
         let mut block = String::from(
@@ -228,9 +231,14 @@ fn wspath(path: &str) -> WsPath {
     WsPath::parse(path).unwrap_or_default()
 }
 
-fn workspace_guide(workspace: &WorkspaceManager, call: &CallWorkspace) -> String {
+fn workspace_guide(workspace: &WorkspaceManager, call: &CallWorkspace, scope: &CallScope) -> String {
+    let area = if scope.is_shared_namespace() {
+        "Your files, memory and session logs are in the workspace itself, shared with everyone who uses this agent. The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ are read-only to you: writing them is refused."
+    } else {
+        "Your own files, memory and session logs live in your private area of it; other users' data is never reachable. The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ (the same for every user) show through under your area: read them with the file and memory tools at those paths. Writing one of them creates your own copy, which from then on shadows the shared file for you; the shared file itself never changes."
+    };
     format!(
-        "## Workspace\nYour workspace is {} ({}). File tools take paths relative to it; absolute paths and '..' are refused. Your own files, memory and session logs live in your private area of it; other users' data is never reachable.",
+        "## Workspace\nYour workspace is {} ({}). File tools take paths relative to it; absolute paths and '..' are refused. {area}",
         workspace.root().display(),
         call.user.describe(),
     )

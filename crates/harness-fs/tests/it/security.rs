@@ -222,8 +222,8 @@ async fn check_cross_namespace(base: Arc<dyn Filesystem>, attack_link: Option<&P
         )
     };
     // The model's layered views: their own namespace over the read-only shared layer.
-    let alice = CallWorkspace::new(&base, &scope("alice").unwrap()).layered;
-    let bob = CallWorkspace::new(&base, &scope("bob").unwrap()).layered;
+    let alice = CallWorkspace::new(&base, &scope("alice").unwrap(), None).layered;
+    let bob = CallWorkspace::new(&base, &scope("bob").unwrap(), None).layered;
     bob.write(&p("secret.txt"), b"bob's secret", WriteMode::CreateNew)
         .await
         .unwrap();
