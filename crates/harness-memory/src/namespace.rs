@@ -90,7 +90,10 @@ mod tests {
         };
         assert_eq!(key(IsolationScope::User, "u1").as_deref(), Some("u1"));
         assert_eq!(key(IsolationScope::Session, "u1").as_deref(), Some("s1"));
-        assert_eq!(key(IsolationScope::Global, "u1").as_deref(), Some(harness_fs::SHARED_MEMORY_KEY));
+        assert_eq!(
+            key(IsolationScope::Global, "u1").as_deref(),
+            Some(harness_fs::SHARED_MEMORY_KEY)
+        );
         assert!(NamespaceKey::for_call(&RuntimeContext::default()).is_none());
     }
 }

@@ -272,7 +272,13 @@ impl HarnessAgentBuilder {
                 .ok()
                 .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
         };
-        let workspace = Arc::new(WorkspaceManager::new(root.clone(), fs, template, scope, agent_id.clone()));
+        let workspace = Arc::new(WorkspaceManager::new(
+            root.clone(),
+            fs,
+            template,
+            scope,
+            agent_id.clone(),
+        ));
         let mut context_files = Vec::new();
         for path in file
             .additional_context_files
@@ -298,14 +304,12 @@ impl HarnessAgentBuilder {
             additional_context_files: context_files,
             memory_tools: memory.is_some(),
         };
-        let store: Arc<dyn StateStore> = self
-            .state_store
-            .unwrap_or_else(|| {
-                Arc::new(harness_store::FileStateStore::with_layout(
-                    root.clone(),
-                    harness_fs::state_layout(),
-                ))
-            });
+        let store: Arc<dyn StateStore> = self.state_store.unwrap_or_else(|| {
+            Arc::new(harness_store::FileStateStore::with_layout(
+                root.clone(),
+                harness_fs::state_layout(),
+            ))
+        });
 
         let compaction = match compaction {
             Some(config) => {

@@ -53,8 +53,8 @@ fn problem_3_concurrent_runs_with_a_filesystem_section_take_turns() {
     )
     .unwrap();
     let snapshot = state["state"]["messages"].as_array().map_or(0, Vec::len);
-    let log = std::fs::read_to_string(ws.join("default/agents/harness/context/shared/agent_state.log"))
-        .unwrap_or_default();
+    let log =
+        std::fs::read_to_string(ws.join("default/agents/harness/context/shared/agent_state.log")).unwrap_or_default();
     let logged: usize = log
         .lines()
         .map(|line| {
@@ -99,7 +99,16 @@ fn four_scopes_through_the_cli() {
         let model = script(dir.path(), r#"{"replies": [{"text": "noted"}]}"#);
         for (user, session) in [("alice", "s1"), ("alice", "s2"), ("bob", "s1"), ("bob", "s2")] {
             let output = harness()
-                .args(["run", "--model", &model, "--user", user, "--session", session, "--workspace"])
+                .args([
+                    "run",
+                    "--model",
+                    &model,
+                    "--user",
+                    user,
+                    "--session",
+                    session,
+                    "--workspace",
+                ])
                 .arg(&ws)
                 .arg(format!("{user} in {session}"))
                 .output()

@@ -5,8 +5,8 @@
 use super::p;
 use harness_core::{AgentId, SessionId, UserId};
 use harness_fs::{
-    CallScope, CallWorkspace, CompositeFs, Filesystem, FsError, GrepOptions, IsolationScope, KvFs, LocalFs,
-    Namespaced, ScopeError, WriteMode, WsPath,
+    CallScope, CallWorkspace, CompositeFs, Filesystem, FsError, GrepOptions, IsolationScope, KvFs, LocalFs, Namespaced,
+    ScopeError, WriteMode, WsPath,
 };
 use harness_store::InMemoryKv;
 use std::os::unix::fs::symlink;

@@ -191,7 +191,7 @@ async fn file_leases_on_one_directory_exclude_each_other() {
     let cancel = CancellationToken::new();
     let waiter = {
         let (two, session, cancel) = (two.clone(), session.clone(), cancel.clone());
-        tokio::spawn(async move { two.acquire(&session, &cancel).await.map(|guard| drop(guard)) })
+        tokio::spawn(async move { two.acquire(&session, &cancel).await.map(drop) })
     };
     // The other "process" can take an unrelated session meanwhile.
     two.acquire(&key(&["agent", "alice", "v1.3"]), &CancellationToken::new())

@@ -78,7 +78,10 @@ async fn problem_1_a_user_reads_shared_knowledge_the_prompt_lists() {
     assert!(answer.contains("49 EUR"), "{answer}");
     let prompt = model.requests()[0].system.render();
     assert!(prompt.contains("- knowledge/products.md"), "the prompt lists it");
-    assert!(prompt.contains("shared files"), "the prompt says which files are shared");
+    assert!(
+        prompt.contains("shared files"),
+        "the prompt says which files are shared"
+    );
     // Listing, globbing and grepping see it too.
     for call in [
         r#"list_files {"path": "knowledge"}"#,
@@ -101,7 +104,10 @@ async fn shared_files_are_read_only_to_the_model() {
     let write = r#"write_file {"path": "knowledge/products.md", "content": "alice's notes\n", "overwrite": true}"#;
     run(&agent, "alice", "s1", write).await;
     let root = dir.path();
-    assert_eq!(std::fs::read_to_string(root.join("knowledge/products.md")).unwrap(), "original\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("knowledge/products.md")).unwrap(),
+        "original\n"
+    );
     assert_eq!(
         std::fs::read_to_string(root.join("alice/knowledge/products.md")).unwrap(),
         "alice's notes\n"
@@ -113,7 +119,10 @@ async fn shared_files_are_read_only_to_the_model() {
     let global = scoped(dir.path(), IsolationScope::Global, &model);
     let answer = run(&global, "alice", "s2", write).await;
     assert!(answer.contains("read-only"), "{answer}");
-    assert_eq!(std::fs::read_to_string(root.join("knowledge/products.md")).unwrap(), "original\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("knowledge/products.md")).unwrap(),
+        "original\n"
+    );
 }
 
 /// Problem 2: a workspace-root MEMORY.md is injected, and `memory_search` finds it.
