@@ -353,3 +353,73 @@ async fn cancelling_a_waiting_call_ends_it() {
     assert!(matches!(err, harness_core::AgentError::Cancelled), "{err:?}");
     holder.abort();
 }
+
+/// A lease whose holders carry a fencing token (as a shared-store lease does).
+struct Fenced;
+
+#[async_trait]
+impl SessionLease for Fenced {
+    async fn acquire(&self, _key: &LeaseKey, _cancel: &CancellationToken) -> Result<LeaseGuard, LeaseError> {
+        Ok(LeaseGuard::new(
+            Some(harness_core::FencingToken::new(42)),
+            CancellationToken::new(),
+            Box::new(Nothing),
+        ))
+    }
+}
+
+/// Records the key and fence of every save.
+#[derive(Default)]
+struct RecordingStore {
+    inner: harness_core::InMemoryStateStore,
+    saves: std::sync::Mutex<Vec<(harness_core::StateKey, Option<harness_core::FencingToken>)>>,
+}
+
+#[async_trait]
+impl harness_core::StateStore for RecordingStore {
+    async fn load(
+        &self,
+        key: &harness_core::StateKey,
+    ) -> Result<Option<(harness_core::AgentState, harness_core::Version)>, harness_core::StateError> {
+        self.inner.load(key).await
+    }
+
+    async fn save(
+        &self,
+        key: &harness_core::StateKey,
+        state: &harness_core::AgentState,
+        expected: harness_core::Version,
+        fence: Option<harness_core::FencingToken>,
+    ) -> Result<harness_core::Version, harness_core::StateError> {
+        self.saves.lock().unwrap().push((key.clone(), fence));
+        self.inner.save(key, state, expected, fence).await
+    }
+
+    async fn delete(&self, key: &harness_core::StateKey) -> Result<(), harness_core::StateError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// The lease's fencing token goes onto the state save, and the state key is the scope's.
+#[tokio::test]
+async fn the_lease_token_and_the_scope_key_reach_the_state_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(RecordingStore::default());
+    let agent = builder()
+        .workspace(dir.path())
+        .isolation(IsolationScope::Session)
+        .model(ScriptedModel::new().reply_text("ok"))
+        .state_store(Arc::clone(&store) as Arc<dyn harness_core::StateStore>)
+        .session_lease(Arc::new(Fenced))
+        .build()
+        .unwrap();
+    run(&agent, "alice", "s9", "hi").await;
+    let saves = store.saves.lock().unwrap().clone();
+    assert_eq!(saves.len(), 1);
+    let (key, fence) = &saves[0];
+    assert_eq!(
+        (key.agent_id.as_str(), key.user_id.as_str(), key.session_id.as_str()),
+        ("harness", "s9", "s9")
+    );
+    assert_eq!(*fence, Some(harness_core::FencingToken::new(42)));
+}
