@@ -21,7 +21,9 @@ const MAX_POLL: Duration = Duration::from_millis(50);
 /// (`ab/ab12….lock`): any two keys get distinct files (`v1`, `v1.2`, `v1.3`, `..hidden` all
 /// work), whatever characters the ids contain. A holder deletes its lock file before it
 /// unlocks it, and whoever takes a lock checks that the file it locked is still the one at
-/// the path (else it tries again), so only the files of held leases exist and none pile up.
+/// the path (else it tries again), so only the files of held leases exist and none pile up
+/// (a waiter only ever creates the file it then locks; a process killed while holding leaves
+/// its file, which the next holder of that key deletes).
 /// Waiting polls (2 ms doubling to 50 ms) so no thread blocks; it honours cancellation.
 #[derive(Debug, Clone)]
 pub struct FileLease {

@@ -204,3 +204,24 @@ async fn file_leases_on_one_directory_exclude_each_other() {
     assert_eq!(lock_files(dir.path()), Vec::<String>::new());
     drop(cancel);
 }
+
+/// A waiter that gives up leaves no lock file behind once the holder is gone.
+#[tokio::test]
+async fn an_abandoned_file_wait_leaves_no_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (FileLease::new(dir.path()), FileLease::new(dir.path()));
+    let session = key(&["agent", "alice", "s"]);
+    let held = one.acquire(&session, &CancellationToken::new()).await.unwrap();
+    let cancel = CancellationToken::new();
+    let waiter = {
+        let (two, session, cancel) = (two.clone(), session.clone(), cancel.clone());
+        tokio::spawn(async move { two.acquire(&session, &cancel).await.map(drop) })
+    };
+    tokio::task::yield_now().await;
+    // The holder leaves first; the waiter (which may have re-created the file) then gives up.
+    held.release().await;
+    cancel.cancel();
+    let _ = waiter.await.unwrap();
+    // Whether the waiter got in before noticing the cancellation or not, nothing is left.
+    assert_eq!(lock_files(dir.path()), Vec::<String>::new());
+}
