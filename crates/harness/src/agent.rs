@@ -498,7 +498,12 @@ impl HarnessAgent {
     /// # Errors
     /// [`AgentError::Identity`] for unsafe ids; [`AgentError::Capability`] when an id is a
     /// reserved workspace name where it would name the caller's namespace.
-    pub fn bind(&self, mut ctx: RuntimeContext) -> Result<RuntimeContext, AgentError> {
+    pub fn bind(&self, ctx: RuntimeContext) -> Result<RuntimeContext, AgentError> {
+        self.bind_scoped(ctx).map(|(ctx, _)| ctx)
+    }
+
+    /// [`bind`](Self::bind), also returning the call's lease key.
+    fn bind_scoped(&self, mut ctx: RuntimeContext) -> Result<(RuntimeContext, harness_core::LeaseKey), AgentError> {
         let user = ctx
             .user_id
             .get_or_insert_with(|| UserId::new(harness_core::DEFAULT_USER));
@@ -516,16 +521,13 @@ impl HarnessAgent {
         })?;
         ctx.insert(self.workspace.call_workspace(&scope));
         ctx.insert(scope.state_key());
+        let key = scope.lease_key();
         ctx.insert(scope);
-        Ok(ctx)
+        Ok((ctx, key))
     }
 
     async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
-        let mut ctx = self.bind(ctx)?;
-        let key = match ctx.get::<CallScope>() {
-            Some(scope) => scope.lease_key(),
-            None => return Err(lease_error("the call has no scope bound")),
-        };
+        let (mut ctx, key) = self.bind_scoped(ctx)?;
         let guard = match self.lease.acquire(&key, ctx.cancellation()).await {
             Ok(guard) => guard,
             Err(LeaseError::Cancelled) => return Err(AgentError::Cancelled),
