@@ -571,7 +571,9 @@ impl Inner {
                 () = tokio::time::sleep_until(next) => {}
             }
             next = Instant::now() + interval;
-            let recent: Vec<(NamespaceKey, Arc<dyn Filesystem>, Arc<dyn Filesystem>)> = {
+            // (key, the namespace's own files, the index's view)
+            type Recent = (NamespaceKey, Arc<dyn Filesystem>, Arc<dyn Filesystem>);
+            let recent: Vec<Recent> = {
                 let mut namespaces = lock(&self.namespaces);
                 let now = Instant::now();
                 namespaces.retain(|_, state| {
