@@ -332,10 +332,14 @@ async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         .bind(context(&args))
         .map_err(|err| usage(harness_core::error_chain(&err)))?;
     let call = ctx.get::<harness_fs::CallWorkspace>().context("workspace not bound")?;
-    let namespace = harness_memory::NamespaceKey::for_call(&ctx);
+    let namespace = harness_memory::NamespaceKey::for_call(&ctx).context("call scope not bound")?;
     match command {
         MemoryCommand::Search { limit, query, .. } => {
-            let results = memory.search(Arc::clone(&call.user), &namespace, &query, limit).await;
+            // The caller's layer with the shared files (the workspace's MEMORY.md) showing
+            // through, as the prompt and `memory_search` see it.
+            let results = memory
+                .search(Arc::clone(&call.layered), &namespace, &query, limit)
+                .await;
             if let Some(note) = &results.note {
                 eprintln!("note: {note}");
             }

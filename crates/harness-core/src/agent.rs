@@ -395,6 +395,14 @@ impl ReActAgent {
     /// # Errors
     /// [`IdError`] when the context's user or session id is not a safe path segment.
     pub fn key_for(&self, ctx: &RuntimeContext) -> Result<StateKey, IdError> {
+        // A harness that partitions state by something other than the user (an isolation
+        // scope) puts the call's key into the context when it binds the call.
+        if let Some(key) = ctx.get::<StateKey>() {
+            key.agent_id.validate()?;
+            key.user_id.validate()?;
+            key.session_id.validate()?;
+            return Ok(key.clone());
+        }
         let user_id = ctx.user_id.clone().unwrap_or_else(|| UserId::new(DEFAULT_USER));
         let session_id = ctx
             .session_id

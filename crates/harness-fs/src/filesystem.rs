@@ -247,7 +247,7 @@ pub struct EditOutcome {
 ///
 /// Implementations: `LocalFs` (a host directory, symlink-safe), `KvFs` (items in a
 /// `KvStore`), `CompositeFs` (longest-prefix routing), `OverlayFs` (two-layer read), and
-/// `Namespaced` (a fixed prefix, from a [`NamespaceFactory`](crate::NamespaceFactory)).
+/// `Namespaced` (a fixed prefix, from a call's [`CallScope`](crate::CallScope)).
 /// Every backend passes the same conformance suite.
 ///
 /// ```
@@ -438,22 +438,61 @@ pub trait Filesystem: Send + Sync + 'static {
 }
 
 /// The filesystems of one call, put into the call's
-/// [`RuntimeContext`](harness_core::RuntimeContext) by the harness when the call is bound.
-/// Tools and middlewares read it with `ctx.get::<CallWorkspace>()`.
+/// [`RuntimeContext`](harness_core::RuntimeContext) by the harness when the call is bound,
+/// next to its [`CallScope`](crate::CallScope). Tools and middlewares read it with
+/// `ctx.get::<CallWorkspace>()`; build it only with [`CallWorkspace::new`].
 #[derive(Clone)]
 pub struct CallWorkspace {
-    /// The caller's namespace: runtime data (sessions, memory, large tool results, the
-    /// caller's files) lives here.
+    /// The caller's own layer (its namespace): runtime data (sessions, memory, large tool
+    /// results, the caller's files) is written here and only here.
     pub user: Arc<dyn Filesystem>,
-    /// The workspace root, shared by every caller: AGENTS.md, knowledge/, skills/. Read it;
-    /// writes to it are an operator's business.
+    /// What the model reads and writes through: under scopes `user` and `session` the
+    /// caller's layer over the read-only shared layer (a shared file shows through unless
+    /// the caller has its own copy; a write creates the caller's copy, the shared file is
+    /// never changed); under `agent` and `global` the workspace root with its shared files
+    /// read-only. Every read path the model has (file tools, memory tools, the prompt) uses it.
+    pub layered: Arc<dyn Filesystem>,
+    /// The shared layer: only the shared entries of the workspace root
+    /// ([`SHARED_ENTRIES`](crate::SHARED_ENTRIES)), read-only.
     pub shared: Arc<dyn Filesystem>,
+}
+
+impl CallWorkspace {
+    /// The view of `root` (the whole workspace) for the call `scope`. `template`, when the
+    /// workspace filesystem is not the local disk, is the local workspace directory: its
+    /// shared files show through under the workspace's own.
+    pub fn new(root: &Arc<dyn Filesystem>, scope: &crate::CallScope, template: Option<&Arc<dyn Filesystem>>) -> Self {
+        let mut shared: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::read_only(Arc::clone(root)));
+        if let Some(template) = template {
+            let below: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::read_only(Arc::clone(template)));
+            shared = Arc::new(crate::OverlayFs::new(shared, below));
+        }
+        if scope.is_shared_namespace() {
+            let own: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::protected(Arc::clone(root)));
+            let layered: Arc<dyn Filesystem> = match template {
+                Some(_) => Arc::new(crate::OverlayFs::new(own, Arc::clone(&shared))),
+                None => own,
+            };
+            return Self {
+                user: Arc::clone(root),
+                layered,
+                shared,
+            };
+        }
+        let user: Arc<dyn Filesystem> = Arc::new(crate::Namespaced::new(Arc::clone(root), scope.namespace().clone()));
+        Self {
+            layered: Arc::new(crate::OverlayFs::new(Arc::clone(&user), Arc::clone(&shared))),
+            user,
+            shared,
+        }
+    }
 }
 
 impl std::fmt::Debug for CallWorkspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallWorkspace")
             .field("user", &self.user.describe())
+            .field("layered", &self.layered.describe())
             .field("shared", &self.shared.describe())
             .finish()
     }

@@ -5,7 +5,8 @@
 //! for many replicas), a [`CompositeFs`] that routes by path prefix, or an [`OverlayFs`] of two
 //! layers. Paths are [`WsPath`]s — relative, normalised, with no `..` — so an absolute path or
 //! a traversal can never reach past a backend's root or a user's namespace ([`Namespaced`],
-//! built by a [`NamespaceFactory`]). A [`Shell`] is a separate capability that only some
+//! derived from a call's [`CallScope`]); the shared files show through under every caller's
+//! own layer ([`CallWorkspace::layered`], read-only [`SharedLayer`]). A [`Shell`] is a separate capability that only some
 //! backends have ([`LocalFs::with_shell`]); it is never there unless asked for.
 //!
 //! Every backend passes one conformance suite (`tests/it/conformance.rs`).
@@ -26,7 +27,7 @@
 //! # Ok::<_, harness_fs::FsError>(()) }).unwrap();
 //! ```
 //!
-//! Where to start: [`Filesystem`], [`WsPath`], [`NamespaceFactory`], [`Shell`].
+//! Where to start: [`Filesystem`], [`WsPath`], [`CallScope`], [`CallWorkspace`], [`Shell`].
 
 mod composite;
 mod edit;
@@ -36,7 +37,9 @@ mod local;
 mod namespace;
 mod overlay;
 mod path;
+mod scope;
 mod search;
+mod shared;
 mod shell;
 mod text;
 
@@ -47,9 +50,11 @@ pub use filesystem::{
 };
 pub use kv_fs::KvFs;
 pub use local::LocalFs;
-pub use namespace::{IsolationScope, NamespaceFactory, Namespaced, RESERVED_NAMES};
+pub use namespace::{IsolationScope, Namespaced, RESERVED_NAMES};
 pub use overlay::OverlayFs;
 pub use path::{MAX_PATH_LEN, WsPath};
+pub use scope::{CallScope, SHARED_MEMORY_KEY, SHARED_NAMESPACE_ID, ScopeError, state_layout};
+pub use shared::{SHARED_ENTRIES, SharedLayer, is_shared_path};
 pub use shell::{
     CallShell, DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig, Shell, ShellError, ShellOutput, ShellRequest,
 };

@@ -1,12 +1,11 @@
-//! [`IsolationScope`] and [`NamespaceFactory`]: whose data a call may touch; [`Namespaced`]:
-//! a filesystem seen from a fixed prefix.
+//! [`IsolationScope`]: how runtime data is partitioned (a call's [`CallScope`](crate::CallScope)
+//! derives its namespace from it); [`Namespaced`]: a filesystem seen from a fixed prefix.
 
 use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode};
 use crate::path::WsPath;
 use crate::shell::{NamespacedShell, Shell};
 use crate::text::TextPage;
 use async_trait::async_trait;
-use harness_core::{AgentId, RuntimeContext};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -16,21 +15,13 @@ use std::sync::Arc;
 pub enum IsolationScope {
     /// One namespace per session id.
     Session,
-    /// One namespace per user id (default). A call without a user id falls back to its
-    /// session id, then to the shared default namespace.
+    /// One namespace per user id (default; a call without a user id runs as user `default`).
     #[default]
     User,
     /// One namespace for the whole agent (all users share).
     Agent,
     /// One namespace for everything.
     Global,
-}
-
-/// Maps a call to the path prefix of its namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamespaceFactory {
-    scope: IsolationScope,
-    agent: AgentId,
 }
 
 /// Workspace entries that may not be used as a namespace name, so a user called `memory`
@@ -53,80 +44,6 @@ pub const RESERVED_NAMES: &[&str] = &[
     "shared",
     "global",
 ];
-
-impl NamespaceFactory {
-    /// A factory for `scope` in `agent`'s workspace.
-    pub fn new(scope: IsolationScope, agent: AgentId) -> Self {
-        Self { scope, agent }
-    }
-
-    /// The scope.
-    pub fn scope(&self) -> IsolationScope {
-        self.scope
-    }
-
-    /// The agent.
-    pub fn agent(&self) -> &AgentId {
-        &self.agent
-    }
-
-    /// The namespace prefix of a call (the root for the shared namespace). Ids are checked
-    /// to be single safe path segments and not reserved names.
-    ///
-    /// # Errors
-    /// [`crate::FsError::InvalidPath`] for an id that is not a safe segment or is reserved.
-    pub fn prefix(&self, ctx: &RuntimeContext) -> Result<WsPath, crate::FsError> {
-        let segment = match self.scope {
-            IsolationScope::User => ctx
-                .user_id
-                .as_ref()
-                .map(|user| user.validate().map(|()| user.as_str().to_owned()))
-                .or_else(|| {
-                    ctx.session_id
-                        .as_ref()
-                        .map(|s| s.validate().map(|()| s.as_str().to_owned()))
-                }),
-            IsolationScope::Session => ctx
-                .session_id
-                .as_ref()
-                .map(|s| s.validate().map(|()| s.as_str().to_owned())),
-            IsolationScope::Agent | IsolationScope::Global => None,
-        };
-        let Some(segment) = segment else {
-            return Ok(WsPath::root());
-        };
-        let segment = segment.map_err(|err| crate::FsError::InvalidPath {
-            path: String::new(),
-            reason: err.to_string(),
-        })?;
-        if RESERVED_NAMES
-            .iter()
-            .any(|reserved| reserved.eq_ignore_ascii_case(&segment))
-        {
-            return Err(crate::FsError::InvalidPath {
-                path: segment.clone(),
-                reason: format!("{segment:?} is a reserved workspace name and cannot be used as a user or session id"),
-            });
-        }
-        WsPath::parse(&segment)
-    }
-
-    /// `fs` seen from the namespace of the call `ctx` (see [`Namespaced`]).
-    ///
-    /// # Errors
-    /// As [`prefix`](Self::prefix).
-    pub fn namespaced(
-        &self,
-        fs: Arc<dyn Filesystem>,
-        ctx: &RuntimeContext,
-    ) -> Result<Arc<dyn Filesystem>, crate::FsError> {
-        let prefix = self.prefix(ctx)?;
-        if prefix.is_root() {
-            return Ok(fs);
-        }
-        Ok(Arc::new(Namespaced::new(fs, prefix)))
-    }
-}
 
 /// A filesystem seen from a fixed prefix of another: path `x` is `prefix/x` inside, and results
 /// come back without the prefix.

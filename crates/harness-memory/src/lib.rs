@@ -4,8 +4,10 @@
 //! append-only, one bullet per fact, each with its session and time. Layer two is the curated
 //! `MEMORY.md`, rewritten now and then by consolidation within a token budget; it is what the
 //! harness injects into the prompt (inside [`memory_block`]). Both live in the caller's
-//! namespace of the workspace ([`CallWorkspace::user`](harness_fs::CallWorkspace)), so one user
-//! never sees another's memory.
+//! namespace of the workspace ([`CallWorkspace::user`](harness_fs::CallWorkspace)), keyed by
+//! the call's [`CallScope`](harness_fs::CallScope) ([`NamespaceKey::for_scope`]), so one user
+//! never sees another's memory. The tools read through the caller's layered view, where the
+//! workspace's shared `MEMORY.md` shows through unless the namespace has its own.
 //!
 //! - **Extraction** ([`Memory::flush`]): after a call, in the background, the model reads the
 //!   call's new messages plus today's log and `MEMORY.md`, and replies with new facts only, or

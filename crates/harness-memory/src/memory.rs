@@ -58,7 +58,11 @@ struct Pending {
 }
 
 struct NsShared {
+    /// The namespace's own files: extraction and consolidation read and write here.
     fs: Arc<dyn Filesystem>,
+    /// What the index covers: the caller's layered view (a shared `MEMORY.md` shows through),
+    /// the same view `memory_search` refreshes with, so the two never undo each other.
+    index_fs: Option<Arc<dyn Filesystem>>,
     last_seen: Instant,
     last_consolidation: Option<Instant>,
     sessions: HashMap<SessionId, Pending>,
@@ -375,8 +379,12 @@ impl Memory {
             tracing::debug!("no CallWorkspace in the call context; memory skipped");
             return;
         };
-        let key = NamespaceKey::for_call(&turn.ctx);
+        let Some(key) = NamespaceKey::for_call(&turn.ctx) else {
+            tracing::debug!("no CallScope in the call context; memory skipped");
+            return;
+        };
         let state = inner.namespace(&key, &workspace.user);
+        lock(&state.shared).index_fs = Some(Arc::clone(&workspace.layered));
         Inner::start_maintenance(inner);
         if inner.config.mode == MemoryMode::AfterCall {
             Inner::enqueue(
@@ -402,6 +410,7 @@ impl Inner {
                 extraction: tokio::sync::Mutex::new(()),
                 shared: Mutex::new(NsShared {
                     fs: Arc::clone(fs),
+                    index_fs: None,
                     last_seen: Instant::now(),
                     last_consolidation: None,
                     sessions: HashMap::new(),
@@ -562,7 +571,9 @@ impl Inner {
                 () = tokio::time::sleep_until(next) => {}
             }
             next = Instant::now() + interval;
-            let recent: Vec<(NamespaceKey, Arc<dyn Filesystem>)> = {
+            // (key, the namespace's own files, the index's view)
+            type Recent = (NamespaceKey, Arc<dyn Filesystem>, Arc<dyn Filesystem>);
+            let recent: Vec<Recent> = {
                 let mut namespaces = lock(&self.namespaces);
                 let now = Instant::now();
                 namespaces.retain(|_, state| {
@@ -577,10 +588,14 @@ impl Inner {
                 });
                 namespaces
                     .iter()
-                    .map(|(key, state)| (key.clone(), Arc::clone(&lock(&state.shared).fs)))
+                    .map(|(key, state)| {
+                        let shared = lock(&state.shared);
+                        let index_fs = shared.index_fs.as_ref().unwrap_or(&shared.fs);
+                        (key.clone(), Arc::clone(&shared.fs), Arc::clone(index_fs))
+                    })
                     .collect()
             };
-            for (key, fs) in recent {
+            for (key, fs, index_fs) in recent {
                 let pass = async {
                     match self.consolidate(Arc::clone(&fs), &key).await {
                         Ok(outcome) => tracing::debug!(namespace = %key, ?outcome, "maintenance consolidation"),
@@ -589,7 +604,7 @@ impl Inner {
                         }
                     }
                     if self.config.index.enabled {
-                        let (_, problems) = self.index.refresh(&key, fs, None).await;
+                        let (_, problems) = self.index.refresh(&key, index_fs, None).await;
                         if !problems.is_empty() {
                             tracing::warn!(namespace = %key, problems = problems.len(), "maintenance index refresh had problems");
                         }

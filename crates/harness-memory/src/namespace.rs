@@ -1,19 +1,16 @@
 //! [`NamespaceKey`]: which user's memory a call reads and writes.
 
-use harness_core::{DEFAULT_USER, RuntimeContext};
-use harness_fs::WsPath;
+use harness_core::RuntimeContext;
+use harness_fs::CallScope;
 use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// Names one workspace namespace (normally one user). It keys everything memory keeps outside
 /// the namespace's own files: the index database, the consolidation lease, the throttles.
 ///
-/// The key must identify the same namespace as the
-/// [`CallWorkspace::user`](harness_fs::CallWorkspace) filesystem of the call. When the harness
-/// isolates by user (the default) the user id is the key and nothing needs doing; with another
-/// isolation scope the harness inserts the key into the call's
-/// [`RuntimeContext`] (see [`for_call`](Self::for_call)), usually built with
-/// [`from_prefix`](Self::from_prefix) from the namespace prefix it already computed.
+/// A call's key comes from its [`CallScope`] ([`for_scope`](Self::for_scope)), so it
+/// identifies the same namespace as the call's
+/// [`CallWorkspace::user`](harness_fs::CallWorkspace) filesystem under every isolation scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NamespaceKey(String);
 
@@ -23,25 +20,16 @@ impl NamespaceKey {
         Self(key.into())
     }
 
-    /// The key of a namespace prefix (`WsPath::root()` for the shared namespace).
-    pub fn from_prefix(prefix: &WsPath) -> Self {
-        if prefix.is_root() {
-            Self("_shared".into())
-        } else {
-            Self(prefix.as_str().to_owned())
-        }
+    /// The key of a call's namespace, as its [`CallScope`] derives it (the only way a
+    /// call's key is formed).
+    pub fn for_scope(scope: &CallScope) -> Self {
+        Self(scope.memory_key().to_owned())
     }
 
-    /// The key of a call: a `NamespaceKey` the harness put into the context, else the user
-    /// id, else [`DEFAULT_USER`].
-    pub fn for_call(ctx: &RuntimeContext) -> Self {
-        if let Some(key) = ctx.get::<NamespaceKey>() {
-            return key.clone();
-        }
-        match &ctx.user_id {
-            Some(user) => Self(user.as_str().to_owned()),
-            None => Self(DEFAULT_USER.to_owned()),
-        }
+    /// The key of the call `ctx`, from the [`CallScope`] the harness bound into it; `None`
+    /// when no scope is bound.
+    pub fn for_call(ctx: &RuntimeContext) -> Option<Self> {
+        ctx.get::<CallScope>().map(Self::for_scope)
     }
 
     /// The key as text.
@@ -94,14 +82,18 @@ mod tests {
     }
 
     #[test]
-    fn context_key_wins_over_user() {
-        let mut ctx = RuntimeContext::for_user("u1");
-        assert_eq!(NamespaceKey::for_call(&ctx).as_str(), "u1");
-        ctx.insert(NamespaceKey::new("tenant/u1"));
-        assert_eq!(NamespaceKey::for_call(&ctx).as_str(), "tenant/u1");
+    fn the_key_follows_the_scope() {
+        use harness_fs::IsolationScope;
+        let key = |scope, user: &str| {
+            let scope = CallScope::new(scope, "main".into(), user.into(), "s1".into()).ok();
+            scope.map(|scope| NamespaceKey::for_scope(&scope).0)
+        };
+        assert_eq!(key(IsolationScope::User, "u1").as_deref(), Some("u1"));
+        assert_eq!(key(IsolationScope::Session, "u1").as_deref(), Some("s1"));
         assert_eq!(
-            NamespaceKey::for_call(&RuntimeContext::default()).as_str(),
-            DEFAULT_USER
+            key(IsolationScope::Global, "u1").as_deref(),
+            Some(harness_fs::SHARED_MEMORY_KEY)
         );
+        assert!(NamespaceKey::for_call(&RuntimeContext::default()).is_none());
     }
 }

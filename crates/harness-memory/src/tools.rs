@@ -1,6 +1,7 @@
 //! The memory and session tools. Parameter names follow the reference catalogue
 //! (`query`, `path`, `startLine`, `endLine`, `agentId`, `sessionId`, `lastN`, `maxResults`).
-//! Every tool reads only the caller's namespace, [`CallWorkspace::user`].
+//! Every tool reads the caller's layered view, [`CallWorkspace::layered`]: the caller's
+//! namespace with the shared files (e.g. the workspace's `MEMORY.md`) showing through.
 
 use crate::index::{SearchResults, SearchScope};
 use crate::layout::{AGENTS_DIR, MEMORY_FILE, path, session_index_path, sessions_dir, transcript_path};
@@ -39,8 +40,13 @@ pub(crate) fn all(memory: Memory) -> Vec<Arc<dyn Tool>> {
 fn workspace(ctx: &ToolContext) -> Result<Arc<dyn Filesystem>, ToolError> {
     ctx.runtime
         .get::<CallWorkspace>()
-        .map(|workspace| Arc::clone(&workspace.user))
+        .map(|workspace| Arc::clone(&workspace.layered))
         .ok_or_else(|| ToolError::failed("no workspace is bound to this call, so memory is unavailable"))
+}
+
+fn namespace_key(ctx: &ToolContext) -> Result<NamespaceKey, ToolError> {
+    NamespaceKey::for_call(&ctx.runtime)
+        .ok_or_else(|| ToolError::failed("no call scope is bound to this call, so memory is unavailable"))
 }
 
 fn fs_error(err: FsError) -> ToolError {
@@ -130,7 +136,7 @@ impl TypedTool for MemorySearch {
             return Err(ToolError::failed("No query provided"));
         }
         let fs = workspace(ctx)?;
-        let key = NamespaceKey::for_call(&ctx.runtime);
+        let key = namespace_key(ctx)?;
         let results = self
             .memory
             .search(fs, &key, query, args.max_results.unwrap_or(10))
@@ -262,7 +268,7 @@ impl TypedTool for SessionSearch {
             .map(|raw| parse_agent(raw.trim()))
             .transpose()?;
         let fs = workspace(ctx)?;
-        let key = NamespaceKey::for_call(&ctx.runtime);
+        let key = namespace_key(ctx)?;
         let results = self
             .memory
             .search_in(

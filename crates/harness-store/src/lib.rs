@@ -5,6 +5,9 @@
 //! under string keys with compare-and-set versions) in memory or on Redis. It knows nothing of
 //! the workspace layout: the filesystem on top of a [`KvStore`] lives in `harness-fs`.
 //!
+//! It also holds the session leases for one host: [`LocalLease`] (one process) and
+//! [`FileLease`] (several processes sharing a lock directory).
+//!
 //! The default build needs no services. The Redis store is behind the cargo feature `redis`.
 //!
 //! ```
@@ -22,12 +25,14 @@
 
 mod file_state;
 mod kv;
+mod lease;
 mod memory_kv;
 #[cfg(feature = "redis")]
 mod redis_kv;
 
 pub use file_state::{FileStateStore, StateLayout};
 pub use kv::{KvEntry, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
+pub use lease::{FileLease, LocalLease};
 pub use memory_kv::InMemoryKv;
 #[cfg(feature = "redis")]
 pub use redis_kv::{RedisKv, RedisKvConfig};

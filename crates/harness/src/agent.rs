@@ -2,13 +2,13 @@
 
 use crate::capability::{Assembly, Capabilities, Capability, CapabilityError, Layer, REGISTRY, Settings, Setup};
 use crate::config::HarnessConfig;
-use crate::session::{SessionPersistence, TurnGate};
+use crate::session::SessionPersistence;
 use crate::workspace::WorkspaceManager;
 use harness_core::{
-    AgentError, AgentInput, AgentStream, ChatModel, EventKind, EventSink, Middleware, Msg, ReActAgent, RuntimeContext,
-    SessionId, StateStore, Tool, UserId, error_chain,
+    AgentError, AgentInput, AgentStream, ChatModel, EventKind, EventSink, FencingToken, LeaseError, Middleware, Msg,
+    ReActAgent, RuntimeContext, SessionId, SessionLease, StateStore, Tool, UserId, error_chain,
 };
-use harness_fs::{Filesystem, IsolationScope, NamespaceFactory, WsPath};
+use harness_fs::{Filesystem, IsolationScope, WsPath};
 use harness_memory::Memory;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -92,6 +92,7 @@ pub struct HarnessAgentBuilder {
     state_store: Option<Arc<dyn StateStore>>,
     cross_process_lock: Option<bool>,
     settings: Settings,
+    session_lease: Option<Arc<dyn SessionLease>>,
 }
 
 impl HarnessAgentBuilder {
@@ -177,9 +178,19 @@ impl HarnessAgentBuilder {
     }
 
     /// Whether turns of a session are also serialised across processes with lock files in
-    /// the workspace (default: on for a local workspace).
+    /// the workspace's `.harness/locks/` (default: on whenever the workspace directory
+    /// exists, whatever the filesystem kind). `false` keeps the in-process lease only.
+    /// Ignored when [`session_lease`](Self::session_lease) is set.
     pub fn cross_process_lock(mut self, enabled: bool) -> Self {
         self.cross_process_lock = Some(enabled);
+        self
+    }
+
+    /// Who may run a turn of a session now (default: a `FileLease` under the workspace's
+    /// `.harness/locks/` when the workspace directory exists, else a `LocalLease`). A turn
+    /// holds the lease from before its state is loaded until after it is saved.
+    pub fn session_lease(mut self, lease: Arc<dyn SessionLease>) -> Self {
+        self.session_lease = Some(lease);
         self
     }
 
@@ -239,11 +250,15 @@ impl HarnessAgentBuilder {
             root.clone(),
             fs,
             template,
-            NamespaceFactory::new(scope, agent_id.clone()),
+            scope,
+            agent_id.clone(),
         ));
-        let store: Arc<dyn StateStore> = self
-            .state_store
-            .unwrap_or_else(|| Arc::new(harness_store::FileStateStore::new(root.clone())));
+        let store: Arc<dyn StateStore> = self.state_store.unwrap_or_else(|| {
+            Arc::new(harness_store::FileStateStore::with_layout(
+                root.clone(),
+                harness_fs::state_layout(),
+            ))
+        });
 
         let (capabilities, memory) = assemble_capabilities(
             Setup {
@@ -287,11 +302,19 @@ impl HarnessAgentBuilder {
         for (_, layer) in layers {
             kernel = kernel.middleware(layer);
         }
-        let lock_dir = (self.cross_process_lock.unwrap_or(local)).then(|| root.join(".harness").join("locks"));
+        // Lock files whenever there is a local workspace directory, whatever serves the
+        // files: processes sharing the directory share the locks.
+        let lease = self.session_lease.unwrap_or_else(|| {
+            if self.cross_process_lock.unwrap_or_else(|| root.is_dir()) {
+                Arc::new(harness_store::FileLease::new(root.join(".harness").join("locks")))
+            } else {
+                Arc::new(harness_store::LocalLease::default())
+            }
+        });
         Ok(HarnessAgent {
             kernel: kernel.build()?,
             workspace,
-            gate: Arc::new(TurnGate::new(lock_dir)),
+            lease,
             sessions,
             memory,
             capabilities,
@@ -341,11 +364,23 @@ fn assemble_capabilities(
 pub struct HarnessAgent {
     kernel: ReActAgent,
     workspace: Arc<WorkspaceManager>,
-    gate: Arc<TurnGate>,
+    lease: Arc<dyn SessionLease>,
     sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
     capabilities: Capabilities,
     onion: Arc<[&'static str]>,
+}
+
+/// The session lease was lost while the turn ran.
+#[derive(Debug, thiserror::Error)]
+#[error("the session lease was lost while the turn ran (another holder took the session); the turn was cancelled")]
+struct LeaseLost;
+
+fn lease_error(err: impl Into<harness_core::BoxError>) -> AgentError {
+    AgentError::Capability {
+        capability: "session_lease",
+        source: err.into(),
+    }
 }
 
 const _: fn() = || {
@@ -419,12 +454,18 @@ impl HarnessAgent {
         self.capabilities.shutdown(deadline).await;
     }
 
-    /// Fills in default ids, checks them, and attaches the call's workspace view.
+    /// Fills in default ids, checks them, and attaches the call's [`CallScope`], its
+    /// workspace view ([`harness_fs::CallWorkspace`]) and its state key.
     ///
     /// # Errors
-    /// [`AgentError::Identity`] for unsafe ids; [`AgentError::Capability`] when the caller's
-    /// namespace cannot be formed.
-    pub fn bind(&self, mut ctx: RuntimeContext) -> Result<RuntimeContext, AgentError> {
+    /// [`AgentError::Identity`] for unsafe ids; [`AgentError::Capability`] when an id is a
+    /// reserved workspace name where it would name the caller's namespace.
+    pub fn bind(&self, ctx: RuntimeContext) -> Result<RuntimeContext, AgentError> {
+        self.bind_scoped(ctx).map(|(ctx, _)| ctx)
+    }
+
+    /// [`bind`](Self::bind), also returning the call's lease key.
+    fn bind_scoped(&self, mut ctx: RuntimeContext) -> Result<(RuntimeContext, harness_core::LeaseKey), AgentError> {
         let user = ctx
             .user_id
             .get_or_insert_with(|| UserId::new(harness_core::DEFAULT_USER));
@@ -433,29 +474,49 @@ impl HarnessAgent {
             .session_id
             .get_or_insert_with(|| SessionId::new(harness_core::DEFAULT_SESSION));
         session.validate()?;
-        let call = self
-            .workspace
-            .call_workspace(&ctx)
-            .map_err(|err| AgentError::Capability {
+        let scope = self.workspace.call_scope(&ctx).map_err(|err| match err {
+            harness_fs::ScopeError::Id(err) => AgentError::Identity(err),
+            other => AgentError::Capability {
                 capability: "workspace",
-                source: Box::new(err),
-            })?;
-        ctx.insert(call);
-        Ok(ctx)
+                source: Box::new(other),
+            },
+        })?;
+        ctx.insert(self.workspace.call_workspace(&scope));
+        ctx.insert(scope.state_key());
+        let key = scope.lease_key();
+        ctx.insert(scope);
+        Ok((ctx, key))
     }
 
     async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
-        let ctx = self.bind(ctx)?;
-        let key = self.kernel.key_for(&ctx)?;
-        let _permit = self
-            .gate
-            .enter([key.agent_id.as_str(), key.user_id.as_str(), key.session_id.as_str()])
-            .await
-            .map_err(|err| AgentError::Capability {
-                capability: "turn_gate",
-                source: Box::new(err),
-            })?;
-        self.kernel.run(input, ctx, events).await
+        let (mut ctx, key) = self.bind_scoped(ctx)?;
+        let guard = match self.lease.acquire(&key, ctx.cancellation()).await {
+            Ok(guard) => guard,
+            Err(LeaseError::Cancelled) => return Err(AgentError::Cancelled),
+            Err(err) => return Err(lease_error(err)),
+        };
+        if let Some(token) = guard.token() {
+            ctx.insert::<FencingToken>(token);
+        }
+        // Losing the lease cancels the turn (the kernel still saves, and a fenced store
+        // refuses that save); the caller gets an error that says why.
+        let lost = guard.lost();
+        let turn_cancel = ctx.cancellation().child_token();
+        let ctx = ctx.with_cancellation(turn_cancel.clone());
+        let run = self.kernel.run(input, ctx, events);
+        tokio::pin!(run);
+        let result = tokio::select! {
+            result = &mut run => result,
+            () = lost.cancelled() => {
+                turn_cancel.cancel();
+                run.await
+            }
+        };
+        guard.release().await;
+        if lost.is_cancelled() {
+            return Err(lease_error(LeaseLost));
+        }
+        result
     }
 
     /// Runs one turn and returns the final assistant message.

@@ -95,7 +95,9 @@ impl CompactionHook for MemoryFlush {
         let Some(call) = turn.ctx.get::<harness_fs::CallWorkspace>() else {
             return;
         };
-        let namespace = NamespaceKey::for_call(&turn.ctx);
+        let Some(namespace) = NamespaceKey::for_call(&turn.ctx) else {
+            return;
+        };
         self.0.flush_before_compaction(
             Arc::clone(&call.user),
             &namespace,

@@ -25,7 +25,7 @@ use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 use crate::workspace::WorkspaceManager;
 use harness_core::{EventKind, Hooks, Middleware, PromptPart, SystemPrompt, Turn, async_trait};
-use harness_fs::{CallWorkspace, IsolationScope, WsPath};
+use harness_fs::{CallScope, CallWorkspace, IsolationScope, WsPath};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -216,7 +216,10 @@ impl Middleware for WorkspaceContext {
         let Some(call) = turn.ctx.get::<CallWorkspace>() else {
             return;
         };
-        let namespace = self.workspace.namespace_of(&turn.ctx).unwrap_or_default();
+        let Some(scope) = turn.ctx.get::<CallScope>() else {
+            return;
+        };
+        let namespace = scope.namespace().clone();
         let mut warnings = Vec::new();
         let mut read =
             |result: Result<Option<crate::workspace::InjectedFile>, crate::workspace::SkippedFile>| match result {
@@ -251,7 +254,7 @@ impl Middleware for WorkspaceContext {
 
         prompt.push_stable(
             "workspace",
-            workspace_guide(&self.workspace, call, self.config.isolation),
+            workspace_guide(&self.workspace, call, scope, self.config.isolation),
         );
         prompt.push_stable("guide", guide(self.config.memory_tools));
         for part in self.parts.iter().filter(|part| part.stable) {
@@ -328,9 +331,19 @@ fn wspath(path: &str) -> WsPath {
 
 /// The workspace section. It promises only what the file tools enforce; what a host shell
 /// can reach is the shell capability's own prompt part to say.
-fn workspace_guide(workspace: &WorkspaceManager, call: &CallWorkspace, isolation: IsolationScope) -> String {
+fn workspace_guide(
+    workspace: &WorkspaceManager,
+    call: &CallWorkspace,
+    scope: &CallScope,
+    isolation: IsolationScope,
+) -> String {
+    let shared = if scope.is_shared_namespace() {
+        "The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ are read-only to you: writing them is refused."
+    } else {
+        "The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ (the same for every user) show through under your area: read them with the file and memory tools at those paths. Writing one of them creates your own copy, which from then on shadows the shared file for you; the shared file itself never changes."
+    };
     format!(
-        "## Workspace\nYour workspace is {} ({}). File tools take paths relative to it; absolute paths and '..' are refused. {}",
+        "## Workspace\nYour workspace is {} ({}). File tools take paths relative to it; absolute paths and '..' are refused. {} {shared}",
         workspace.root().display(),
         call.user.describe(),
         isolation_claim(isolation),

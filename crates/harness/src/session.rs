@@ -1,7 +1,7 @@
-//! Durable sessions: the append-only transcript, the session index, crash replay and the
-//! per-session turn gate.
+//! Durable sessions: the append-only transcript, the session index and crash replay. (Turns
+//! of one session are serialised by the agent's `SessionLease`.)
 //!
-//! Files, in the caller's namespace:
+//! Files, in the caller's namespace (paths from the call's [`CallScope`]):
 //!
 //! ```text
 //! agents/<agentId>/sessions/<sessionId>.log.jsonl   one Msg per line, append-only, never rewritten
@@ -25,11 +25,10 @@
 use harness_core::{
     AgentError, AgentNext, Hooks, Middleware, Msg, ReasoningNext, Role, Turn, async_trait, repair_tool_pairs,
 };
-use harness_fs::{CallWorkspace, Filesystem, FsError, WriteMode, WsPath};
+use harness_fs::{CallScope, CallWorkspace, Filesystem, FsError, WriteMode, WsPath};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The transcript of a session, relative to the caller's namespace.
 ///
@@ -117,6 +116,12 @@ pub async fn read_index(fs: &dyn Filesystem, agent: &str) -> SessionIndex {
         }),
         Err(_) => SessionIndex::default(),
     }
+}
+
+fn call_scope(turn: &Turn) -> Result<&CallScope, AgentError> {
+    turn.ctx
+        .get::<CallScope>()
+        .ok_or_else(|| session_error("the call has no scope bound"))
 }
 
 fn session_error(err: impl Into<harness_core::BoxError>) -> AgentError {
@@ -350,7 +355,7 @@ impl SessionPersistence {
             serde_json::to_writer(&mut lines, msg.as_ref()).map_err(session_error)?;
             lines.push(b'\n');
         }
-        let path = transcript_path(turn.key.agent_id.as_str(), turn.key.session_id.as_str()).map_err(session_error)?;
+        let path = call_scope(turn)?.transcript_path();
         call.user.append(&path, &lines).await.map_err(session_error)?;
         turn.state.transcript_offset += lines.len() as u64;
         turn.persisted = turn.appended.len();
@@ -363,7 +368,7 @@ impl SessionPersistence {
             .ctx
             .get::<CallWorkspace>()
             .ok_or_else(|| session_error("the call has no workspace bound"))?;
-        let path = transcript_path(turn.key.agent_id.as_str(), turn.key.session_id.as_str()).map_err(session_error)?;
+        let path = call_scope(turn)?.transcript_path();
         let size = match call.user.stat(&path).await {
             Ok(info) => info.size,
             Err(FsError::NotFound { .. }) => 0,
@@ -410,7 +415,7 @@ impl SessionPersistence {
             .ctx
             .get::<CallWorkspace>()
             .ok_or_else(|| session_error("the call has no workspace bound"))?;
-        let path = index_path(turn.key.agent_id.as_str()).map_err(session_error)?;
+        let path = call_scope(turn)?.session_index_path();
         let now = jiff::Timestamp::now();
         let summary = turn
             .state
@@ -474,103 +479,6 @@ impl Middleware for SessionPersistence {
         let result = next.run(turn).await;
         self.flush(turn).await?;
         result
-    }
-}
-
-/// Serialises turns of one session: FIFO within the process (a fair async mutex per
-/// session) and, for a local workspace, across processes (an advisory lock file).
-#[derive(Debug)]
-pub struct TurnGate {
-    locks: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
-    lock_dir: Option<PathBuf>,
-}
-
-/// A held turn. Dropping it lets the next turn of the session in.
-#[derive(Debug)]
-pub struct TurnPermit {
-    _local: tokio::sync::OwnedMutexGuard<()>,
-    _file: Option<std::fs::File>,
-}
-
-impl TurnGate {
-    /// A gate; with `lock_dir`, turns are also serialised across processes through lock
-    /// files under it.
-    pub fn new(lock_dir: Option<PathBuf>) -> Self {
-        Self {
-            locks: Mutex::new(HashMap::new()),
-            lock_dir,
-        }
-    }
-
-    /// Waits for the session's turn. `key` must be made of checked ids (`agent/user/session`).
-    ///
-    /// # Errors
-    /// An IO error from the lock file.
-    pub async fn enter(&self, segments: [&str; 3]) -> Result<TurnPermit, std::io::Error> {
-        let key = segments.join("/");
-        let gate = {
-            let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
-            if locks.len() > 1024 {
-                locks.retain(|_, weak| weak.strong_count() > 0);
-            }
-            match locks.get(&key).and_then(Weak::upgrade) {
-                Some(gate) => gate,
-                None => {
-                    let gate = Arc::new(tokio::sync::Mutex::new(()));
-                    locks.insert(key.clone(), Arc::downgrade(&gate));
-                    gate
-                }
-            }
-        };
-        let local = gate.lock_owned().await;
-        let file = match &self.lock_dir {
-            None => None,
-            Some(dir) => {
-                let path = segments
-                    .iter()
-                    .fold(dir.clone(), |path, segment| path.join(segment))
-                    .with_extension("lock");
-                Some(lock_file(path).await?)
-            }
-        };
-        Ok(TurnPermit {
-            _local: local,
-            _file: file,
-        })
-    }
-}
-
-/// Takes an exclusive advisory lock on `path`, polling so no thread blocks while another
-/// process holds it.
-async fn lock_file(path: PathBuf) -> Result<std::fs::File, std::io::Error> {
-    let open = |path: &PathBuf| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-    };
-    // The directory exists after a session's first turn: create it only when needed.
-    let file = match open(&path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            if let Some(parent) = path.parent() {
-                tokio::fs::create_dir_all(parent).await?;
-            }
-            open(&path)?
-        }
-        Err(err) => return Err(err),
-    };
-    let mut wait = std::time::Duration::from_millis(2);
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => {
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(std::time::Duration::from_millis(50));
-            }
-            Err(std::fs::TryLockError::Error(err)) => return Err(err),
-        }
     }
 }
 

@@ -2,10 +2,11 @@
 //! `glob_files`, `grep_files`) and the shell tool (`execute`).
 //!
 //! Names and parameters follow the reference catalogue. Every tool finds what it works on in
-//! the call's context, never in its own fields: the caller's filesystem is
-//! [`CallWorkspace::user`](harness_fs::CallWorkspace), and the shell is a
-//! [`CallShell`](harness_fs::CallShell) when the call has one, else the shell of that
-//! filesystem. Outputs are bounded and say so when cut; failures are error results that say
+//! the call's context, never in its own fields: the file tools use the caller's layered view
+//! [`CallWorkspace::layered`](harness_fs::CallWorkspace) (the caller's own files with the
+//! shared AGENTS.md, MEMORY.md and knowledge/ showing through, read-only), and the shell is a
+//! [`CallShell`](harness_fs::CallShell) when the call has one, else the shell of the caller's
+//! own layer ([`CallWorkspace::user`](harness_fs::CallWorkspace)). Outputs are bounded and say so when cut; failures are error results that say
 //! what to do.
 
 pub mod files;

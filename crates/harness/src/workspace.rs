@@ -2,8 +2,8 @@
 //! two-layer read for injected files and a change-checked cache so unchanged files are not
 //! re-read on every step.
 
-use harness_core::RuntimeContext;
-use harness_fs::{CallWorkspace, FileInfo, Filesystem, FsError, NamespaceFactory, WsPath};
+use harness_core::{AgentId, RuntimeContext, SessionId, UserId};
+use harness_fs::{CallScope, CallWorkspace, FileInfo, Filesystem, FsError, IsolationScope, ScopeError, WsPath};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,7 +69,8 @@ pub struct WorkspaceManager {
     root: PathBuf,
     fs: Arc<dyn Filesystem>,
     template: Option<Arc<dyn Filesystem>>,
-    namespaces: NamespaceFactory,
+    scope: IsolationScope,
+    agent: AgentId,
     texts: Mutex<HashMap<(Layer, String), CachedText>>,
     listings: Mutex<HashMap<String, CachedListing>>,
 }
@@ -79,7 +80,7 @@ impl std::fmt::Debug for WorkspaceManager {
         f.debug_struct("WorkspaceManager")
             .field("root", &self.root)
             .field("fs", &self.fs.describe())
-            .field("namespaces", &self.namespaces)
+            .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
 }
@@ -95,13 +96,15 @@ impl WorkspaceManager {
         root: impl Into<PathBuf>,
         fs: Arc<dyn Filesystem>,
         template: Option<Arc<dyn Filesystem>>,
-        namespaces: NamespaceFactory,
+        scope: IsolationScope,
+        agent: AgentId,
     ) -> Self {
         Self {
             root: root.into(),
             fs,
             template,
-            namespaces,
+            scope,
+            agent,
             texts: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
         }
@@ -117,34 +120,37 @@ impl WorkspaceManager {
         &self.fs
     }
 
-    /// The namespace factory.
-    pub fn namespaces(&self) -> &NamespaceFactory {
-        &self.namespaces
+    /// How runtime data is partitioned.
+    pub fn scope(&self) -> IsolationScope {
+        self.scope
     }
 
-    /// The namespace prefix of a call.
-    ///
-    /// # Errors
-    /// [`FsError::InvalidPath`] when the caller's ids are unsafe or reserved.
-    pub fn namespace_of(&self, ctx: &RuntimeContext) -> Result<WsPath, FsError> {
-        self.namespaces.prefix(ctx)
+    /// The agent whose workspace this is.
+    pub fn agent(&self) -> &AgentId {
+        &self.agent
     }
 
-    /// The filesystems of one call: the caller's namespace and the shared root.
+    /// The scope of a call: its user and session (the documented defaults when missing),
+    /// this agent and the isolation scope. The only place a call's namespace is computed.
     ///
     /// # Errors
-    /// As [`namespace_of`](Self::namespace_of).
-    pub fn call_workspace(&self, ctx: &RuntimeContext) -> Result<CallWorkspace, FsError> {
-        let prefix = self.namespace_of(ctx)?;
-        let user: Arc<dyn Filesystem> = if prefix.is_root() {
-            Arc::clone(&self.fs)
-        } else {
-            Arc::new(harness_fs::Namespaced::new(Arc::clone(&self.fs), prefix))
-        };
-        Ok(CallWorkspace {
-            user,
-            shared: Arc::clone(&self.fs),
-        })
+    /// [`ScopeError`] when an id is unsafe, or reserved where it would name a namespace.
+    pub fn call_scope(&self, ctx: &RuntimeContext) -> Result<CallScope, ScopeError> {
+        CallScope::new(
+            self.scope,
+            self.agent.clone(),
+            ctx.user_id
+                .clone()
+                .unwrap_or_else(|| UserId::new(harness_core::DEFAULT_USER)),
+            ctx.session_id
+                .clone()
+                .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION)),
+        )
+    }
+
+    /// The filesystems of one call (see [`CallWorkspace`]).
+    pub fn call_workspace(&self, scope: &CallScope) -> CallWorkspace {
+        CallWorkspace::new(&self.fs, scope, self.template.as_ref())
     }
 
     /// Reads an injected file with the two-layer rule: the caller's namespace first (a

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn harness() -> Command {
+pub(crate) fn harness() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
     for key in [
         "HARNESS_MODEL",
@@ -17,14 +17,14 @@ fn harness() -> Command {
     command
 }
 
-fn text(output: &Output) -> (String, String) {
+pub(crate) fn text(output: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
 
-fn script(dir: &Path, body: &str) -> String {
+pub(crate) fn script(dir: &Path, body: &str) -> String {
     let path = dir.join("script.json");
     std::fs::write(&path, body).unwrap();
     format!("scripted:{}", path.display())

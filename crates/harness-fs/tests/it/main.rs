@@ -5,6 +5,7 @@
 mod backends;
 mod conformance;
 mod security;
+mod shared;
 mod shell;
 
 use harness_fs::WsPath;

@@ -3,10 +3,10 @@
 //! the reference: string-based path policy, advisory namespaces.)
 
 use super::p;
-use harness_core::RuntimeContext;
+use harness_core::{AgentId, SessionId, UserId};
 use harness_fs::{
-    CompositeFs, Filesystem, FsError, GrepOptions, IsolationScope, KvFs, LocalFs, NamespaceFactory, Namespaced,
-    WriteMode, WsPath,
+    CallScope, CallWorkspace, CompositeFs, Filesystem, FsError, GrepOptions, IsolationScope, KvFs, LocalFs, Namespaced,
+    ScopeError, WriteMode, WsPath,
 };
 use harness_store::InMemoryKv;
 use std::os::unix::fs::symlink;
@@ -213,13 +213,17 @@ async fn symlinks_that_stay_inside_work() {
 
 /// User A's view can never reach user B's files, whatever the path form.
 async fn check_cross_namespace(base: Arc<dyn Filesystem>, attack_link: Option<&Path>) {
-    let factory = NamespaceFactory::new(IsolationScope::User, "main".into());
-    let alice = factory
-        .namespaced(Arc::clone(&base), &RuntimeContext::for_user("alice"))
-        .unwrap();
-    let bob = factory
-        .namespaced(Arc::clone(&base), &RuntimeContext::for_user("bob"))
-        .unwrap();
+    let scope = |user: &str| {
+        CallScope::new(
+            IsolationScope::User,
+            AgentId::new("main"),
+            UserId::new(user),
+            SessionId::new("s1"),
+        )
+    };
+    // The model's layered views: their own namespace over the read-only shared layer.
+    let alice = CallWorkspace::new(&base, &scope("alice").unwrap(), None).layered;
+    let bob = CallWorkspace::new(&base, &scope("bob").unwrap(), None).layered;
     bob.write(&p("secret.txt"), b"bob's secret", WriteMode::CreateNew)
         .await
         .unwrap();
@@ -272,10 +276,7 @@ async fn check_cross_namespace(base: Arc<dyn Filesystem>, attack_link: Option<&P
         assert_eq!(bob.read(&p("secret.txt")).await.unwrap(), b"bob's secret");
     }
     // Reserved names cannot be used as a namespace.
-    assert!(matches!(
-        factory.prefix(&RuntimeContext::for_user("memory")),
-        Err(FsError::InvalidPath { .. })
-    ));
+    assert!(matches!(scope("memory"), Err(ScopeError::Reserved { .. })));
 }
 
 #[tokio::test]

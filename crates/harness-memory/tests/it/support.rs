@@ -268,8 +268,17 @@ pub fn ctx(user: &str, session: &str, fs: &Arc<MemFs>) -> RuntimeContext {
     let fs: Arc<dyn Filesystem> = fs.clone();
     ctx.insert(CallWorkspace {
         user: Arc::clone(&fs),
+        layered: Arc::clone(&fs),
         shared: fs,
     });
+    let scope = harness_fs::CallScope::new(
+        harness_fs::IsolationScope::User,
+        "main".into(),
+        user.into(),
+        session.into(),
+    )
+    .expect("test ids are safe");
+    ctx.insert(scope);
     ctx
 }
 

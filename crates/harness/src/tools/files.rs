@@ -1,6 +1,7 @@
 //! The file tools: `read_file`, `write_file`, `edit_file`, `list_files`, `glob_files`,
 //! `grep_files`. They work on the caller's namespaced filesystem,
-//! [`CallWorkspace::user`](harness_fs::CallWorkspace).
+//! [`CallWorkspace::layered`](harness_fs::CallWorkspace): the caller's own layer with the shared
+//! files (AGENTS.md, knowledge/, MEMORY.md) showing through; writes go to the caller's layer.
 
 use async_trait::async_trait;
 use harness_core::{Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
@@ -35,11 +36,12 @@ pub const GREP_MAX_LINE_CHARS: usize = 500;
 /// Most characters of a listing, glob or grep result.
 pub const MAX_RESULT_CHARS: usize = 60_000;
 
-/// The caller's filesystem.
+/// The model's view: the caller's layer with the shared files showing through
+/// ([`CallWorkspace::layered`]).
 fn workspace(ctx: &ToolContext) -> Result<&Arc<dyn Filesystem>, ToolError> {
     ctx.runtime
         .get::<CallWorkspace>()
-        .map(|workspace| &workspace.user)
+        .map(|workspace| &workspace.layered)
         .ok_or_else(|| ToolError::failed("no workspace is bound to this call; the file tools cannot be used"))
 }
 

@@ -391,6 +391,7 @@ pub fn ctx_with(user: &str, fs: Arc<dyn Filesystem>) -> RuntimeContext {
     let mut ctx = RuntimeContext::for_user(user);
     ctx.insert(CallWorkspace {
         user: Arc::clone(&fs),
+        layered: Arc::clone(&fs),
         shared: fs,
     });
     ctx

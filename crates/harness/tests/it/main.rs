@@ -10,6 +10,7 @@ mod doubles;
 mod eviction;
 mod gate;
 mod memory;
+mod scope;
 mod sessions;
 mod support;
 mod tools;

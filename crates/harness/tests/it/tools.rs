@@ -4,8 +4,8 @@
 use harness::tools::{file_tools, shell_tool};
 use harness_core::{EventSink, RuntimeContext, ToolContext, ToolError, ToolOutput, Toolkit};
 use harness_fs::{
-    CallShell, CallWorkspace, Filesystem, IsolationScope, KvFs, LocalFs, LocalShell, LocalShellConfig,
-    NamespaceFactory, WriteMode, WsPath,
+    CallScope, CallShell, CallWorkspace, Filesystem, IsolationScope, KvFs, LocalFs, LocalShell, LocalShellConfig,
+    WriteMode, WsPath,
 };
 use harness_store::InMemoryKv;
 use serde_json::{Value, json};
@@ -36,12 +36,15 @@ fn env() -> Env {
             .with_shell(LocalShellConfig::default()),
     );
     let mut runtime = RuntimeContext::for_user("alice");
-    let factory = NamespaceFactory::new(IsolationScope::User, "main".into());
-    let user = factory.namespaced(Arc::clone(&root), &runtime).unwrap();
-    runtime.insert(CallWorkspace {
-        user,
-        shared: Arc::clone(&root),
-    });
+    let scope = CallScope::new(
+        IsolationScope::User,
+        "main".into(),
+        "alice".into(),
+        harness_core::DEFAULT_SESSION.into(),
+    )
+    .unwrap();
+    runtime.insert(CallWorkspace::new(&root, &scope, None));
+    runtime.insert(scope);
     let mut tools = file_tools();
     tools.push(shell_tool());
     Env {
@@ -395,6 +398,7 @@ async fn execute_needs_a_shell() {
     let mut runtime = RuntimeContext::for_user("alice");
     runtime.insert(CallWorkspace {
         user: Arc::clone(&kv),
+        layered: Arc::clone(&kv),
         shared: kv,
     });
     let ctx = context(runtime);

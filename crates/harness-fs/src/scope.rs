@@ -1,0 +1,307 @@
+//! [`CallScope`]: whose data one call touches, computed once per call. Every key and path of
+//! the call's runtime data is derived here and nowhere else.
+
+use crate::namespace::{IsolationScope, RESERVED_NAMES};
+use crate::path::WsPath;
+use harness_core::{AgentId, IdError, LeaseKey, SessionId, StateKey, UserId};
+use harness_store::StateLayout;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The [`StateKey::user_id`] of the shared namespace (scopes `agent` and `global`). It is a
+/// reserved workspace name, so no user or session can own a namespace by that name.
+pub const SHARED_NAMESPACE_ID: &str = "global";
+
+/// The memory key of the shared namespace (the memory index database is named after it).
+pub const SHARED_MEMORY_KEY: &str = "_shared";
+
+/// Why a [`CallScope`] could not be formed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScopeError {
+    /// An id is not a safe path segment.
+    #[error(transparent)]
+    Id(#[from] IdError),
+    /// An id that would name a namespace is a reserved workspace name (`knowledge`, `memory`,
+    /// ...), so its namespace would overlap the shared files.
+    #[error("{kind} id {id:?} is a reserved workspace name and cannot name a namespace")]
+    Reserved {
+        /// Which id (`user`, `session`).
+        kind: &'static str,
+        /// The refused id.
+        id: String,
+    },
+}
+
+/// Whose data one call touches: the agent, the caller, the session and the isolation scope,
+/// with checked ids (the constructor validates them; the fields are private).
+///
+/// The harness computes it once when a call is bound and puts it into the call's
+/// `RuntimeContext`; every consumer (session persistence, memory, tools, the prompt,
+/// eviction, compaction) derives its keys and paths from it:
+///
+/// | scope | namespace (the caller's layer) | state key user | lease key |
+/// |---|---|---|---|
+/// | `user` (default) | `<user>/` | `<user>` | `<agent>/<user>/<session>` |
+/// | `session` | `<session>/` | `<session>` | `<agent>/<session>/<session>` |
+/// | `agent`, `global` | the workspace root | `global` | `<agent>/global/<session>` |
+///
+/// Paths returned by the `*_path` methods are relative to the caller's layer (the
+/// namespace); [`state_dir`](Self::state_dir) is relative to the workspace root.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallScope {
+    scope: IsolationScope,
+    agent: AgentId,
+    user: UserId,
+    session: SessionId,
+    namespace: WsPath,
+    owner: UserId,
+}
+
+impl CallScope {
+    /// The scope of a call by `user` in `session` of `agent`, partitioned by `scope`.
+    ///
+    /// # Errors
+    /// [`ScopeError::Id`] when an id is not a safe path segment; [`ScopeError::Reserved`]
+    /// when the id that names the namespace is a reserved workspace name.
+    pub fn new(scope: IsolationScope, agent: AgentId, user: UserId, session: SessionId) -> Result<Self, ScopeError> {
+        agent.validate()?;
+        user.validate()?;
+        session.validate()?;
+        let (kind, owner) = match scope {
+            IsolationScope::User => ("user", Some(user.as_str())),
+            IsolationScope::Session => ("session", Some(session.as_str())),
+            IsolationScope::Agent | IsolationScope::Global => ("", None),
+        };
+        let (namespace, owner) = match owner {
+            Some(id) => {
+                if RESERVED_NAMES.iter().any(|reserved| reserved.eq_ignore_ascii_case(id)) {
+                    return Err(ScopeError::Reserved {
+                        kind,
+                        id: id.to_owned(),
+                    });
+                }
+                // A checked id is one safe segment, so it parses as a one-segment path.
+                let namespace = WsPath::parse(id).map_err(|_| IdError::BadChar {
+                    kind,
+                    id: id.to_owned(),
+                    found: '/',
+                })?;
+                (namespace, UserId::new(id))
+            }
+            None => (WsPath::root(), UserId::new(SHARED_NAMESPACE_ID)),
+        };
+        Ok(Self {
+            scope,
+            agent,
+            user,
+            session,
+            namespace,
+            owner,
+        })
+    }
+
+    /// The isolation scope.
+    pub fn scope(&self) -> IsolationScope {
+        self.scope
+    }
+
+    /// The agent.
+    pub fn agent(&self) -> &AgentId {
+        &self.agent
+    }
+
+    /// The caller.
+    pub fn user(&self) -> &UserId {
+        &self.user
+    }
+
+    /// The session.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// The caller's layer: the namespace prefix inside the workspace (the root for the shared
+    /// namespace of scopes `agent` and `global`).
+    pub fn namespace(&self) -> &WsPath {
+        &self.namespace
+    }
+
+    /// Whether the caller's layer is the workspace root (scopes `agent` and `global`).
+    pub fn is_shared_namespace(&self) -> bool {
+        self.namespace.is_root()
+    }
+
+    /// The key of the session's agent state. Its `user_id` names the namespace (the user,
+    /// the session, or [`SHARED_NAMESPACE_ID`]), so two users sharing a namespace share one
+    /// state, exactly as they share the transcript.
+    pub fn state_key(&self) -> StateKey {
+        StateKey {
+            agent_id: self.agent.clone(),
+            user_id: self.owner.clone(),
+            session_id: self.session.clone(),
+        }
+    }
+
+    /// The key of the session's lease: one per (agent, namespace, session), so turns that
+    /// share a transcript and a state are serialised, and no others.
+    pub fn lease_key(&self) -> LeaseKey {
+        LeaseKey::new(&[self.agent.as_str(), self.owner.as_str(), self.session.as_str()])
+    }
+
+    /// The key memory uses for the namespace (its index database, consolidation lease and
+    /// throttles): the namespace prefix, or [`SHARED_MEMORY_KEY`] for the root.
+    pub fn memory_key(&self) -> &str {
+        if self.namespace.is_root() {
+            SHARED_MEMORY_KEY
+        } else {
+            self.namespace.as_str()
+        }
+    }
+
+    fn agent_path(&self, rest: &str) -> WsPath {
+        // Checked ids are single safe segments, so the joined path always parses.
+        WsPath::parse(&format!("agents/{}/{rest}", self.agent)).unwrap_or_default()
+    }
+
+    /// The session's transcript: `agents/<agent>/sessions/<session>.log.jsonl`.
+    pub fn transcript_path(&self) -> WsPath {
+        self.agent_path(&format!("sessions/{}.log.jsonl", self.session))
+    }
+
+    /// The agent's session index: `agents/<agent>/sessions/sessions.json`.
+    pub fn session_index_path(&self) -> WsPath {
+        self.agent_path("sessions/sessions.json")
+    }
+
+    /// Messages compaction replaced: `agents/<agent>/compacted/<session>/`.
+    pub fn compacted_dir(&self) -> WsPath {
+        self.agent_path(&format!("compacted/{}", self.session))
+    }
+
+    /// Evicted tool outputs: `large_tool_results/<agent>/`.
+    pub fn large_tool_results_dir(&self) -> WsPath {
+        WsPath::parse(&format!("large_tool_results/{}", self.agent)).unwrap_or_default()
+    }
+
+    /// The session's background-task records: `agents/<agent>/tasks/<session>.json`.
+    pub fn task_records_path(&self) -> WsPath {
+        self.agent_path(&format!("tasks/{}.json", self.session))
+    }
+
+    /// The session's plan state: `agents/<agent>/plans/<session>.json`.
+    pub fn plan_state_path(&self) -> WsPath {
+        self.agent_path(&format!("plans/{}.json", self.session))
+    }
+
+    /// The session's approval records: `agents/<agent>/approvals/<session>.jsonl`.
+    pub fn approvals_path(&self) -> WsPath {
+        self.agent_path(&format!("approvals/{}.jsonl", self.session))
+    }
+
+    /// The directory of the session's agent state, relative to the workspace root (where
+    /// [`state_layout`] puts it): `<namespace>/agents/<agent>/context/<session>`.
+    pub fn state_dir(&self) -> WsPath {
+        self.namespace
+            .join_path(&self.agent_path(&format!("context/{}", self.session)))
+    }
+}
+
+/// The `FileStateStore` layout that keeps each session's state inside its namespace:
+/// `<user_id>/agents/<agent>/context/<session>`, and `agents/<agent>/context/<session>` for
+/// the shared namespace ([`SHARED_NAMESPACE_ID`]).
+pub fn state_layout() -> StateLayout {
+    Arc::new(|key: &StateKey| {
+        let base = if key.user_id.as_str() == SHARED_NAMESPACE_ID {
+            PathBuf::new()
+        } else {
+            PathBuf::from(key.user_id.as_str())
+        };
+        base.join("agents")
+            .join(key.agent_id.as_str())
+            .join("context")
+            .join(key.session_id.as_str())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(scope: IsolationScope, user: &str, session: &str) -> Result<CallScope, ScopeError> {
+        CallScope::new(scope, AgentId::new("main"), UserId::new(user), SessionId::new(session))
+    }
+
+    #[test]
+    fn every_key_follows_the_scope() -> Result<(), ScopeError> {
+        let cases = [
+            (IsolationScope::User, "alice", "alice", "main/alice/s1"),
+            (IsolationScope::Session, "s1", "s1", "main/s1/s1"),
+            (IsolationScope::Agent, "", SHARED_NAMESPACE_ID, "main/global/s1"),
+            (IsolationScope::Global, "", SHARED_NAMESPACE_ID, "main/global/s1"),
+        ];
+        for (kind, namespace, owner, lease) in cases {
+            let call = scope(kind, "alice", "s1")?;
+            assert_eq!(call.namespace().as_str(), namespace);
+            assert_eq!(call.state_key().user_id.as_str(), owner);
+            assert_eq!(call.lease_key().as_str(), lease);
+            let layout = state_layout();
+            assert_eq!(
+                layout(&call.state_key()).to_string_lossy(),
+                call.state_dir().as_str(),
+                "the state store puts the state inside the namespace"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn two_users_in_one_shared_scope_share_every_key() -> Result<(), ScopeError> {
+        for kind in [IsolationScope::Session, IsolationScope::Agent, IsolationScope::Global] {
+            let (alice, bob) = (scope(kind, "alice", "s1")?, scope(kind, "bob", "s1")?);
+            assert_eq!(alice.state_key(), bob.state_key());
+            assert_eq!(alice.lease_key(), bob.lease_key());
+            assert_eq!(alice.memory_key(), bob.memory_key());
+            assert_eq!(alice.transcript_path(), bob.transcript_path());
+        }
+        let (alice, bob) = (
+            scope(IsolationScope::User, "alice", "s1")?,
+            scope(IsolationScope::User, "bob", "s1")?,
+        );
+        assert_ne!(alice.state_key(), bob.state_key());
+        assert_ne!(alice.lease_key(), bob.lease_key());
+        assert_ne!(alice.memory_key(), bob.memory_key());
+        Ok(())
+    }
+
+    #[test]
+    fn unsafe_and_reserved_ids_are_refused() {
+        assert!(matches!(
+            scope(IsolationScope::User, "../x", "s"),
+            Err(ScopeError::Id(_))
+        ));
+        assert!(matches!(
+            scope(IsolationScope::User, "Knowledge", "s"),
+            Err(ScopeError::Reserved { kind: "user", .. })
+        ));
+        assert!(matches!(
+            scope(IsolationScope::Session, "alice", "memory"),
+            Err(ScopeError::Reserved { kind: "session", .. })
+        ));
+        // A reserved session id is fine when the session does not name the namespace.
+        assert!(scope(IsolationScope::User, "alice", "memory").is_ok());
+        // `..hidden` is a valid id (only `.` and `..` alone are refused).
+        assert!(scope(IsolationScope::Session, "alice", "..hidden").is_ok());
+    }
+
+    #[test]
+    fn paths_for_later_issues() -> Result<(), ScopeError> {
+        let call = scope(IsolationScope::User, "alice", "v1.2")?;
+        assert_eq!(call.task_records_path().as_str(), "agents/main/tasks/v1.2.json");
+        assert_eq!(call.plan_state_path().as_str(), "agents/main/plans/v1.2.json");
+        assert_eq!(call.approvals_path().as_str(), "agents/main/approvals/v1.2.jsonl");
+        assert_eq!(call.transcript_path().as_str(), "agents/main/sessions/v1.2.log.jsonl");
+        assert_eq!(call.session_index_path().as_str(), "agents/main/sessions/sessions.json");
+        Ok(())
+    }
+}
