@@ -45,12 +45,12 @@ mod transport;
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_MAX_TOKENS};
 pub use classify::{Dialect, classify};
 pub use openai::{MaxTokensField, OpenAiClient, OpenAiConfig};
-pub use retry::{RetryPolicy, Retrying};
+pub use retry::{DEFAULT_MAX_RETRY_TIME, RetryNotice, RetryObserver, RetryPolicy, Retrying};
 pub use scripted::{Fallback, Reply, ScriptError, ScriptedError, ScriptedModel, ScriptedToolCall};
 pub use secret::Secret;
-pub use spec::{ModelConfigError, ModelSpec};
+pub use spec::{ModelConfigError, ModelSpec, TransportOptions};
 pub use tokens::{
     MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, count_tokens, estimate_msg, estimate_request, estimate_tokens,
     is_warm, warm_up,
 };
-pub use transport::WireError;
+pub use transport::{DEFAULT_IDLE_TIMEOUT, WireError};
