@@ -36,6 +36,9 @@ pub mod compaction;
 pub mod config;
 pub mod eviction;
 pub mod filesystem;
+pub mod from_workspace;
+pub mod history;
+pub mod model_config;
 pub mod prompt;
 pub mod session;
 pub mod tools;
@@ -43,4 +46,7 @@ pub mod workspace;
 
 pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};
 pub use config::{ConfigError, HarnessConfig};
+pub use from_workspace::{LoadedWorkspace, ModelSource, WorkspaceLoader};
+pub use history::{HistoryError, SessionHit, SessionListing, SessionReader};
+pub use model_config::ModelSection;
 pub use workspace::{WorkspaceManager, init_workspace};
