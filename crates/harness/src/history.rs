@@ -214,7 +214,7 @@ impl SessionReader {
             return Ok(Vec::new());
         }
         let mut sessions = self.list(user).await?;
-        sessions.sort_by(|a, b| b.summary.updated.cmp(&a.summary.updated));
+        sessions.sort_by_key(|s| std::cmp::Reverse(s.summary.updated));
         let mut hits = Vec::new();
         for (rank, listing) in sessions.iter().enumerate() {
             let Ok(session) = SessionId::parse(listing.id.as_str()) else {

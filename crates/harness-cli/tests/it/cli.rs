@@ -91,6 +91,7 @@ fn scripted_runs_continue_a_session_and_json_ends_with_the_final_message() {
         r#"{"replies": [{"text": "first reply"}, {"text": "second reply"}]}"#,
     );
     let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
     let output = harness()
         .args(["run", "--model", &model, "--session", "s1", "--workspace"])
         .arg(&ws)
@@ -136,7 +137,7 @@ fn model_errors_exit_one_with_one_line() {
     let model = script(dir.path(), r#"{"replies": [{"error": {"kind": "auth"}}]}"#);
     let output = harness()
         .args(["run", "--model", &model, "--workspace"])
-        .arg(dir.path().join("ws"))
+        .arg(dir.path())
         .arg("hi")
         .output()
         .unwrap();
@@ -178,6 +179,7 @@ fn init_writes_a_skeleton() {
 fn two_processes_on_one_session_take_turns() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
     let model = script(dir.path(), r#"{"replies": [{"text": "slow reply", "delay_ms": 300}]}"#);
     let children: Vec<_> = (0..2)
         .map(|n| {
@@ -389,8 +391,8 @@ fn chat_streams_switches_sessions_and_survives_a_cancelled_turn() {
         r#"{"replies": [{"text": "hello there"}, {"text": "too slow", "delay_ms": 20000}, {"text": "still here"}], "fallback": "echo"}"#,
     );
     let ws = dir.path().join("ws");
-    // Memory extraction would take scripted replies meant for the turns.
     std::fs::create_dir_all(&ws).unwrap();
+    // Memory extraction would take scripted replies meant for the turns.
     std::fs::write(ws.join("harness.toml"), "[memory]\nenabled = false\n").unwrap();
     let mut child = harness()
         .args(["chat", "--model", &model, "--workspace"])
