@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn harness() -> Command {
+pub fn harness() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
     for key in [
         "HARNESS_MODEL",
@@ -11,20 +11,21 @@ fn harness() -> Command {
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "ANTHROPIC_API_KEY",
+        "HARNESS_LOG",
     ] {
         command.env_remove(key);
     }
     command
 }
 
-fn text(output: &Output) -> (String, String) {
+pub fn text(output: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
 
-fn script(dir: &Path, body: &str) -> String {
+pub fn script(dir: &Path, body: &str) -> String {
     let path = dir.join("script.json");
     std::fs::write(&path, body).unwrap();
     format!("scripted:{}", path.display())
@@ -210,7 +211,7 @@ fn two_processes_on_one_session_take_turns() {
     assert_eq!(roles, ["user", "assistant", "user", "assistant"], "{log}");
 }
 
-mod openai_server {
+pub mod openai_server {
     //! A tiny OpenAI-compatible server on 127.0.0.1:0.
 
     use axum::Router;

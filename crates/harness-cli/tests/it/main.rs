@@ -3,4 +3,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
 mod cli;
+mod newcomer;
 mod tidy;
