@@ -4,4 +4,5 @@
 
 mod cli;
 mod newcomer;
+mod readme;
 mod tidy;
