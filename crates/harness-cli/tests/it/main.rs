@@ -4,5 +4,6 @@
 
 mod cli;
 mod newcomer;
+mod parity;
 mod readme;
 mod tidy;
