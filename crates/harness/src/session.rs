@@ -13,7 +13,9 @@
 //! dies mid-turn leaves the user's message and every tool call on disk before the tool runs. The agent state records
 //! how many transcript bytes it contains (`transcript_offset`); on the next call, anything
 //! past that offset is replayed into the state and a tool call left without a result gets a
-//! synthetic "interrupted" result.
+//! synthetic "interrupted" result. A call whose one user message repeats the last user
+//! message of a turn that never reached a final answer (the caller retrying after a failure)
+//! continues that turn instead of adding the message twice.
 //!
 //! The agent state itself is saved by the kernel's `StateStore` at the end of every call.
 //! The default `FileStateStore` appends only the new messages to `agent_state.log` when the
