@@ -29,6 +29,16 @@ pub(crate) enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Find messages in a user's sessions (any of the words, case-insensitive).
+    Search {
+        #[command(flatten)]
+        ws: WorkspaceArgs,
+        /// Maximum hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// What to look for.
+        query: String,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -87,6 +97,30 @@ pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
                     entry.summary.message_count,
                     entry.summary.summary
                 ))?;
+                if out.closed() {
+                    break;
+                }
+            }
+        }
+        SessionsCommand::Search { ws, limit, query } => {
+            let hits = match reader(&ws).await? {
+                Some(reader) => reader
+                    .search(&user_of(&ws), &query, limit)
+                    .await
+                    .map_err(|err| runtime(&err))?,
+                None => Vec::new(),
+            };
+            if hits.is_empty() {
+                out.line("no matches")?;
+            }
+            for hit in hits {
+                let role = match hit.role {
+                    harness_core::Role::User => "user",
+                    harness_core::Role::Assistant => "assistant",
+                    harness_core::Role::System => "system",
+                    harness_core::Role::Tool => "tool",
+                };
+                out.line(&format!("{}:{}\t{role}\t{}", hit.session, hit.line, hit.snippet))?;
                 if out.closed() {
                     break;
                 }

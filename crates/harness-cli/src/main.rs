@@ -195,6 +195,7 @@ async fn shutdown(agent: &HarnessAgent) {
 
 async fn run(args: AgentArgs, json: bool, message: String, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
     let (agent, spec) = build_agent(&args).await?;
+    let _handling = interrupts.handling();
     let cancel = CancellationToken::new();
     let ctx = context(&args).with_cancellation(cancel.clone());
     let turn = run_turn(&agent, ctx, json, message, &spec);
@@ -342,6 +343,7 @@ fn main() -> ExitCode {
             }
             Command::Chat { agent } => {
                 let (harness, _) = build_agent(&agent).await?;
+                let _handling = interrupts.handling();
                 let result = chat::chat(harness.clone(), context(&agent), Arc::clone(&interrupts)).await;
                 shutdown(&harness).await;
                 result

@@ -55,11 +55,23 @@ impl Drop for WaitingNote {
     }
 }
 
-/// Counts Ctrl-C presses: the commands react to the first (cancel a turn, stop waiting); the
-/// second within one turn exits the process at once with status 130.
+/// Counts Ctrl-C presses. While a command handles Ctrl-C itself (a turn, a chat, the wait
+/// for background work; see [`handling`](Self::handling)) it reacts to the first (cancel the
+/// turn, stop waiting) and a second exits the process at once with status 130; otherwise the
+/// first one exits.
 #[derive(Debug, Default)]
 pub(crate) struct Interrupts {
     count: AtomicU32,
+    handlers: AtomicU32,
+}
+
+/// While alive, the first Ctrl-C is left to the command.
+pub(crate) struct Handling(Arc<Interrupts>);
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        self.0.handlers.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Interrupts {
@@ -69,7 +81,8 @@ impl Interrupts {
         let watcher = Arc::clone(&interrupts);
         tokio::spawn(async move {
             while tokio::signal::ctrl_c().await.is_ok() {
-                if watcher.count.fetch_add(1, Ordering::SeqCst) >= 1 {
+                let earlier = watcher.count.fetch_add(1, Ordering::SeqCst);
+                if earlier >= 1 || watcher.handlers.load(Ordering::SeqCst) == 0 {
                     #[allow(clippy::print_stderr)]
                     {
                         eprintln!("\ninterrupted");
@@ -79,6 +92,12 @@ impl Interrupts {
             }
         });
         interrupts
+    }
+
+    /// Marks the first Ctrl-C as handled by the caller until the guard is dropped.
+    pub(crate) fn handling(self: &Arc<Self>) -> Handling {
+        self.handlers.fetch_add(1, Ordering::SeqCst);
+        Handling(Arc::clone(self))
     }
 
     /// A turn ended: the next Ctrl-C is a first one again.

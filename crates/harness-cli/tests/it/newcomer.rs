@@ -478,3 +478,105 @@ fn a_session_killed_during_its_first_turn_is_still_listed() {
         "{stdout}"
     );
 }
+
+#[test]
+fn sessions_search_finds_messages_across_a_users_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = quiet_workspace(dir.path());
+    let model = scripted_text(dir.path(), "noted");
+    for (session, message) in [("a", "I drink oolong tea"), ("b", "My bike is red")] {
+        let output = harness()
+            .args(["run", "--model", &model, "--session", session, "--workspace"])
+            .arg(&ws)
+            .arg(message)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{:?}", text(&output));
+    }
+    let output = harness()
+        .args(["sessions", "search", "--workspace"])
+        .arg(&ws)
+        .arg("OOLONG")
+        .output()
+        .unwrap();
+    let stdout = text(&output).0;
+    assert!(output.status.success());
+    assert_eq!(stdout.trim(), "a:1\tuser\tI drink oolong tea");
+}
+
+/// Sends SIGINT to `pid`.
+fn interrupt(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn ctrl_c_cancels_a_run_and_the_turn_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = quiet_workspace(dir.path());
+    let model = script(dir.path(), r#"{"replies": [{"text": "never", "delay_ms": 60000}]}"#);
+    let child = harness()
+        .args(["run", "--model", &model, "--session", "c", "--workspace"])
+        .arg(&ws)
+        .arg("a long question")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = ws.join("default/agents/harness/sessions/c.log.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("a long question")) {
+        assert!(std::time::Instant::now() < deadline, "the turn never started");
+        std::thread::yield_now();
+    }
+    interrupt(child.id());
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output).1;
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cancel"), "{stderr}");
+}
+
+#[test]
+fn after_exit_ctrl_c_ends_the_wait_for_background_memory_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    // The turn answers at once; memory extraction (after the call) would take a minute.
+    let model = script(
+        dir.path(),
+        r#"{"replies": [{"text": "hi there"}, {"text": "- slow fact", "delay_ms": 60000}]}"#,
+    );
+    let mut child = harness()
+        .args(["chat", "--model", &model, "--workspace"])
+        .arg(&ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello\n/exit\n").unwrap();
+    drop(stdin);
+    // Readiness: the reply is on screen, so /exit follows and the wait begins.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("hi there") {
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(n > 0, "chat ended early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let started = std::time::Instant::now();
+    // Each Ctrl-C either ends the wait or, arriving before it began, counts as the first.
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "Ctrl-C was ignored"
+        );
+        interrupt(child.id());
+        std::thread::park_timeout(std::time::Duration::from_millis(100));
+    }
+}
