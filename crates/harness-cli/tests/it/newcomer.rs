@@ -580,3 +580,39 @@ fn after_exit_ctrl_c_ends_the_wait_for_background_memory_work() {
         std::thread::park_timeout(std::time::Duration::from_millis(100));
     }
 }
+
+#[test]
+fn on_a_terminal_the_cli_says_it_is_waiting_for_the_model() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("harness.toml"),
+        "[model]\nidle_timeout = \"4s\"\nmax_retries = 0\n[memory]\nenabled = false\n",
+    )
+    .unwrap();
+    // `script` gives the command a pseudo-terminal (stdout and stderr both go to it).
+    let command = format!(
+        "{} run --model openai:m --workspace {} hi",
+        env!("CARGO_BIN_EXE_harness"),
+        dir.path().display()
+    );
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("OPENAI_API_KEY", "x")
+        .env("OPENAI_BASE_URL", &base)
+        .env_remove("HARNESS_MODEL")
+        .env_remove("HARNESS_WORKSPACE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(shown.contains("waiting for the model openai:m"), "{shown}");
+    assert!(shown.contains("idle timeout"), "{shown}");
+}
