@@ -1,7 +1,9 @@
 //! `HarnessAgent`: the ReAct kernel plus a file-based workspace (persona, knowledge,
 //! memory), durable sessions and per-user isolation.
 //!
-//! Where to start: [`HarnessAgent::builder`]. The built-in middlewares run inside the
+//! Where to start: [`HarnessAgent::builder`], or [`HarnessAgent::from_workspace`] for the
+//! builder a workspace's `harness.toml` describes (what the CLI uses). Sessions can be read
+//! without an agent through [`SessionReader`]. The built-in middlewares run inside the
 //! user's, in this order (outermost first):
 //!
 //! 1. `session_persistence` — crash replay, transcript, session index ([`session`]).
