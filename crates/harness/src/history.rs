@@ -125,25 +125,50 @@ impl SessionReader {
         })
     }
 
-    /// The sessions of `user`, by id: the index merged with the transcripts on disk.
+    /// The sessions of `user`, by id: the index merged with the transcripts on disk. Under
+    /// session isolation every session has its own namespace, so each one is visited.
     ///
     /// # Errors
     /// [`HistoryError`] for an unsafe id or an unreadable directory.
     pub async fn list(&self, user: &UserId) -> Result<Vec<SessionListing>, HistoryError> {
-        let fs = self.user_fs(user, None)?;
-        let index = read_index(fs.as_ref(), self.agent.as_str()).await;
-        let mut listing: std::collections::BTreeMap<String, SessionListing> = index
-            .sessions
-            .into_iter()
-            .map(|(id, summary)| {
-                let entry = SessionListing {
-                    id: id.clone(),
-                    summary,
-                    unindexed: false,
+        let mut listing = std::collections::BTreeMap::new();
+        if self.namespaces.scope() == harness_fs::IsolationScope::Session {
+            let top = match self.fs.list(&WsPath::root()).await {
+                Ok(entries) => entries,
+                Err(FsError::NotFound { .. }) => Vec::new(),
+                Err(err) => return Err(HistoryError::Read(err)),
+            };
+            for dir in top.into_iter().filter(|entry| entry.is_dir) {
+                let Ok(session) = SessionId::parse(dir.path.as_str()) else {
+                    continue;
                 };
-                (id, entry)
-            })
-            .collect();
+                let Ok(fs) = self.user_fs(user, Some(&session)) else {
+                    continue; // a reserved name (knowledge/, memory/ …), not a session
+                };
+                self.list_in(fs.as_ref(), &mut listing).await?;
+            }
+        } else {
+            let fs = self.user_fs(user, None)?;
+            self.list_in(fs.as_ref(), &mut listing).await?;
+        }
+        Ok(listing.into_values().collect())
+    }
+
+    /// Adds the sessions of one namespace to `listing`.
+    async fn list_in(
+        &self,
+        fs: &dyn Filesystem,
+        listing: &mut std::collections::BTreeMap<String, SessionListing>,
+    ) -> Result<(), HistoryError> {
+        let index = read_index(fs, self.agent.as_str()).await;
+        for (id, summary) in index.sessions {
+            let entry = SessionListing {
+                id: id.clone(),
+                summary,
+                unindexed: false,
+            };
+            listing.insert(id, entry);
+        }
         let dir = WsPath::parse(&format!("agents/{}/sessions", self.agent)).map_err(HistoryError::Id)?;
         let files = match fs.list(&dir).await {
             Ok(files) => files,
@@ -189,7 +214,7 @@ impl SessionReader {
                 },
             );
         }
-        Ok(listing.into_values().collect())
+        Ok(())
     }
 
     /// The transcript of `user`'s `session` (empty when there is none).
@@ -319,6 +344,33 @@ mod tests {
         // Another user sees nothing; a bad id is an error, not an empty listing.
         let bob = UserId::parse("bob").unwrap_or_else(|e| panic!("{e}"));
         assert!(reader.list(&bob).await.unwrap_or_else(|e| panic!("{e}")).is_empty());
+    }
+
+    #[tokio::test]
+    async fn under_session_isolation_every_sessions_namespace_is_listed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let fs: Arc<dyn Filesystem> = Arc::new(harness_fs::LocalFs::new(dir.path()).unwrap_or_else(|e| panic!("{e}")));
+        let agent = AgentId::parse("harness").unwrap_or_else(|e| panic!("{e}"));
+        let reader = SessionReader::new(Arc::clone(&fs), NamespaceFactory::new(IsolationScope::Session, agent));
+        for session in ["s1", "s2"] {
+            let body = line(&Msg::user(format!("hello from {session}")));
+            write(
+                fs.as_ref(),
+                &format!("{session}/agents/harness/sessions/{session}.log.jsonl"),
+                body.as_bytes(),
+            )
+            .await;
+        }
+        write(fs.as_ref(), "knowledge/KNOWLEDGE.md", b"# k").await;
+        let user = UserId::parse("anyone").unwrap_or_else(|e| panic!("{e}"));
+        let listed = reader.list(&user).await.unwrap_or_else(|e| panic!("{e}"));
+        let ids: Vec<&str> = listed.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(ids, ["s1", "s2"]);
+        let s2 = SessionId::parse("s2").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            reader.history(&user, &s2).await.unwrap_or_else(|e| panic!("{e}")).len(),
+            1
+        );
     }
 
     #[tokio::test]
