@@ -338,7 +338,8 @@ fn main() -> ExitCode {
                 file,
                 message,
             } => {
-                let message = input::message(message, file.as_deref())?;
+                // Reading stdin or a file blocks: off the runtime's threads.
+                let message = tokio::task::spawn_blocking(move || input::message(message, file.as_deref())).await??;
                 run(agent, json, message, interrupts).await
             }
             Command::Chat { agent } => {

@@ -74,14 +74,9 @@ impl Request {
     }
 }
 
+/// `text` on one line, cut to `max` characters.
 fn excerpt(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(max).collect();
-    cut.push('…');
-    cut
+    harness_core::excerpt(&text.split_whitespace().collect::<Vec<_>>().join(" "), max)
 }
 
 /// The reply to `request`; `prefer_tool` is the benchmark's tool.
