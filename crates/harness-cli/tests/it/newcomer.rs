@@ -462,7 +462,7 @@ fn a_session_killed_during_its_first_turn_is_still_listed() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Kyoto")) {
         assert!(std::time::Instant::now() < deadline, "the transcript never appeared");
-        std::thread::yield_now();
+        std::thread::park_timeout(std::time::Duration::from_millis(5)); // poll, not a wait for correctness
     }
     child.kill().unwrap();
     child.wait().unwrap();
@@ -530,7 +530,7 @@ fn ctrl_c_cancels_a_run_and_the_turn_is_kept() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("a long question")) {
         assert!(std::time::Instant::now() < deadline, "the turn never started");
-        std::thread::yield_now();
+        std::thread::park_timeout(std::time::Duration::from_millis(5)); // poll, not a wait for correctness
     }
     interrupt(child.id());
     let output = child.wait_with_output().unwrap();
