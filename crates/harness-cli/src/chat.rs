@@ -1,9 +1,11 @@
 //! `harness chat`: an interactive REPL that streams tokens.
 
+use crate::output::Out;
+use crate::progress::Interrupts;
 use futures::StreamExt;
 use harness::HarnessAgent;
 use harness_core::{Block, CancellationToken, EventKind, Msg, Role, RuntimeContext, SessionId};
-use std::io::Write as _;
+use std::sync::Arc;
 
 /// One message as a readable line or block.
 pub(crate) fn render_message(msg: &Msg) -> String {
@@ -34,37 +36,65 @@ pub(crate) fn render_message(msg: &Msg) -> String {
     format!("[{who}] {}", parts.join("\n"))
 }
 
+/// One line of input.
+enum Line {
+    Text(String),
+    /// The line was not valid UTF-8 (reported; the chat goes on).
+    Invalid,
+    Eof,
+}
+
 async fn read_line(
     editor: std::sync::Arc<std::sync::Mutex<rustyline::DefaultEditor>>,
     prompt: String,
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<Line> {
     tokio::task::spawn_blocking(move || {
         let mut editor = editor.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match editor.readline(&prompt) {
             Ok(line) => {
                 let _ = editor.add_history_entry(line.as_str());
-                Ok(Some(line))
+                Ok(Line::Text(line))
             }
-            Err(rustyline::error::ReadlineError::Interrupted) => Ok(Some(String::new())),
-            Err(rustyline::error::ReadlineError::Eof) => Ok(None),
+            Err(rustyline::error::ReadlineError::Interrupted) => Ok(Line::Text(String::new())),
+            Err(rustyline::error::ReadlineError::Eof) => Ok(Line::Eof),
+            Err(rustyline::error::ReadlineError::Io(err)) if err.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Line::Invalid)
+            }
             Err(err) => Err(anyhow::Error::new(err)),
         }
     })
     .await?
 }
 
-pub(crate) async fn chat(agent: HarnessAgent, base: RuntimeContext) -> anyhow::Result<()> {
+pub(crate) async fn chat(agent: HarnessAgent, base: RuntimeContext, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
+    let mut out = Out::new();
+    let result = chat_loop(&agent, base, &interrupts, &mut out).await;
+    // A reader that went away ends the chat quietly.
+    if out.closed() { Ok(()) } else { result }
+}
+
+async fn chat_loop(
+    agent: &HarnessAgent,
+    base: RuntimeContext,
+    interrupts: &Interrupts,
+    out: &mut Out,
+) -> anyhow::Result<()> {
     let editor = std::sync::Arc::new(std::sync::Mutex::new(rustyline::DefaultEditor::new()?));
     let mut session = base
         .session_id
         .clone()
         .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION));
-    println!(
+    out.line(&format!(
         "harness chat — session {session}. /session ID switches, /new starts a session, /exit quits; Ctrl-C cancels a turn."
-    );
-    loop {
-        let Some(line) = read_line(editor.clone(), format!("{session}> ")).await? else {
-            break;
+    ))?;
+    while !out.closed() {
+        let line = match read_line(editor.clone(), format!("{session}> ")).await? {
+            Line::Text(line) => line,
+            Line::Eof => break,
+            Line::Invalid => {
+                out.line("error: that line is not valid UTF-8; it was ignored")?;
+                continue;
+            }
         };
         let line = line.trim();
         match line {
@@ -72,7 +102,7 @@ pub(crate) async fn chat(agent: HarnessAgent, base: RuntimeContext) -> anyhow::R
             "/exit" | "/quit" => break,
             "/new" => {
                 session = SessionId::new(format!("s-{}", jiff::Timestamp::now().as_millisecond()));
-                println!("new session {session}");
+                out.line(&format!("new session {session}"))?;
                 continue;
             }
             _ if line.starts_with("/session") => {
@@ -80,14 +110,14 @@ pub(crate) async fn chat(agent: HarnessAgent, base: RuntimeContext) -> anyhow::R
                 match SessionId::parse(id) {
                     Ok(id) => {
                         session = id;
-                        println!("session {session}");
+                        out.line(&format!("session {session}"))?;
                     }
-                    Err(err) => println!("error: {err}"),
+                    Err(err) => out.line(&format!("error: {err}"))?,
                 }
                 continue;
             }
             _ if line.starts_with('/') => {
-                println!("unknown command {line}; use /session ID, /new or /exit");
+                out.line(&format!("unknown command {line}; use /session ID, /new or /exit"))?;
                 continue;
             }
             _ => {}
@@ -96,56 +126,60 @@ pub(crate) async fn chat(agent: HarnessAgent, base: RuntimeContext) -> anyhow::R
         let mut ctx = base.clone().with_cancellation(cancel.clone());
         ctx.session_id = Some(session.clone());
         let mut events = agent.stream(line, ctx);
-        let mut stdout = std::io::stdout();
+        let mut waiting = Some(crate::progress::WaitingNote::start("the model".to_owned()));
         let mut at_line_start = true;
         loop {
             let event = tokio::select! {
                 event = events.next() => event,
                 _ = tokio::signal::ctrl_c(), if !cancel.is_cancelled() => {
                     cancel.cancel();
-                    println!("\n(cancelling…)");
+                    out.line("\n(cancelling… Ctrl-C again to quit)")?;
                     continue;
                 }
             };
             let Some(event) = event else { break };
+            waiting.take();
             match event.kind {
                 EventKind::TextDelta { delta } => {
-                    print!("{delta}");
+                    out.write(&delta)?;
                     at_line_start = delta.ends_with('\n');
-                    stdout.flush()?;
                 }
                 EventKind::ToolCallEnd { name, input, .. } => {
                     if !at_line_start {
-                        println!();
+                        out.line("")?;
                     }
-                    println!("  → {name}({})", harness_core::excerpt(&input.to_string(), 120));
+                    out.line(&format!(
+                        "  → {name}({})",
+                        harness_core::excerpt(&input.to_string(), 120)
+                    ))?;
                     at_line_start = true;
                 }
                 EventKind::ToolResult { content, is_error, .. } => {
                     let text: Vec<&str> = content.iter().filter_map(Block::as_text).collect();
                     let mark = if is_error { "✗" } else { "←" };
-                    println!(
+                    out.line(&format!(
                         "  {mark} {}",
                         harness_core::excerpt(&text.join(" ").replace('\n', " "), 120)
-                    );
+                    ))?;
                 }
                 EventKind::Warning { message, .. } => eprintln!("warning: {message}"),
                 EventKind::Error { message, .. } => {
                     if !at_line_start {
-                        println!();
+                        out.line("")?;
                     }
-                    println!("error: {message}");
+                    out.line(&format!("error: {message}"))?;
                     at_line_start = true;
                 }
                 EventKind::Final { .. } => {
                     if !at_line_start {
-                        println!();
+                        out.line("")?;
                     }
                     at_line_start = true;
                 }
                 _ => {}
             }
         }
+        interrupts.reset();
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `harness demo`: two turns on the scripted model in a fresh workspace, showing the persona
 //! injected, the history sent on turn 2 and the files written.
 
+use crate::output::Out;
 use harness::HarnessAgent;
 use harness_core::{ChatRequest, Role, RuntimeContext};
 use harness_models::{Reply, ScriptedModel};
@@ -103,18 +104,23 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
     let model = demo_model();
     let agent = HarnessAgent::builder().workspace(&root).model(model.clone()).build()?;
     let ctx = || RuntimeContext::for_user("tianyu").with_session("demo");
+    let mut out = Out::new();
+    // Through a handle: a closed pipe (`harness demo | head`) ends the output quietly.
+    macro_rules! say {
+        ($($arg:tt)*) => { out.line(&format!($($arg)*))? };
+    }
 
-    println!(
+    say!(
         "Harness demo — offline, scripted model\nworkspace: {}\n",
         root.display()
     );
-    println!(
+    say!(
         "persona (AGENTS.md):\n{}",
         indent(&std::fs::read_to_string(&agents_md)?)
     );
     for (n, message) in [TURN_1, TURN_2].into_iter().enumerate() {
         let reply = agent.call(message, ctx()).await?;
-        println!(
+        say!(
             "── turn {} ──\n  user:      {message}\n  assistant: {}\n",
             n + 1,
             reply.text()
@@ -131,8 +137,8 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("the model received no request"))?;
     let system = turn2.system.render();
     let persona_injected = system.contains("You are Harness Demo");
-    println!("turn 2's model request:");
-    println!(
+    say!("turn 2's model request:");
+    say!(
         "  system prompt: {} bytes; persona injected: {}",
         system.len(),
         if persona_injected { "yes" } else { "NO" }
@@ -141,17 +147,17 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
         let end = system[start..]
             .find("</agents_context>")
             .map_or(system.len(), |at| start + at + "</agents_context>".len());
-        println!("{}", indent(&system[start..end]));
+        say!("{}", indent(&system[start..end]));
     }
-    println!("  messages ({}):", turn2.messages.len());
+    say!("  messages ({}):", turn2.messages.len());
     for msg in &turn2.messages {
-        println!("    [{:?}] {}", msg.role, msg.text());
+        say!("    [{:?}] {}", msg.role, msg.text());
     }
     let mut files = Vec::new();
     list_files(&root, &root, &mut files);
-    println!("\nfiles in the workspace:");
+    say!("\nfiles in the workspace:");
     for (path, size) in files {
-        println!("  {:>7} B  {}", size, path.display());
+        say!("  {:>7} B  {}", size, path.display());
     }
     let memory_dir = root.join("tianyu").join("memory");
     if let Ok(entries) = std::fs::read_dir(&memory_dir) {
@@ -164,20 +170,20 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
                 .strip_prefix(&root)
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|_| entry.path());
-            println!(
+            say!(
                 "\nfacts extracted in the background after each turn, {}:",
                 shown.display()
             );
-            println!("{}", indent(&std::fs::read_to_string(entry.path()).unwrap_or_default()));
+            say!("{}", indent(&std::fs::read_to_string(entry.path()).unwrap_or_default()));
         }
     }
     if let Ok(memory) = std::fs::read_to_string(root.join("tianyu").join("MEMORY.md")) {
-        println!(
+        say!(
             "\nconsolidated into tianyu/MEMORY.md (injected into later prompts):\n{}",
             indent(&memory)
         );
     }
-    println!(
+    say!(
         "\nContinue this conversation with a real model:\n  harness run --workspace {} --user tianyu --session demo --model openai:gpt-4o-mini \"...\"",
         root.display()
     );

@@ -1,50 +1,80 @@
 //! The `harness` command-line tool.
+//!
+//! The library resolves the workspace's configuration
+//! ([`harness::WorkspaceLoader`]) and reads sessions ([`harness::SessionReader`]); this
+//! binary parses flags, applies them on top, and owns the terminal: exit codes (2 usage or
+//! configuration, 1 runtime), stdin input, quiet closed pipes, progress notes and Ctrl-C.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(clippy::print_stderr)]
 
 mod chat;
 mod demo;
+mod input;
+mod inspect;
+mod output;
+mod progress;
+mod workspace;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
-use harness::{HarnessAgent, HarnessConfig};
-use harness_core::{ChatModel, EventKind, RuntimeContext};
-use std::io::Write as _;
+use harness::{HarnessAgent, WorkspaceLoader};
+use harness_core::{CancellationToken, EventKind, RuntimeContext, SessionId, UserId};
+use output::Out;
+use progress::Interrupts;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 /// Harness: a runtime for long-running LLM agents.
+///
+/// Commands: init, run, chat, sessions (list, show), memory (search, consolidate), demo.
+/// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error.
 #[derive(Parser)]
-#[command(name = "harness", version, about)]
+#[command(name = "harness", version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
-/// Options shared by commands that build an agent.
+fn parse_user(raw: &str) -> Result<UserId, String> {
+    UserId::parse(raw).map_err(|err| err.to_string())
+}
+
+fn parse_session(raw: &str) -> Result<SessionId, String> {
+    SessionId::parse(raw).map_err(|err| err.to_string())
+}
+
+/// Which workspace, agent and user: shared by every command.
 #[derive(clap::Args, Clone, Debug)]
-struct AgentArgs {
-    /// Workspace directory (default: $HARNESS_WORKSPACE, else ./.harness/workspace).
+struct WorkspaceArgs {
+    /// Workspace directory; must exist (default: $HARNESS_WORKSPACE, else ./.harness/workspace,
+    /// created on first use by run and chat).
     #[arg(long, env = "HARNESS_WORKSPACE")]
     workspace: Option<PathBuf>,
     /// Agent name (default: harness.toml's, else `harness`).
     #[arg(long)]
     agent: Option<String>,
     /// User id (default: `default`).
-    #[arg(long)]
-    user: Option<String>,
+    #[arg(long, value_parser = parse_user)]
+    user: Option<UserId>,
+}
+
+/// Options of commands that run the agent.
+#[derive(clap::Args, Clone, Debug)]
+struct AgentArgs {
+    #[command(flatten)]
+    ws: WorkspaceArgs,
     /// Session id (default: `default`).
-    #[arg(long)]
-    session: Option<String>,
+    #[arg(long, value_parser = parse_session)]
+    session: Option<SessionId>,
     /// Model spec `provider:model`, e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, scripted:PATH
-    /// (default: $HARNESS_MODEL, else harness.toml's).
+    /// (default: $HARNESS_MODEL, else harness.toml's [agent] model).
     #[arg(long)]
     model: Option<String>,
-    /// Maximum reasoning-acting steps.
+    /// Maximum reasoning-acting steps (at least 1).
     #[arg(long)]
-    max_iters: Option<u32>,
+    max_iters: Option<NonZeroU32>,
 }
 
 #[derive(Subcommand)]
@@ -53,6 +83,9 @@ enum Command {
     Init {
         /// Directory (default: the workspace).
         dir: Option<PathBuf>,
+        /// Write this model spec as `[agent] model` in the new harness.toml.
+        #[arg(long)]
+        model: Option<String>,
     },
     /// Run one turn and print the reply.
     Run {
@@ -61,67 +94,32 @@ enum Command {
         /// Print one JSON event per line; the last line is the final message.
         #[arg(long)]
         json: bool,
-        /// The message.
-        message: String,
+        /// Read the message from this file.
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+        /// The message; `-` (or no message with stdin not a terminal) reads stdin.
+        message: Option<String>,
     },
     /// Chat interactively (streams tokens; /session ID, /new, /exit; Ctrl-C cancels a turn).
     Chat {
         #[command(flatten)]
         agent: AgentArgs,
     },
-    /// Inspect sessions.
+    /// Inspect sessions (list, show).
     Sessions {
         #[command(subcommand)]
-        command: SessionsCommand,
+        command: inspect::SessionsCommand,
     },
     /// Search or consolidate long-term memory.
     Memory {
         #[command(subcommand)]
-        command: MemoryCommand,
+        command: inspect::MemoryCommand,
     },
     /// An offline demonstration on the scripted model: persona, two turns, files written.
     Demo {
         /// Workspace (default: a fresh temporary directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
-    },
-}
-
-#[derive(Subcommand)]
-enum MemoryCommand {
-    /// Full-text search over MEMORY.md and the daily logs (CJK included).
-    Search {
-        #[command(flatten)]
-        agent: AgentArgs,
-        /// Maximum hits.
-        #[arg(long, default_value_t = 10)]
-        limit: usize,
-        /// What to look for.
-        query: String,
-    },
-    /// Merge new daily-log entries into MEMORY.md now (uses the configured model).
-    Consolidate {
-        #[command(flatten)]
-        agent: AgentArgs,
-    },
-}
-
-#[derive(Subcommand)]
-enum SessionsCommand {
-    /// List the sessions of a user.
-    List {
-        #[command(flatten)]
-        agent: AgentArgs,
-    },
-    /// Print a session's transcript.
-    Show {
-        #[command(flatten)]
-        agent: AgentArgs,
-        /// Session id.
-        id: String,
-        /// Print raw JSON lines.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -137,239 +135,174 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A usage or configuration error (exit code 2).
 fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
+}
+
+/// A runtime error (exit code 1) with its whole cause chain.
+fn runtime(err: &(dyn std::error::Error + 'static)) -> anyhow::Error {
+    anyhow::anyhow!(harness_core::error_chain(err))
 }
 
 fn env_lookup(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|value| !value.trim().is_empty())
 }
 
-/// Resolves a model spec string into a model.
-fn resolve_model(spec: &str) -> anyhow::Result<Arc<dyn ChatModel>> {
-    let parsed = harness_models::ModelSpec::parse(spec).map_err(|err| usage(err.to_string()))?;
-    parsed.build(&env_lookup).map_err(|err| usage(err.to_string()))
-}
+/// How long background work (memory extraction) may run after the last turn; Ctrl-C ends
+/// the wait at once.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn workspace_dir(args: &AgentArgs) -> PathBuf {
-    args.workspace
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(harness::DEFAULT_WORKSPACE))
-}
-
-/// Builds the agent from flags, environment and harness.toml (flags win).
-async fn build_agent(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
-    let dir = workspace_dir(args);
-    let config = HarnessConfig::load(&dir).map_err(|err| usage(err.to_string()))?;
-    let spec = args
-        .model
-        .clone()
-        .or_else(|| env_lookup("HARNESS_MODEL"))
-        .or_else(|| config.agent.model.clone());
-    let Some(spec) = spec else {
+/// Builds the agent: the library resolves harness.toml, flags go on top.
+async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)> {
+    let workspace = workspace::resolve_for_agent(args.ws.workspace.clone())?;
+    let env = env_lookup;
+    let loaded = WorkspaceLoader::new(&workspace.dir, &env)
+        .model(args.model.clone())
+        .name(args.ws.agent.clone())
+        .on_retry(Some(progress::retry_observer()))
+        .load()
+        .await
+        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+    let Some((spec, _)) = loaded.model else {
         return Err(usage(
             "no model configured: pass --model provider:model (e.g. --model openai:gpt-4o-mini), set HARNESS_MODEL, \
-             or set [agent] model in harness.toml; `harness demo` runs offline",
+             or set [agent] model in harness.toml (`harness init DIR --model SPEC` writes it); `harness demo` runs offline",
         ));
     };
-    let model = resolve_model(&spec)?;
-    let mut builder = agent_builder(args, &dir, config).await?.shared_model(model);
+    let mut builder = loaded.builder;
     if let Some(max) = args.max_iters {
-        let max = std::num::NonZeroU32::new(max).ok_or_else(|| usage("--max-iters must be at least 1"))?;
         builder = builder.max_iters(max);
     }
-    builder.build().map_err(|err| usage(harness_core::error_chain(&err)))
+    let agent = builder.build().map_err(|err| usage(harness_core::error_chain(&err)))?;
+    Ok((agent, spec))
 }
-
-/// A builder with everything harness.toml configures except the main model: the filesystem
-/// and the optional cheaper models of memory and compaction.
-async fn agent_builder(
-    args: &AgentArgs,
-    dir: &std::path::Path,
-    config: HarnessConfig,
-) -> anyhow::Result<harness::HarnessAgentBuilder> {
-    let name = args
-        .agent
-        .clone()
-        .or_else(|| config.agent.name.clone())
-        .unwrap_or_else(|| harness::DEFAULT_AGENT_NAME.into());
-    let mut builder = HarnessAgent::builder().workspace(dir).name(name.as_str());
-    if let Some(fs_config) = &config.filesystem {
-        let fs = harness::filesystem::open(fs_config, dir, &name)
-            .await
-            .map_err(|err| usage(format!("[filesystem]: {}", harness_core::error_chain(&err))))?;
-        builder = builder.filesystem(fs);
-    }
-    if let Some(spec) = config.memory.as_ref().and_then(|m| m.model.clone()) {
-        builder = builder.memory_model(resolve_model(&spec)?);
-    }
-    if let Some(spec) = config.compaction.as_ref().and_then(|c| c.model.clone()) {
-        builder = builder.compaction_model(resolve_model(&spec)?);
-    }
-    Ok(builder.config(config))
-}
-
-/// How long background work (memory extraction) may run after the last turn.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn context(args: &AgentArgs) -> RuntimeContext {
     let mut ctx = RuntimeContext::default();
-    ctx.user_id = args.user.clone().map(Into::into);
-    ctx.session_id = args.session.clone().map(Into::into);
+    ctx.user_id = args.ws.user.clone();
+    ctx.session_id = args.session.clone();
     ctx
 }
 
-async fn run(args: AgentArgs, json: bool, message: String) -> anyhow::Result<()> {
-    let agent = build_agent(&args).await?;
-    let result = run_turn(&agent, context(&args), json, message).await;
-    agent.shutdown(SHUTDOWN_GRACE).await;
+/// Waits for background work, but never past a Ctrl-C.
+async fn shutdown(agent: &HarnessAgent) {
+    tokio::select! {
+        () = agent.shutdown(SHUTDOWN_GRACE) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+async fn run(args: AgentArgs, json: bool, message: String, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
+    let (agent, spec) = build_agent(&args).await?;
+    let _handling = interrupts.handling();
+    let cancel = CancellationToken::new();
+    let ctx = context(&args).with_cancellation(cancel.clone());
+    let turn = run_turn(&agent, ctx, json, message, &spec);
+    tokio::pin!(turn);
+    let result = tokio::select! {
+        result = &mut turn => result,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("(cancelling the turn; Ctrl-C again to quit)");
+            cancel.cancel();
+            turn.await
+        }
+    };
+    interrupts.reset();
+    shutdown(&agent).await;
     result
 }
 
-async fn run_turn(agent: &HarnessAgent, ctx: RuntimeContext, json: bool, message: String) -> anyhow::Result<()> {
+async fn run_turn(
+    agent: &HarnessAgent,
+    ctx: RuntimeContext,
+    json: bool,
+    message: String,
+    spec: &str,
+) -> anyhow::Result<()> {
+    let mut out = Out::new();
+    let waiting = progress::WaitingNote::start(format!("the model {spec}"));
     if !json {
         // Nobody watches tokens: one non-streaming request per model call.
-        let reply = agent
-            .call(message, ctx)
-            .await
-            .map_err(|err| anyhow::anyhow!(harness_core::error_chain(&err)))?;
-        println!("{}", reply.text());
+        let reply = agent.call(message, ctx).await;
+        drop(waiting);
+        let reply = reply.map_err(|err| runtime(&err))?;
+        out.line(&reply.text())?;
         return Ok(());
     }
+    let mut waiting = Some(waiting);
     let mut events = agent.stream(message, ctx);
-    let mut stdout = std::io::stdout().lock();
     let mut failed = None;
+    // Every event is drained even when nobody reads stdout any more: the turn completes and
+    // is persisted.
     while let Some(event) = events.next().await {
-        serde_json::to_writer(&mut stdout, &event)?;
-        writeln!(stdout)?;
+        waiting.take();
+        if !out.closed() {
+            let mut line = serde_json::to_string(&event)?;
+            line.push('\n');
+            out.write(&line)?;
+        }
         if let EventKind::Error { message, .. } = event.kind {
             failed = Some(message);
         }
     }
-    stdout.flush()?;
     match failed {
         Some(message) => Err(anyhow::anyhow!(message)),
         None => Ok(()),
     }
 }
 
-async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
-    match command {
-        SessionsCommand::List { agent } => {
-            let harness = build_agent_for_inspection(&agent).await?;
-            let ctx = harness
-                .bind(context(&agent))
-                .map_err(|err| usage(harness_core::error_chain(&err)))?;
-            let call = ctx.get::<harness_fs::CallWorkspace>().context("workspace not bound")?;
-            let index = harness::session::read_index(call.user.as_ref(), harness.kernel().name().as_str()).await;
-            if index.sessions.is_empty() {
-                println!("no sessions");
-            }
-            for (id, entry) in &index.sessions {
-                println!(
-                    "{id}\t{}\t{} messages\t{}",
-                    entry.updated.strftime("%Y-%m-%d %H:%M:%S"),
-                    entry.message_count,
-                    entry.summary
-                );
-            }
+fn init(dir: Option<PathBuf>, model: Option<String>) -> anyhow::Result<()> {
+    let dir = dir
+        .or_else(|| env_lookup("HARNESS_WORKSPACE").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(harness::DEFAULT_WORKSPACE));
+    if dir.exists() && !dir.is_dir() {
+        return Err(usage(format!("{} exists and is not a directory", dir.display())));
+    }
+    if let Some(spec) = &model {
+        harness_models::ModelSpec::parse(spec).map_err(|err| usage(format!("--model: {err}")))?;
+    }
+    let created =
+        harness::init_workspace(&dir).map_err(|err| anyhow::anyhow!("cannot initialise {}: {err}", dir.display()))?;
+    let config = dir.join(harness::config::CONFIG_FILE);
+    if let Some(spec) = &model {
+        if created.iter().any(|path| path == &config) {
+            let text = std::fs::read_to_string(&config)?;
+            let line = format!("model = {}", toml_string(spec));
+            let text = text.replacen("[agent]\n", &format!("[agent]\n{line}\n"), 1);
+            std::fs::write(&config, text)?;
+        } else {
+            eprintln!(
+                "note: {} already exists; set [agent] model there yourself",
+                config.display()
+            );
         }
-        SessionsCommand::Show { agent, id, json } => {
-            let harness = build_agent_for_inspection(&agent).await?;
-            let ctx = harness
-                .bind(context(&agent).with_session(id.as_str()))
-                .map_err(|err| usage(harness_core::error_chain(&err)))?;
-            let call = ctx.get::<harness_fs::CallWorkspace>().context("workspace not bound")?;
-            let messages =
-                harness::session::read_transcript(call.user.as_ref(), harness.kernel().name().as_str(), &id).await?;
-            if messages.is_empty() {
-                return Err(usage(format!(
-                    "session {id:?} has no transcript (see `harness sessions list`)"
-                )));
-            }
-            for msg in messages {
-                if json {
-                    println!("{}", serde_json::to_string(&msg)?);
-                } else {
-                    println!("{}", chat::render_message(&msg));
-                }
-            }
-        }
+    }
+    let mut out = Out::new();
+    out.line(&format!(
+        "workspace {}: {} file(s) created",
+        dir.display(),
+        created.len()
+    ))?;
+    for path in created {
+        out.line(&format!("  {}", path.display()))?;
     }
     Ok(())
 }
 
-/// An agent for commands that call no model of the conversation (inspection, memory
-/// search). Memory consolidation uses the configured model when one is set.
-async fn build_agent_for_inspection(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
-    let dir = workspace_dir(args);
-    let config = HarnessConfig::load(&dir).map_err(|err| usage(err.to_string()))?;
-    let spec = args
-        .model
-        .clone()
-        .or_else(|| env_lookup("HARNESS_MODEL"))
-        .or_else(|| config.agent.model.clone());
-    let model: Arc<dyn ChatModel> = match spec {
-        Some(spec) => resolve_model(&spec)?,
-        None => Arc::new(harness_models::ScriptedModel::new()),
-    };
-    agent_builder(args, &dir, config)
-        .await?
-        .shared_model(model)
-        .build()
-        .map_err(|err| usage(harness_core::error_chain(&err)))
-}
-
-async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
-    let args = match &command {
-        MemoryCommand::Search { agent, .. } | MemoryCommand::Consolidate { agent } => agent.clone(),
-    };
-    let harness = build_agent_for_inspection(&args).await?;
-    let memory = harness
-        .memory()
-        .ok_or_else(|| usage("memory is disabled ([memory] enabled = false)"))?;
-    let ctx = harness
-        .bind(context(&args))
-        .map_err(|err| usage(harness_core::error_chain(&err)))?;
-    let call = ctx.get::<harness_fs::CallWorkspace>().context("workspace not bound")?;
-    let namespace = harness_memory::NamespaceKey::for_call(&ctx).context("call scope not bound")?;
-    match command {
-        MemoryCommand::Search { limit, query, .. } => {
-            // The caller's layer with the shared files (the workspace's MEMORY.md) showing
-            // through, as the prompt and `memory_search` see it.
-            let results = memory
-                .search(Arc::clone(&call.layered), &namespace, &query, limit)
-                .await;
-            if let Some(note) = &results.note {
-                eprintln!("note: {note}");
-            }
-            if results.hits.is_empty() {
-                println!("no matches");
-            }
-            for hit in results.hits {
-                println!("{}:{}\t{:.2}\t{}", hit.path, hit.line, hit.score, hit.snippet);
-            }
-        }
-        MemoryCommand::Consolidate { .. } => {
-            let config = HarnessConfig::load(&workspace_dir(&args)).unwrap_or_default();
-            let configured = args.model.is_some()
-                || env_lookup("HARNESS_MODEL").is_some()
-                || config.agent.model.is_some()
-                || config.memory.and_then(|m| m.model).is_some();
-            if !configured {
-                return Err(usage(
-                    "consolidation needs a model: pass --model provider:model or set [memory] model",
-                ));
-            }
-            let outcome = memory
-                .consolidate(Arc::clone(&call.user), &namespace)
-                .await
-                .map_err(|err| anyhow::anyhow!(harness_core::error_chain(&err)))?;
-            println!("{outcome:?}");
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
         }
     }
-    harness.shutdown(SHUTDOWN_GRACE).await;
-    Ok(())
+    out.push('"');
+    out
 }
 
 fn main() -> ExitCode {
@@ -396,36 +329,37 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
+        let interrupts = Interrupts::install();
         match cli.command {
-            Command::Init { dir } => {
-                let dir = dir
-                    .or_else(|| env_lookup("HARNESS_WORKSPACE").map(PathBuf::from))
-                    .unwrap_or_else(|| PathBuf::from(harness::DEFAULT_WORKSPACE));
-                let created =
-                    harness::init_workspace(&dir).with_context(|| format!("cannot initialise {}", dir.display()))?;
-                println!("workspace {}: {} file(s) created", dir.display(), created.len());
-                for path in created {
-                    println!("  {}", path.display());
-                }
-                Ok(())
+            Command::Init { dir, model } => init(dir, model),
+            Command::Run {
+                agent,
+                json,
+                file,
+                message,
+            } => {
+                // Reading stdin or a file blocks: off the runtime's threads.
+                let message = tokio::task::spawn_blocking(move || input::message(message, file.as_deref())).await??;
+                run(agent, json, message, interrupts).await
             }
-            Command::Run { agent, json, message } => run(agent, json, message).await,
             Command::Chat { agent } => {
-                let harness = build_agent(&agent).await?;
-                let result = chat::chat(harness.clone(), context(&agent)).await;
-                harness.shutdown(SHUTDOWN_GRACE).await;
+                let (harness, _) = build_agent(&agent).await?;
+                let _handling = interrupts.handling();
+                let result = chat::chat(harness.clone(), context(&agent), Arc::clone(&interrupts)).await;
+                shutdown(&harness).await;
                 result
             }
-            Command::Memory { command } => memory(command).await,
-            Command::Sessions { command } => sessions(command).await,
+            Command::Memory { command } => inspect::memory(command).await,
+            Command::Sessions { command } => inspect::sessions(command).await,
             Command::Demo { workspace } => demo::demo(workspace).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let line = format!("{err:#}").replace('\n', " ");
-            eprintln!("error: {line}");
+            // One line, except a message that carries its own layout (a TOML caret diagram).
+            let text = format!("{err:#}");
+            eprintln!("error: {}", text.trim_end());
             if err.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {

@@ -44,6 +44,13 @@ pub struct AnthropicConfig {
     /// Also put a cache breakpoint on the last message, so the next step (which re-sends the
     /// same history plus new messages) reads the conversation from the prompt cache.
     pub cache_conversation: bool,
+    /// No byte for this long (response headers or between two body reads) ends the
+    /// attempt with a timeout error naming the base URL (default
+    /// [`DEFAULT_IDLE_TIMEOUT`](crate::DEFAULT_IDLE_TIMEOUT)).
+    pub idle_timeout: std::time::Duration,
+    /// Where `base_url` was set (e.g. `set by OPENAI_BASE_URL`), named after it in connection
+    /// errors.
+    pub base_url_origin: Option<String>,
 }
 
 impl AnthropicConfig {
@@ -55,6 +62,8 @@ impl AnthropicConfig {
             api_key: None,
             default_max_tokens: DEFAULT_MAX_TOKENS,
             cache_conversation: true,
+            idle_timeout: crate::DEFAULT_IDLE_TIMEOUT,
+            base_url_origin: None,
         }
     }
 
@@ -75,6 +84,8 @@ pub struct AnthropicClient {
     headers: HeaderMap,
     /// Configured context window; `None` = the table's value for the model.
     context_window: Option<u64>,
+    /// The base URL and its origin, for connection errors.
+    target: String,
 }
 
 impl AnthropicClient {
@@ -108,6 +119,7 @@ impl AnthropicClient {
         }
         Ok(Self {
             url: format!("{base}/v1/messages"),
+            target: transport::describe_target(base, config.base_url_origin.as_deref()),
             config,
             http,
             headers,
@@ -122,6 +134,8 @@ impl AnthropicClient {
             headers: &self.headers,
             dialect: Dialect::Anthropic,
             decode: decode_response,
+            idle_timeout: self.config.idle_timeout,
+            target: &self.target,
         }
     }
 

@@ -59,6 +59,13 @@ pub struct OpenAiConfig {
     /// Send earlier thinking back as `reasoning_content` on assistant messages. Off by
     /// default: DeepSeek's reasoner rejects it in input, and other servers ignore it.
     pub reasoning_in_history: bool,
+    /// No byte for this long (response headers or between two body reads) ends the
+    /// attempt with a timeout error naming the base URL (default
+    /// [`DEFAULT_IDLE_TIMEOUT`](crate::DEFAULT_IDLE_TIMEOUT)).
+    pub idle_timeout: std::time::Duration,
+    /// Where `base_url` was set (e.g. `set by OPENAI_BASE_URL`), named after it in connection
+    /// errors.
+    pub base_url_origin: Option<String>,
 }
 
 impl OpenAiConfig {
@@ -70,6 +77,8 @@ impl OpenAiConfig {
             api_key: None,
             max_tokens_field: MaxTokensField::default(),
             reasoning_in_history: false,
+            idle_timeout: crate::DEFAULT_IDLE_TIMEOUT,
+            base_url_origin: None,
         }
     }
 
@@ -91,6 +100,8 @@ pub struct OpenAiClient {
     headers: HeaderMap,
     /// Configured context window; `None` = the table's value for the model.
     context_window: Option<u64>,
+    /// The base URL and its origin, for connection errors.
+    target: String,
 }
 
 impl OpenAiClient {
@@ -120,6 +131,7 @@ impl OpenAiClient {
         }
         Ok(Self {
             url: format!("{base}/chat/completions"),
+            target: transport::describe_target(base, config.base_url_origin.as_deref()),
             config,
             http,
             headers,
@@ -134,6 +146,8 @@ impl OpenAiClient {
             headers: &self.headers,
             dialect: Dialect::OpenAi,
             decode: decode_response,
+            idle_timeout: self.config.idle_timeout,
+            target: &self.target,
         }
     }
 

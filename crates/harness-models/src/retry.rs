@@ -3,13 +3,17 @@
 //! Retried: [`ModelError::RateLimited`] and [`ModelError::Transient`] (5xx, connection errors,
 //! a stream that fails before its first chunk). Never retried: every other error, and a stream
 //! that already delivered chunks (the caller has seen them; replaying would duplicate output).
-//! Delays grow exponentially with jitter; a provider's `Retry-After` wins when given.
+//! Delays grow exponentially with jitter; a provider's `Retry-After` wins when given. No retry
+//! starts once the time spent on the call (attempts and waits) would pass
+//! [`RetryPolicy::max_elapsed`], and an optional [`RetryObserver`] hears of each retry as it
+//! happens (the CLI prints them).
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use harness_core::{ChatModel, ChatRequest, ModelError, ModelResponse, ModelStream};
 use rand::Rng;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// When and how long to wait before retrying.
@@ -25,7 +29,13 @@ pub struct RetryPolicy {
     /// The longest `Retry-After` we wait; a provider asking for longer gets its error surfaced
     /// instead of a silent, long stall.
     pub max_retry_after: Duration,
+    /// The bound on the whole call: no retry starts when the time already spent plus the
+    /// wait before it would pass this.
+    pub max_elapsed: Duration,
 }
+
+/// The default of [`RetryPolicy::max_elapsed`].
+pub const DEFAULT_MAX_RETRY_TIME: Duration = Duration::from_secs(300);
 
 impl Default for RetryPolicy {
     fn default() -> Self {
@@ -34,9 +44,29 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
+            max_elapsed: DEFAULT_MAX_RETRY_TIME,
         }
     }
 }
+
+/// One retry about to happen, as told to a [`RetryObserver`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryNotice {
+    /// The model's name.
+    pub model: String,
+    /// Which retry this is (1-based).
+    pub retry: u32,
+    /// The policy's `max_retries`.
+    pub max_retries: u32,
+    /// The wait before it.
+    pub wait: Duration,
+    /// Why the last attempt failed.
+    pub error: String,
+}
+
+/// Hears of each retry before its wait starts (e.g. to show it on a terminal).
+pub type RetryObserver = Arc<dyn Fn(&RetryNotice) + Send + Sync>;
 
 impl RetryPolicy {
     /// No retries at all.
@@ -51,6 +81,13 @@ impl RetryPolicy {
     #[must_use]
     pub fn max_retries(mut self, max_retries: u32) -> Self {
         self.max_retries = max_retries;
+        self
+    }
+
+    /// The same policy with a different bound on the whole call's time.
+    #[must_use]
+    pub fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
+        self.max_elapsed = max_elapsed;
         self
     }
 
@@ -84,17 +121,35 @@ impl RetryPolicy {
         Some(half + half.mul_f64(jitter))
     }
 
-    async fn run<T, F, Fut>(&self, model: &str, mut attempt: F) -> Result<T, ModelError>
+    async fn run<T, F, Fut>(
+        &self,
+        model: &str,
+        observer: Option<&RetryObserver>,
+        mut attempt: F,
+    ) -> Result<T, ModelError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, ModelError>>,
     {
+        let started = tokio::time::Instant::now();
         let mut retry = 0;
         loop {
             match attempt().await {
                 Ok(value) => return Ok(value),
-                Err(error) => match self.delay(retry, &error) {
+                Err(error) => match self
+                    .delay(retry, &error)
+                    .filter(|wait| started.elapsed().saturating_add(*wait) <= self.max_elapsed)
+                {
                     Some(wait) => {
+                        if let Some(observer) = observer {
+                            observer(&RetryNotice {
+                                model: model.to_owned(),
+                                retry: retry + 1,
+                                max_retries: self.max_retries,
+                                wait,
+                                error: error.to_string(),
+                            });
+                        }
                         tracing::warn!(
                             model,
                             retry = retry + 1,
@@ -117,16 +172,38 @@ impl RetryPolicy {
 /// # Cancellation
 /// Dropping the returned future (as the agent loop does when the call's token fires) stops a
 /// pending wait at once; no retry happens afterwards.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Retrying<M> {
     inner: M,
     policy: RetryPolicy,
+    observer: Option<RetryObserver>,
+}
+
+impl<M: std::fmt::Debug> std::fmt::Debug for Retrying<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retrying")
+            .field("inner", &self.inner)
+            .field("policy", &self.policy)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
 }
 
 impl<M: ChatModel> Retrying<M> {
     /// Wraps `inner` with `policy`.
     pub fn new(inner: M, policy: RetryPolicy) -> Self {
-        Self { inner, policy }
+        Self {
+            inner,
+            policy,
+            observer: None,
+        }
+    }
+
+    /// The same wrapper, telling `observer` of each retry before its wait.
+    #[must_use]
+    pub fn with_observer(mut self, observer: Option<RetryObserver>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// The wrapped model.
@@ -153,7 +230,7 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         let (inner, request) = (&self.inner, &request);
         self.policy
-            .run(inner.name(), move || async move {
+            .run(inner.name(), self.observer.as_ref(), move || async move {
                 let mut stream = inner.stream(request.clone()).await?;
                 // A stream that fails before its first chunk has shown nothing: retry it too.
                 match stream.next().await {
@@ -169,7 +246,11 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
 
     async fn call(&self, request: ChatRequest) -> Result<ModelResponse, ModelError> {
         let (inner, request) = (&self.inner, &request);
-        self.policy.run(inner.name(), move || inner.call(request.clone())).await
+        self.policy
+            .run(inner.name(), self.observer.as_ref(), move || {
+                inner.call(request.clone())
+            })
+            .await
     }
 }
 
@@ -261,6 +342,31 @@ mod tests {
             .await;
         assert!(matches!(result, Err(ModelError::Transient(_))));
         assert_eq!(model.request_count(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn total_retry_time_is_bounded_and_each_retry_is_observed() {
+        let model = ScriptedModel::new()
+            .reply(Reply::error(ScriptedError::Transient))
+            .fallback(crate::scripted::Fallback::RepeatLast);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let observer: RetryObserver = {
+            let seen = Arc::clone(&seen);
+            Arc::new(move |notice: &RetryNotice| seen.lock().unwrap_or_else(|e| e.into_inner()).push(notice.retry))
+        };
+        // Waits of 1 s, 2 s, 4 s… with up to 20 retries, but at most 4 s in all.
+        let policy = policy().max_retries(20).max_elapsed(Duration::from_secs(4));
+        let start = tokio::time::Instant::now();
+        let result = Retrying::new(model.clone(), policy)
+            .with_observer(Some(observer))
+            .call(request())
+            .await;
+        assert!(matches!(result, Err(ModelError::Transient(_))));
+        assert!(start.elapsed() <= Duration::from_secs(4), "{:?}", start.elapsed());
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert!(!seen.is_empty() && seen.len() < 4, "{seen:?}");
+        assert_eq!(model.request_count(), seen.len() + 1);
+        assert_eq!(seen, (1..=seen.len() as u32).collect::<Vec<_>>());
     }
 
     #[test]

@@ -17,7 +17,7 @@
 
 use crate::anthropic::{AnthropicClient, AnthropicConfig};
 use crate::openai::{MaxTokensField, OpenAiClient, OpenAiConfig};
-use crate::retry::{RetryPolicy, Retrying};
+use crate::retry::{RetryObserver, RetryPolicy, Retrying};
 use crate::scripted::{ScriptError, ScriptedModel};
 use crate::secret::Secret;
 use harness_core::ChatModel;
@@ -299,6 +299,20 @@ impl ModelSpec {
         env: &dyn Fn(&str) -> Option<String>,
         retry: RetryPolicy,
     ) -> Result<Arc<dyn ChatModel>, ModelConfigError> {
+        self.build_with_options(env, &TransportOptions::default().retry(retry))
+    }
+
+    /// As [`build`](Self::build), with explicit transport settings (`[model]` in
+    /// harness.toml): retry policy, idle timeout and a retry observer.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build).
+    pub fn build_with_options(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        options: &TransportOptions,
+    ) -> Result<Arc<dyn ChatModel>, ModelConfigError> {
+        let retry = options.retry;
         let env = |key: &str| env(key).filter(|value| !value.trim().is_empty());
         let (preset, model, explicit_base) = match &self.target {
             Target::Scripted(path) => return Ok(Arc::new(ScriptedModel::from_file(path)?)),
@@ -315,6 +329,12 @@ impl ModelSpec {
             None => format!("{}{}", preset.default_base, preset.base_suffix),
         };
         let uses_default_base = overridden.is_none();
+        let origin = match (explicit_base, preset.base_var) {
+            (Some(_), _) => Some("from the model spec".to_owned()),
+            (None, Some(var)) if overridden.is_some() => Some(format!("set by {var}")),
+            (None, Some(var)) => Some(format!("the default; {var} overrides it")),
+            (None, None) => None,
+        };
         let api_key = match preset.key_var {
             None => None,
             Some((var, rule)) => match (env(var), rule) {
@@ -330,19 +350,78 @@ impl ModelSpec {
             Protocol::OpenAi => {
                 let mut config = OpenAiConfig::new(model.clone(), base_url);
                 config.api_key = api_key;
+                config.idle_timeout = options.idle_timeout;
+                config.base_url_origin = origin;
                 config.max_tokens_field = if uses_default_base {
                     preset.max_tokens_field
                 } else {
                     MaxTokensField::MaxTokens
                 };
-                Arc::new(Retrying::new(OpenAiClient::new(config)?, retry))
+                Arc::new(Retrying::new(OpenAiClient::new(config)?, retry).with_observer(options.observer.clone()))
             }
             Protocol::Anthropic => {
                 let mut config = AnthropicConfig::new(model.clone(), base_url);
                 config.api_key = api_key;
-                Arc::new(Retrying::new(AnthropicClient::new(config)?, retry))
+                config.idle_timeout = options.idle_timeout;
+                config.base_url_origin = origin;
+                Arc::new(Retrying::new(AnthropicClient::new(config)?, retry).with_observer(options.observer.clone()))
             }
         })
+    }
+}
+
+/// How network models are reached: the `[model]` section of harness.toml.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct TransportOptions {
+    /// Retries and the bound on a call's total time.
+    pub retry: RetryPolicy,
+    /// No byte for this long ends an attempt.
+    pub idle_timeout: std::time::Duration,
+    /// Hears of each retry as it happens.
+    pub observer: Option<RetryObserver>,
+}
+
+impl Default for TransportOptions {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::default(),
+            idle_timeout: crate::DEFAULT_IDLE_TIMEOUT,
+            observer: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for TransportOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportOptions")
+            .field("retry", &self.retry)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+impl TransportOptions {
+    /// The same options with another retry policy.
+    #[must_use]
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The same options with another idle timeout.
+    #[must_use]
+    pub fn idle_timeout(mut self, idle_timeout: std::time::Duration) -> Self {
+        self.idle_timeout = idle_timeout;
+        self
+    }
+
+    /// The same options with a retry observer.
+    #[must_use]
+    pub fn observer(mut self, observer: Option<RetryObserver>) -> Self {
+        self.observer = observer;
+        self
     }
 }
 

@@ -25,8 +25,22 @@ pub enum WireError {
         message: String,
     },
     /// The request could not be sent or its response headers never came.
-    #[error("could not reach the provider")]
-    Connect(#[source] reqwest::Error),
+    #[error("could not reach the provider at {target}")]
+    Connect {
+        /// The base URL, and where it was set when known.
+        target: String,
+        /// The cause.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// No byte arrived for the idle timeout: the attempt was given up.
+    #[error("no answer from the provider at {target} for {}s (the idle timeout)", after.as_secs_f64())]
+    Idle {
+        /// The base URL, and where it was set when known.
+        target: String,
+        /// The idle timeout that expired.
+        after: Duration,
+    },
     /// The connection broke while the response body was being read.
     #[error("the response stream was cut")]
     StreamCut(#[source] reqwest::Error),
@@ -37,17 +51,27 @@ pub enum WireError {
 
 /// Connect timeout for provider connections.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// The longest silence tolerated between two reads of a response (streams send keep-alives
-/// or tokens far more often).
-pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(300);
+/// The default idle timeout: the longest silence tolerated while waiting for response
+/// headers or between two reads of a body (streams send keep-alives or tokens far more
+/// often). `[model] idle_timeout` overrides it.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A reqwest client with the timeouts above.
+/// A reqwest client with the connect timeout above. Idle timeouts are enforced per request
+/// by [`Endpoint`], so one client can serve models with different settings.
 pub(crate) fn http_client() -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
         .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
         .build()
+}
+
+/// `base_url`, plus where it was set (`OPENAI_BASE_URL`, …) when known: the words connection
+/// errors use to point at the fix.
+pub(crate) fn describe_target(base_url: &str, origin: Option<&str>) -> String {
+    match origin {
+        Some(origin) => format!("{base_url} ({origin})"),
+        None => base_url.to_owned(),
+    }
 }
 
 /// Largest error body read for classification.
@@ -55,19 +79,17 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// POSTs `body` and returns the response when its status is a success; otherwise the
 /// classified error.
-pub(crate) async fn post(
-    http: &reqwest::Client,
-    url: &str,
-    headers: &HeaderMap,
-    body: Vec<u8>,
-    dialect: Dialect,
-) -> Result<reqwest::Response, ModelError> {
-    let response = http
+async fn post(endpoint: &Endpoint<'_>, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
+    let url = endpoint.url;
+    let send = endpoint
+        .http
         .post(url)
-        .headers(headers.clone())
+        .headers(endpoint.headers.clone())
         .body(body)
-        .send()
+        .send();
+    let response = tokio::time::timeout(endpoint.idle_timeout, send)
         .await
+        .map_err(|_| endpoint.idle_error())?
         .map_err(|err| {
             if err.is_builder() {
                 ModelError::InvalidRequest {
@@ -75,9 +97,13 @@ pub(crate) async fn post(
                     message: format!("cannot build the request to {url}: {err}"),
                 }
             } else {
-                ModelError::transient(WireError::Connect(err))
+                ModelError::transient(WireError::Connect {
+                    target: endpoint.target.to_owned(),
+                    source: err,
+                })
             }
         })?;
+    let dialect = endpoint.dialect;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
@@ -106,12 +132,33 @@ async fn read_capped(response: reqwest::Response, max: usize) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// Reads a whole (non-streaming) response body.
-pub(crate) async fn read_body(response: reqwest::Response) -> Result<Bytes, ModelError> {
-    response
-        .bytes()
-        .await
-        .map_err(|err| ModelError::transient(WireError::StreamCut(err)))
+/// Reads a whole (non-streaming) response body; a silence longer than the idle timeout
+/// between two reads ends the attempt.
+async fn read_body(endpoint: &Endpoint<'_>, response: reqwest::Response) -> Result<Bytes, ModelError> {
+    let mut body = Vec::new();
+    let mut chunks = idle_bounded(response, endpoint.idle_timeout, endpoint.target.to_owned());
+    while let Some(chunk) = chunks.next().await {
+        body.extend_from_slice(&chunk.map_err(ModelError::transient)?);
+    }
+    Ok(Bytes::from(body))
+}
+
+/// The body of `response` as chunks, each awaited for at most `idle`: a longer silence
+/// yields [`WireError::Idle`] and ends the stream.
+fn idle_bounded(response: reqwest::Response, idle: Duration, target: String) -> ByteStream {
+    let inner = Box::pin(response.bytes_stream());
+    Box::pin(futures::stream::unfold(
+        Some((inner, target)),
+        move |state| async move {
+            let (mut inner, target) = state?;
+            match tokio::time::timeout(idle, inner.next()).await {
+                Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some((inner, target)))),
+                Ok(Some(Err(err))) => Some((Err(WireError::StreamCut(err)), None)),
+                Ok(None) => None,
+                Err(_) => Some((Err(WireError::Idle { target, after: idle }), None)),
+            }
+        },
+    ))
 }
 
 /// Whether a response to a streaming request came back as one JSON document instead of SSE
@@ -173,7 +220,7 @@ pub(crate) trait EventDecoder: Send + 'static {
     fn end_of_body(&mut self) -> Result<(), ModelError>;
 }
 
-type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, WireError>> + Send>>;
 
 struct ChunkState<D> {
     events: crate::sse::SseStream<ByteStream>,
@@ -191,29 +238,42 @@ pub(crate) struct Endpoint<'a> {
     pub(crate) dialect: Dialect,
     /// Decodes a whole (non-streaming) response body.
     pub(crate) decode: fn(&[u8]) -> Result<ModelResponse, ModelError>,
+    /// No byte for this long (headers or body) ends the attempt.
+    pub(crate) idle_timeout: Duration,
+    /// The base URL and where it was set, for connection and idle errors.
+    pub(crate) target: &'a str,
 }
 
 impl Endpoint<'_> {
     /// Sends `body` and streams the answer: SSE through `D`, or a JSON answer (asked for
     /// with `stream: false`, or sent by a server that ignores streaming) replayed as chunks.
     pub(crate) async fn stream<D: EventDecoder + Default>(&self, body: Vec<u8>) -> Result<ModelStream, ModelError> {
-        let response = post(self.http, self.url, self.headers, body, self.dialect).await?;
+        let response = post(self, body).await?;
         if is_json(&response) {
-            return Ok(replay((self.decode)(&read_body(response).await?)?));
+            return Ok(replay((self.decode)(&read_body(self, response).await?)?));
         }
-        Ok(chunk_stream(response, D::default()))
+        Ok(chunk_stream(
+            idle_bounded(response, self.idle_timeout, self.target.to_owned()),
+            D::default(),
+        ))
     }
 
     /// Sends `body` (a non-streaming request) and decodes the whole answer.
     pub(crate) async fn call(&self, body: Vec<u8>) -> Result<ModelResponse, ModelError> {
-        let response = post(self.http, self.url, self.headers, body, self.dialect).await?;
-        (self.decode)(&read_body(response).await?)
+        let response = post(self, body).await?;
+        (self.decode)(&read_body(self, response).await?)
+    }
+
+    fn idle_error(&self) -> ModelError {
+        ModelError::transient(WireError::Idle {
+            target: self.target.to_owned(),
+            after: self.idle_timeout,
+        })
     }
 }
 
 /// The [`ModelStream`] of a successful streaming response.
-pub(crate) fn chunk_stream<D: EventDecoder>(response: reqwest::Response, decoder: D) -> ModelStream {
-    let body: ByteStream = Box::pin(response.bytes_stream());
+fn chunk_stream<D: EventDecoder>(body: ByteStream, decoder: D) -> ModelStream {
     let state = ChunkState {
         events: sse_events(body),
         decoder,
@@ -236,7 +296,7 @@ pub(crate) fn chunk_stream<D: EventDecoder>(response: reqwest::Response, decoder
                     }
                     Err(err) => err,
                 },
-                Some(Err(err)) => ModelError::transient(WireError::StreamCut(err)),
+                Some(Err(err)) => ModelError::transient(err),
                 None => {
                     state.done = true;
                     match state.decoder.end_of_body() {

@@ -41,8 +41,37 @@ pub enum ConfigError {
     Invalid {
         /// The file.
         path: PathBuf,
-        /// What the parser said (names the key and line).
+        /// What the parser said (names the key and line; a syntax error keeps its caret
+        /// diagram on the lines after the first).
         message: String,
+    },
+    /// A value parses but is out of range.
+    #[error("{path}: [{section}] {message}")]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// The section, e.g. `agent`.
+        section: &'static str,
+        /// `key must be …`.
+        message: String,
+    },
+    /// A model spec (from the file, an environment variable or a flag) cannot be used.
+    #[error("{origin}: {source}")]
+    Model {
+        /// Where the spec came from, e.g. `ws/harness.toml [agent] model` or `HARNESS_MODEL`.
+        origin: String,
+        /// Why it cannot be used.
+        #[source]
+        source: harness_models::ModelConfigError,
+    },
+    /// The `[filesystem]` section cannot be opened.
+    #[error("{path} [filesystem]")]
+    Filesystem {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::filesystem::FilesystemError,
     },
 }
 
@@ -69,6 +98,9 @@ pub struct HarnessConfig {
     /// parses its own; [`parse`](Self::parse) has checked them).
     #[serde(flatten)]
     pub capabilities: BTreeMap<String, toml::Value>,
+    /// `[model]`: transport settings of every model (idle timeout, retries, context window).
+    #[serde(default)]
+    pub model: Option<crate::model_config::ModelSection>,
 }
 
 /// `[agent]`.
@@ -102,18 +134,35 @@ impl HarnessConfig {
             path: path.to_owned(),
             message,
         };
-        let config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().replace('\n', " ")))?;
+        let config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().to_owned()))?;
         for (key, value) in &config.capabilities {
             let check =
                 crate::capability::section_check(key).ok_or_else(|| invalid(format!("unknown section `{key}`")))?;
             check(value.clone()).map_err(|message| invalid(format!("[{key}]: {message}")))?;
         }
+        config.check(path)?;
         Ok(config)
     }
 
     /// The raw section `key` owned by a capability, if present.
     pub fn capability_section(&self, key: &str) -> Option<&toml::Value> {
         self.capabilities.get(key)
+    }
+
+    /// Values that parse but cannot be used (`max_iters = 0`, a zero idle timeout).
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let value = |section, message: String| ConfigError::Value {
+            path: path.to_owned(),
+            section,
+            message,
+        };
+        if self.agent.max_iters == Some(0) {
+            return Err(value("agent", "max_iters must be at least 1".into()));
+        }
+        if let Some(model) = &self.model {
+            model.check().map_err(|message| value("model", message))?;
+        }
+        Ok(())
     }
 
     /// Loads `<workspace>/harness.toml`; a missing file is the default configuration.
@@ -156,6 +205,13 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # extraction_throttle = "60s"
 # model = "openai:gpt-4o-mini"    # optional cheaper model for extraction and consolidation
 
+# How models are reached (every key optional).
+# [model]
+# context_window = 128000         # tokens; overrides the table of known models
+# idle_timeout = "120s"           # no byte for this long ends an attempt
+# max_retries = 3                 # retries after the first attempt
+# max_retry_time = "300s"         # no retry starts after this much time on one call
+
 # Which filesystem serves the workspace. The host shell (`execute`) is only exposed with local_shell.
 # [filesystem]
 # kind = "local"                  # local | local_shell | composite (shared prefixes on Redis)
@@ -195,6 +251,29 @@ mod tests {
                 .unwrap_or_default();
             assert!(message.contains("triger") || message.contains("max_char"), "{message}");
         }
+    }
+
+    #[test]
+    fn unusable_values_are_refused_naming_section_and_key() {
+        let message = HarnessConfig::parse("[agent]\nmax_iters = 0\n", Path::new("ws/harness.toml"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(message, "ws/harness.toml: [agent] max_iters must be at least 1");
+        let message = HarnessConfig::parse("[model]\nidle_timeout = \"0s\"\n", Path::new("t"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(message.contains("[model] idle_timeout"), "{message}");
+    }
+
+    #[test]
+    fn syntax_errors_keep_the_caret_diagram_on_its_own_lines() {
+        let message = HarnessConfig::parse("[agent]\nname = \n", Path::new("t"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(message.lines().count() > 1 && message.contains('^'), "{message}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `HarnessAgent`: the ReAct kernel plus a file-based workspace (persona, knowledge,
 //! memory), durable sessions and per-user isolation.
 //!
-//! Where to start: [`HarnessAgent::builder`]. Everything the agent adds to the kernel comes
+//! Where to start: [`HarnessAgent::builder`], or [`HarnessAgent::from_workspace`] for the
+//! builder a workspace's `harness.toml` describes (what the CLI uses). Sessions can be read
+//! without an agent through [`SessionReader`]. Everything the agent adds to the kernel comes
 //! from a [`Capability`](capability::Capability) (tools, middleware, prompt parts, a
 //! `harness.toml` section, session slots, shutdown); `build()` is a loop over the registered
 //! ones, and the middleware order is each one's [`Layer`](capability::Layer), inside the
@@ -43,6 +45,9 @@ pub mod config;
 pub mod eviction;
 pub mod filesystem;
 mod memory;
+pub mod from_workspace;
+pub mod history;
+pub mod model_config;
 pub mod prompt;
 pub mod session;
 pub mod tools;
@@ -50,4 +55,7 @@ pub mod workspace;
 
 pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};
 pub use config::{ConfigError, HarnessConfig};
+pub use from_workspace::{LoadedWorkspace, ModelSource, WorkspaceLoader};
+pub use history::{HistoryError, SessionHit, SessionListing, SessionReader};
+pub use model_config::ModelSection;
 pub use workspace::{WorkspaceManager, init_workspace};

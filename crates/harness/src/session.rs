@@ -13,7 +13,9 @@
 //! dies mid-turn leaves the user's message and every tool call on disk before the tool runs. The agent state records
 //! how many transcript bytes it contains (`transcript_offset`); on the next call, anything
 //! past that offset is replayed into the state and a tool call left without a result gets a
-//! synthetic "interrupted" result.
+//! synthetic "interrupted" result. A call whose one user message repeats the last user
+//! message of a turn that never reached a final answer (the caller retrying after a failure)
+//! continues that turn instead of adding the message twice.
 //!
 //! The agent state itself is saved by the kernel's `StateStore` at the end of every call.
 //! The default `FileStateStore` appends only the new messages to `agent_state.log` when the
@@ -452,6 +454,12 @@ impl Middleware for SessionPersistence {
 
     async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
         self.replay(turn).await?;
+        if is_retry_of_unfinished_turn(turn) {
+            // The same message again after a failed turn: continue that turn instead of
+            // adding the user's message twice.
+            tracing::info!("the message repeats an unfinished turn's; continuing that turn");
+            turn.input.clear();
+        }
         let result = next.run(turn).await;
         // Write what the call produced even when it failed: the user's message and every
         // finished tool result are kept.
@@ -480,6 +488,25 @@ impl Middleware for SessionPersistence {
         self.flush(turn).await?;
         result
     }
+}
+
+/// Whether this call's input is one user message equal to the last user message of the
+/// session, and the turn that message started never ended with a final answer (an
+/// assistant message without tool calls).
+fn is_retry_of_unfinished_turn(turn: &Turn) -> bool {
+    let [input] = turn.input.as_slice() else {
+        return false;
+    };
+    if input.role != Role::User {
+        return false;
+    }
+    let Some(at) = turn.state.messages.iter().rposition(|m| m.role == Role::User) else {
+        return false;
+    };
+    let unfinished = !turn.state.messages[at + 1..]
+        .iter()
+        .any(|m| m.role == Role::Assistant && !m.has_tool_calls());
+    unfinished && turn.state.messages[at].content == input.content
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-pub(crate) fn harness() -> Command {
+pub fn harness() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
     for key in [
         "HARNESS_MODEL",
@@ -11,20 +11,21 @@ pub(crate) fn harness() -> Command {
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "ANTHROPIC_API_KEY",
+        "HARNESS_LOG",
     ] {
         command.env_remove(key);
     }
     command
 }
 
-pub(crate) fn text(output: &Output) -> (String, String) {
+pub fn text(output: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
 
-pub(crate) fn script(dir: &Path, body: &str) -> String {
+pub fn script(dir: &Path, body: &str) -> String {
     let path = dir.join("script.json");
     std::fs::write(&path, body).unwrap();
     format!("scripted:{}", path.display())
@@ -91,6 +92,7 @@ fn scripted_runs_continue_a_session_and_json_ends_with_the_final_message() {
         r#"{"replies": [{"text": "first reply"}, {"text": "second reply"}]}"#,
     );
     let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
     let output = harness()
         .args(["run", "--model", &model, "--session", "s1", "--workspace"])
         .arg(&ws)
@@ -136,7 +138,7 @@ fn model_errors_exit_one_with_one_line() {
     let model = script(dir.path(), r#"{"replies": [{"error": {"kind": "auth"}}]}"#);
     let output = harness()
         .args(["run", "--model", &model, "--workspace"])
-        .arg(dir.path().join("ws"))
+        .arg(dir.path())
         .arg("hi")
         .output()
         .unwrap();
@@ -178,6 +180,7 @@ fn init_writes_a_skeleton() {
 fn two_processes_on_one_session_take_turns() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
     let model = script(dir.path(), r#"{"replies": [{"text": "slow reply", "delay_ms": 300}]}"#);
     let children: Vec<_> = (0..2)
         .map(|n| {
@@ -208,7 +211,7 @@ fn two_processes_on_one_session_take_turns() {
     assert_eq!(roles, ["user", "assistant", "user", "assistant"], "{log}");
 }
 
-mod openai_server {
+pub mod openai_server {
     //! A tiny OpenAI-compatible server on 127.0.0.1:0.
 
     use axum::Router;
@@ -389,8 +392,8 @@ fn chat_streams_switches_sessions_and_survives_a_cancelled_turn() {
         r#"{"replies": [{"text": "hello there"}, {"text": "too slow", "delay_ms": 20000}, {"text": "still here"}], "fallback": "echo"}"#,
     );
     let ws = dir.path().join("ws");
-    // Memory extraction would take scripted replies meant for the turns.
     std::fs::create_dir_all(&ws).unwrap();
+    // Memory extraction would take scripted replies meant for the turns.
     std::fs::write(ws.join("harness.toml"), "[memory]\nenabled = false\n").unwrap();
     let mut child = harness()
         .args(["chat", "--model", &model, "--workspace"])

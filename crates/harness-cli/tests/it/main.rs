@@ -4,4 +4,7 @@
 
 mod cli;
 mod scope;
+mod newcomer;
+mod parity;
+mod readme;
 mod tidy;

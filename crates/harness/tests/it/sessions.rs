@@ -327,3 +327,37 @@ async fn compaction_never_touches_the_raw_transcript() {
     );
     assert!(state.messages.iter().any(|m| harness::compaction::is_summary(m)));
 }
+
+#[tokio::test]
+async fn retrying_the_message_of_a_failed_turn_continues_that_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_error(ScriptedError::Transient)
+        .reply_text("answered")
+        .reply_text("again");
+    let agent = agent(dir.path(), &model);
+    assert!(agent.call("what is 2+2?", ctx("alice", "s1")).await.is_err());
+    let reply = agent.call("what is 2+2?", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(reply.text(), "answered");
+    let texts: Vec<String> = model.requests()[1].messages.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["what is 2+2?"], "the user's message is sent once");
+    let kept: Vec<(Role, String)> = transcript(dir.path(), "alice", "s1")
+        .iter()
+        .map(|m| (m.role, m.text()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (Role::User, "what is 2+2?".to_owned()),
+            (Role::Assistant, "answered".to_owned())
+        ]
+    );
+    // After a finished turn the same words are a new message.
+    agent.call("what is 2+2?", ctx("alice", "s1")).await.unwrap();
+    let users = model.requests()[2]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .count();
+    assert_eq!(users, 2);
+}

@@ -1,0 +1,146 @@
+//! `mock-llm`: the project's fake OpenAI-compatible server, for demos, the README's commands
+//! and the benchmarks. Deterministic and stateless: the reply is a function of the request
+//! (see `policy`). Serves `POST /v1/chat/completions` (streaming and not, with usage),
+//! `GET /v1/models`, `GET /health` and `GET /stats`.
+//!
+//! `--port 0` binds a free port; the bound base URL is always printed on stdout as
+//! `mock-llm listening on http://127.0.0.1:PORT/v1`.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod policy;
+mod wire;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use clap::Parser;
+use serde_json::{Value, json};
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// A deterministic fake OpenAI-compatible LLM server.
+#[derive(Parser, Debug)]
+#[command(name = "mock-llm", version)]
+struct Args {
+    /// Port (0 = any free port).
+    #[arg(long, env = "MOCK_PORT", default_value_t = 8787)]
+    port: u16,
+    /// Address to bind (loopback by default).
+    #[arg(long, env = "MOCK_HOST", default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    /// Delay before every reply, in milliseconds.
+    #[arg(long, env = "MOCK_LATENCY_MS", default_value_t = 0)]
+    latency_ms: u64,
+    /// The tool called with `{"key":"k<N>"}` when a request offers it.
+    #[arg(long, env = "MOCK_TOOL", default_value = "lookup")]
+    tool: String,
+    /// Tokio worker threads (1 leaves the other core to the agent under test).
+    #[arg(long, env = "MOCK_THREADS", default_value_t = 1)]
+    threads: usize,
+}
+
+struct Mock {
+    tool: String,
+    latency: Duration,
+    requests: AtomicU64,
+    tool_calls: AtomicU64,
+    texts: AtomicU64,
+    bad_requests: AtomicU64,
+}
+
+async fn completions(State(mock): State<Arc<Mock>>, body: axum::body::Bytes) -> Response {
+    let seq = mock.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    let parsed: Value = match serde_json::from_slice(&body) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => {
+            mock.bad_requests.fetch_add(1, Ordering::Relaxed);
+            let error = json!({"error": {"message": "the body is not a JSON object", "type": "invalid_request_error"}});
+            return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+        }
+    };
+    let request = policy::Request::from_openai(&parsed);
+    let reply = policy::reply(&request, &mock.tool);
+    match reply {
+        policy::Reply::ToolCall { .. } => mock.tool_calls.fetch_add(1, Ordering::Relaxed),
+        policy::Reply::Text(_) => mock.texts.fetch_add(1, Ordering::Relaxed),
+    };
+    if !mock.latency.is_zero() {
+        tokio::time::sleep(mock.latency).await;
+    }
+    let model = parsed.get("model").and_then(Value::as_str).unwrap_or("mock");
+    let usage = wire::Usage::of(body.len(), &reply);
+    if parsed.get("stream").and_then(Value::as_bool).unwrap_or(false) {
+        let include_usage = parsed
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let sse = wire::stream(seq, model, &reply, usage, include_usage);
+        ([(header::CONTENT_TYPE, "text/event-stream")], sse).into_response()
+    } else {
+        axum::Json(wire::completion(seq, model, &reply, usage)).into_response()
+    }
+}
+
+async fn stats(State(mock): State<Arc<Mock>>) -> axum::Json<Value> {
+    axum::Json(json!({
+        "requests": mock.requests.load(Ordering::Relaxed),
+        "replies": {
+            "text": mock.texts.load(Ordering::Relaxed),
+            "tool_call": mock.tool_calls.load(Ordering::Relaxed),
+            "bad_request": mock.bad_requests.load(Ordering::Relaxed),
+        },
+    }))
+}
+
+async fn models() -> axum::Json<Value> {
+    axum::Json(json!({"object": "list", "data": [{"id": "mock", "object": "model", "owned_by": "harness"}]}))
+}
+
+async fn serve(args: Args) -> std::io::Result<()> {
+    let mock = Arc::new(Mock {
+        tool: args.tool,
+        latency: Duration::from_millis(args.latency_ms),
+        requests: AtomicU64::new(0),
+        tool_calls: AtomicU64::new(0),
+        texts: AtomicU64::new(0),
+        bad_requests: AtomicU64::new(0),
+    });
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .route("/chat/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .route("/health", get(|| async { "ok" }))
+        .route("/stats", get(stats))
+        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
+        .with_state(mock);
+    let listener = tokio::net::TcpListener::bind((args.host, args.port)).await?;
+    let addr = listener.local_addr()?;
+    let mut stdout = std::io::stdout().lock();
+    // A closed stdout must not stop the server: the address is informative.
+    let _ = writeln!(stdout, "mock-llm listening on http://{addr}/v1");
+    let _ = stdout.flush();
+    drop(stdout);
+    axum::serve(listener, app).await
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads.max(1))
+        .enable_all()
+        .build();
+    let result = runtime.and_then(|runtime| runtime.block_on(serve(args)));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: mock-llm: {err}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! `harness sessions …` and `harness memory …`: reading what the agent wrote.
+//!
+//! Sessions are read through [`harness::SessionReader`] (no agent, no model, nothing
+//! created). A read-only command on a default workspace that does not exist yet finds
+//! nothing and creates nothing; an explicit workspace that does not exist is an error.
+
+use crate::output::Out;
+use crate::{AgentArgs, WorkspaceArgs, env_lookup, parse_session, runtime, usage, workspace};
+use anyhow::Context as _;
+use harness::{HarnessAgent, WorkspaceLoader};
+use harness_core::{RuntimeContext, SessionId, UserId};
+use harness_memory::ConsolidationOutcome;
+use std::sync::Arc;
+
+#[derive(clap::Subcommand)]
+pub(crate) enum SessionsCommand {
+    /// List the sessions of a user.
+    List {
+        #[command(flatten)]
+        ws: WorkspaceArgs,
+    },
+    /// Print a session's transcript.
+    Show {
+        #[command(flatten)]
+        ws: WorkspaceArgs,
+        /// Session id.
+        #[arg(value_parser = parse_session)]
+        id: SessionId,
+        /// Print raw JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find messages in a user's sessions (any of the words, case-insensitive).
+    Search {
+        #[command(flatten)]
+        ws: WorkspaceArgs,
+        /// Maximum hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// What to look for.
+        query: String,
+    },
+}
+
+#[derive(clap::Subcommand)]
+pub(crate) enum MemoryCommand {
+    /// Full-text search over MEMORY.md and the daily logs (CJK included). Scores are
+    /// relative to the best hit (1.00).
+    Search {
+        #[command(flatten)]
+        ws: WorkspaceArgs,
+        /// Maximum hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// What to look for.
+        query: String,
+    },
+    /// Merge new daily-log entries into MEMORY.md now (uses the configured model).
+    Consolidate {
+        #[command(flatten)]
+        agent: AgentArgs,
+    },
+}
+
+fn user_of(ws: &WorkspaceArgs) -> UserId {
+    ws.user
+        .clone()
+        .unwrap_or_else(|| UserId::new(harness_core::DEFAULT_USER))
+}
+
+async fn reader(ws: &WorkspaceArgs) -> anyhow::Result<Option<harness::SessionReader>> {
+    let workspace = workspace::resolve(ws.workspace.clone())?;
+    if !workspace.exists {
+        return Ok(None);
+    }
+    harness::SessionReader::open(&workspace.dir, ws.agent.as_deref())
+        .await
+        .map(Some)
+        .map_err(|err| usage(harness_core::error_chain(&err)))
+}
+
+pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
+    let mut out = Out::new();
+    match command {
+        SessionsCommand::List { ws } => {
+            let listed = match reader(&ws).await? {
+                Some(reader) => reader.list(&user_of(&ws)).await.map_err(|err| runtime(&err))?,
+                None => Vec::new(),
+            };
+            if listed.is_empty() {
+                out.line("no sessions")?;
+            }
+            for entry in listed {
+                out.line(&format!(
+                    "{}\t{}\t{} messages\t{}",
+                    entry.id,
+                    entry.summary.updated.strftime("%Y-%m-%d %H:%M:%S"),
+                    entry.summary.message_count,
+                    entry.summary.summary
+                ))?;
+                if out.closed() {
+                    break;
+                }
+            }
+        }
+        SessionsCommand::Search { ws, limit, query } => {
+            let hits = match reader(&ws).await? {
+                Some(reader) => reader
+                    .search(&user_of(&ws), &query, limit)
+                    .await
+                    .map_err(|err| runtime(&err))?,
+                None => Vec::new(),
+            };
+            if hits.is_empty() {
+                out.line("no matches")?;
+            }
+            for hit in hits {
+                let role = match hit.role {
+                    harness_core::Role::User => "user",
+                    harness_core::Role::Assistant => "assistant",
+                    harness_core::Role::System => "system",
+                    harness_core::Role::Tool => "tool",
+                };
+                out.line(&format!("{}:{}\t{role}\t{}", hit.session, hit.line, hit.snippet))?;
+                if out.closed() {
+                    break;
+                }
+            }
+        }
+        SessionsCommand::Show { ws, id, json } => {
+            let messages = match reader(&ws).await? {
+                Some(reader) => reader.history(&user_of(&ws), &id).await.map_err(|err| runtime(&err))?,
+                None => Vec::new(),
+            };
+            if messages.is_empty() {
+                return Err(usage(format!(
+                    "session {id} has no transcript (see `harness sessions list`)"
+                )));
+            }
+            for msg in messages {
+                let line = if json {
+                    serde_json::to_string(&msg)?
+                } else {
+                    crate::chat::render_message(&msg)
+                };
+                out.line(&line)?;
+                if out.closed() {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An agent for memory commands; a model is only needed (and required) to consolidate.
+async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Option<HarnessAgent>> {
+    let workspace = workspace::resolve(args.ws.workspace.clone())?;
+    if !workspace.exists {
+        return Ok(None);
+    }
+    let env = env_lookup;
+    let loaded = WorkspaceLoader::new(&workspace.dir, &env)
+        .model(args.model.clone())
+        .name(args.ws.agent.clone())
+        .on_retry(Some(crate::progress::retry_observer()))
+        .load()
+        .await
+        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+    let memory_model = loaded.config.memory.as_ref().and_then(|m| m.model.as_ref()).is_some();
+    let mut builder = loaded.builder;
+    if loaded.model.is_none() {
+        if need_model && !memory_model {
+            return Err(usage(
+                "consolidation needs a model: pass --model provider:model, set HARNESS_MODEL, or set [memory] model",
+            ));
+        }
+        // Search makes no model call, and consolidation uses `[memory] model`: the agent's
+        // own model is never asked here.
+        builder = builder.shared_model(Arc::new(harness_models::ScriptedModel::new()));
+    }
+    builder
+        .build()
+        .map(Some)
+        .map_err(|err| usage(harness_core::error_chain(&err)))
+}
+
+pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
+    let (args, need_model) = match &command {
+        MemoryCommand::Search { ws, .. } => (
+            AgentArgs {
+                ws: ws.clone(),
+                session: None,
+                model: None,
+                max_iters: None,
+            },
+            false,
+        ),
+        MemoryCommand::Consolidate { agent } => (agent.clone(), true),
+    };
+    let mut out = Out::new();
+    let Some(harness) = memory_agent(&args, need_model).await? else {
+        return match command {
+            MemoryCommand::Search { .. } => out.line("no matches").map_err(Into::into),
+            MemoryCommand::Consolidate { .. } => out.line("nothing to consolidate").map_err(Into::into),
+        };
+    };
+    let memory = harness
+        .memory()
+        .ok_or_else(|| usage("memory is disabled ([memory] enabled = false)"))?;
+    let mut ctx = RuntimeContext::default();
+    ctx.user_id = args.ws.user.clone();
+    let ctx = harness
+        .bind(ctx)
+        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+    let call = ctx
+        .get::<harness_fs::CallWorkspace>()
+        .ok_or_else(|| anyhow::anyhow!("internal: the call has no workspace bound"))?;
+    let namespace = harness_memory::NamespaceKey::for_call(&ctx).context("call scope not bound")?;
+    match command {
+        MemoryCommand::Search { limit, query, .. } => {
+            // The caller's layer with the shared files (the workspace's MEMORY.md) showing
+            // through, as the prompt and `memory_search` see it.
+            let results = memory.search(Arc::clone(&call.layered), &namespace, &query, limit).await;
+            if let Some(note) = &results.note {
+                eprintln!("note: {note}");
+            }
+            if results.hits.is_empty() {
+                out.line("no matches")?;
+            }
+            let best = results.hits.iter().map(|h| h.score).fold(0.0_f64, f64::max);
+            for hit in &results.hits {
+                let relative = if best > 0.0 { hit.score / best } else { 1.0 };
+                out.line(&format!("{}:{}\t{relative:.2}\t{}", hit.path, hit.line, hit.snippet))?;
+                if out.closed() {
+                    break;
+                }
+            }
+        }
+        MemoryCommand::Consolidate { .. } => {
+            let outcome = memory
+                .consolidate(Arc::clone(&call.user), &namespace)
+                .await
+                .map_err(|err| runtime(&err))?;
+            out.line(&describe(&outcome))?;
+        }
+    }
+    crate::shutdown(&harness).await;
+    Ok(())
+}
+
+/// A consolidation outcome as a sentence.
+fn describe(outcome: &ConsolidationOutcome) -> String {
+    match outcome {
+        ConsolidationOutcome::NothingNew => "nothing to consolidate: no new daily-log entries".to_owned(),
+        ConsolidationOutcome::Busy => "another process is consolidating this memory now; try again later".to_owned(),
+        ConsolidationOutcome::Consolidated {
+            entries,
+            tokens,
+            cut,
+            dropped,
+            more_pending,
+        } => {
+            let mut sentence = format!(
+                "merged {entries} new entr{} into MEMORY.md (about {tokens} tokens)",
+                if *entries == 1 { "y" } else { "ies" }
+            );
+            if *cut {
+                sentence.push_str("; the model's text was over budget and was cut");
+            }
+            if *dropped > 0 {
+                sentence.push_str(&format!("; {dropped} line(s) that read as instructions were left out"));
+            }
+            if *more_pending {
+                sentence.push_str("; more entries are waiting: run it again");
+            }
+            sentence
+        }
+        _ => format!("{outcome:?}"),
+    }
+}

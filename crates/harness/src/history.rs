@@ -1,0 +1,386 @@
+//! Reading sessions without an agent: list, show (history) and search over a workspace's
+//! transcripts. No model is needed and nothing is written, so `harness sessions list|show`
+//! and servers can inspect sessions cheaply.
+//!
+//! A listing merges `sessions.json` with the transcripts on disk: the index is written
+//! behind (see [`session`](crate::session)), so a session whose process died during its
+//! first turn has a transcript but no index entry — it is still listed, its summary taken
+//! from the transcript.
+
+use crate::config::{ConfigError, HarnessConfig};
+use crate::session::{SessionSummary, parse_transcript, read_index, read_transcript};
+use harness_core::{AgentId, Msg, Role, RuntimeContext, SessionId, UserId};
+use harness_fs::{Filesystem, FsError, NamespaceFactory, WsPath};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why sessions could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// A user or session id is not a safe path segment.
+    #[error("invalid id")]
+    Id(#[source] FsError),
+    /// The workspace could not be read.
+    #[error("cannot read the sessions")]
+    Read(#[source] FsError),
+}
+
+/// One session in a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionListing {
+    /// The session id.
+    pub id: String,
+    /// Summary, times and message count.
+    pub summary: SessionSummary,
+    /// Whether the entry came from the transcript alone (the index never recorded it, e.g.
+    /// the process died during the session's first turn).
+    pub unindexed: bool,
+}
+
+/// One message that matched a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionHit {
+    /// The session.
+    pub session: String,
+    /// The message's position in the transcript (1-based).
+    pub line: usize,
+    /// Who wrote it.
+    pub role: Role,
+    /// The text around the first match.
+    pub snippet: String,
+    /// How many of the query's words the message contains.
+    pub matched_terms: usize,
+}
+
+/// Reads the sessions of one agent in one workspace.
+#[derive(Clone)]
+pub struct SessionReader {
+    fs: Arc<dyn Filesystem>,
+    namespaces: NamespaceFactory,
+    agent: AgentId,
+}
+
+impl std::fmt::Debug for SessionReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionReader")
+            .field("fs", &self.fs.describe())
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionReader {
+    /// A reader over `fs` for agent `agent` with the given isolation.
+    pub fn new(fs: Arc<dyn Filesystem>, namespaces: NamespaceFactory) -> Self {
+        let agent = namespaces.agent().clone();
+        Self { fs, namespaces, agent }
+    }
+
+    /// A reader for the workspace at `dir` as its harness.toml describes it (`[filesystem]`,
+    /// `[agent] name` unless `name` overrides it, `[agent] isolation`). Creates nothing.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an invalid file, name or filesystem.
+    pub async fn open(dir: &Path, name: Option<&str>) -> Result<Self, ConfigError> {
+        let config = HarnessConfig::load(dir)?;
+        let path = dir.join(crate::config::CONFIG_FILE);
+        let name = name
+            .map(str::to_owned)
+            .or_else(|| config.agent.name.clone())
+            .unwrap_or_else(|| crate::DEFAULT_AGENT_NAME.to_owned());
+        let agent = AgentId::parse(name.as_str()).map_err(|err| ConfigError::Value {
+            path: path.clone(),
+            section: "agent",
+            message: format!("name: {err}"),
+        })?;
+        let fs: Arc<dyn Filesystem> = match &config.filesystem {
+            Some(fs_config) => crate::filesystem::open(fs_config, dir, &name)
+                .await
+                .map_err(|source| ConfigError::Filesystem { path, source })?,
+            None => Arc::new(
+                harness_fs::LocalFs::new(dir)
+                    .map_err(|source| ConfigError::Filesystem {
+                        path,
+                        source: crate::filesystem::FilesystemError::Local(source),
+                    })?
+                    .fsync(false),
+            ),
+        };
+        let scope = config.agent.isolation.unwrap_or_default();
+        Ok(Self::new(fs, NamespaceFactory::new(scope, agent)))
+    }
+
+    /// The filesystem of `user`'s namespace (for `session` under session isolation).
+    fn user_fs(&self, user: &UserId, session: Option<&SessionId>) -> Result<Arc<dyn Filesystem>, HistoryError> {
+        let mut ctx = RuntimeContext::for_user(user.clone());
+        ctx.session_id = session.cloned();
+        let prefix = self.namespaces.prefix(&ctx).map_err(HistoryError::Id)?;
+        Ok(if prefix.is_root() {
+            Arc::clone(&self.fs)
+        } else {
+            Arc::new(harness_fs::Namespaced::new(Arc::clone(&self.fs), prefix))
+        })
+    }
+
+    /// The sessions of `user`, by id: the index merged with the transcripts on disk. Under
+    /// session isolation every session has its own namespace, so each one is visited.
+    ///
+    /// # Errors
+    /// [`HistoryError`] for an unsafe id or an unreadable directory.
+    pub async fn list(&self, user: &UserId) -> Result<Vec<SessionListing>, HistoryError> {
+        let mut listing = std::collections::BTreeMap::new();
+        if self.namespaces.scope() == harness_fs::IsolationScope::Session {
+            let top = match self.fs.list(&WsPath::root()).await {
+                Ok(entries) => entries,
+                Err(FsError::NotFound { .. }) => Vec::new(),
+                Err(err) => return Err(HistoryError::Read(err)),
+            };
+            for dir in top.into_iter().filter(|entry| entry.is_dir) {
+                let Ok(session) = SessionId::parse(dir.path.as_str()) else {
+                    continue;
+                };
+                let Ok(fs) = self.user_fs(user, Some(&session)) else {
+                    continue; // a reserved name (knowledge/, memory/ …), not a session
+                };
+                self.list_in(fs.as_ref(), &mut listing).await?;
+            }
+        } else {
+            let fs = self.user_fs(user, None)?;
+            self.list_in(fs.as_ref(), &mut listing).await?;
+        }
+        Ok(listing.into_values().collect())
+    }
+
+    /// Adds the sessions of one namespace to `listing`.
+    async fn list_in(
+        &self,
+        fs: &dyn Filesystem,
+        listing: &mut std::collections::BTreeMap<String, SessionListing>,
+    ) -> Result<(), HistoryError> {
+        let index = read_index(fs, self.agent.as_str()).await;
+        for (id, summary) in index.sessions {
+            let entry = SessionListing {
+                id: id.clone(),
+                summary,
+                unindexed: false,
+            };
+            listing.insert(id, entry);
+        }
+        let dir = WsPath::parse(&format!("agents/{}/sessions", self.agent)).map_err(HistoryError::Id)?;
+        let files = match fs.list(&dir).await {
+            Ok(files) => files,
+            Err(FsError::NotFound { .. }) => Vec::new(),
+            Err(err) => return Err(HistoryError::Read(err)),
+        };
+        for file in files.into_iter().filter(|f| !f.is_dir) {
+            let Some(id) = file
+                .path
+                .as_str()
+                .rsplit('/')
+                .next()
+                .and_then(|n| n.strip_suffix(".log.jsonl"))
+            else {
+                continue;
+            };
+            if listing.contains_key(id) {
+                continue;
+            }
+            let bytes = match fs.read(&file.path).await {
+                Ok(bytes) => bytes,
+                Err(FsError::NotFound { .. }) => continue,
+                Err(err) => return Err(HistoryError::Read(err)),
+            };
+            let messages = parse_transcript(&bytes).0;
+            let when = file.modified.unwrap_or_else(jiff::Timestamp::now);
+            let summary = messages
+                .iter()
+                .find(|m| m.role == Role::User)
+                .map(|m| harness_core::excerpt(&m.text().replace('\n', " "), 120))
+                .unwrap_or_default();
+            listing.insert(
+                id.to_owned(),
+                SessionListing {
+                    id: id.to_owned(),
+                    summary: SessionSummary {
+                        summary,
+                        created: when,
+                        updated: when,
+                        message_count: messages.len() as u64,
+                    },
+                    unindexed: true,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The transcript of `user`'s `session` (empty when there is none).
+    ///
+    /// # Errors
+    /// [`HistoryError`] for an unsafe id or an unreadable transcript.
+    pub async fn history(&self, user: &UserId, session: &SessionId) -> Result<Vec<Msg>, HistoryError> {
+        let fs = self.user_fs(user, Some(session))?;
+        read_transcript(fs.as_ref(), self.agent.as_str(), session.as_str())
+            .await
+            .map_err(HistoryError::Read)
+    }
+
+    /// Messages of `user`'s sessions containing any word of `query` (case-insensitive), the
+    /// messages with the most words first, then the most recent sessions; at most `limit`.
+    ///
+    /// # Errors
+    /// As [`list`](Self::list).
+    pub async fn search(&self, user: &UserId, query: &str, limit: usize) -> Result<Vec<SessionHit>, HistoryError> {
+        let terms: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut sessions = self.list(user).await?;
+        sessions.sort_by_key(|s| std::cmp::Reverse(s.summary.updated));
+        let mut hits = Vec::new();
+        for (rank, listing) in sessions.iter().enumerate() {
+            let Ok(session) = SessionId::parse(listing.id.as_str()) else {
+                continue;
+            };
+            let messages = self.history(user, &session).await?;
+            for (at, msg) in messages.iter().enumerate() {
+                let text = msg.text();
+                let lower = text.to_lowercase();
+                let matched = terms.iter().filter(|t| lower.contains(t.as_str())).count();
+                if matched == 0 {
+                    continue;
+                }
+                hits.push((
+                    matched,
+                    rank,
+                    SessionHit {
+                        session: listing.id.clone(),
+                        line: at + 1,
+                        role: msg.role,
+                        snippet: snippet(&text, &lower, &terms),
+                        matched_terms: matched,
+                    },
+                ));
+            }
+        }
+        hits.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.line.cmp(&b.2.line)));
+        Ok(hits.into_iter().take(limit).map(|(_, _, hit)| hit).collect())
+    }
+}
+
+/// Up to ~160 characters of `text` around the first term found (on one line).
+fn snippet(text: &str, lower: &str, terms: &[String]) -> String {
+    let at = terms.iter().filter_map(|t| lower.find(t.as_str())).min().unwrap_or(0);
+    // `lower` may differ in length from `text` for some scripts: map by characters.
+    let chars_before = lower[..at].chars().count();
+    let start = chars_before.saturating_sub(60);
+    let piece: String = text.chars().skip(start).take(160).collect();
+    let mut out = piece.replace('\n', " ");
+    if start > 0 {
+        out.insert(0, '…');
+    }
+    if text.chars().count() > start + 160 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harness_fs::{IsolationScope, WriteMode};
+
+    fn reader(dir: &Path) -> SessionReader {
+        let fs: Arc<dyn Filesystem> = Arc::new(harness_fs::LocalFs::new(dir).unwrap_or_else(|e| panic!("{e}")));
+        let agent = AgentId::parse("harness").unwrap_or_else(|e| panic!("{e}"));
+        SessionReader::new(fs, NamespaceFactory::new(IsolationScope::User, agent))
+    }
+
+    async fn write(fs: &dyn Filesystem, path: &str, bytes: &[u8]) {
+        let path = WsPath::parse(path).unwrap_or_else(|e| panic!("{e}"));
+        fs.write(&path, bytes, WriteMode::Overwrite)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn line(msg: &Msg) -> String {
+        format!("{}\n", serde_json::to_string(msg).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn a_transcript_without_an_index_entry_is_listed_and_searchable() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let reader = reader(dir.path());
+        let alice = UserId::parse("alice").unwrap_or_else(|e| panic!("{e}"));
+        let fs = reader.user_fs(&alice, None).unwrap_or_else(|e| panic!("{e}"));
+        // s1 is indexed; s2 died during its first turn (transcript only).
+        let index = r#"{"v":1,"sessions":{"s1":{"summary":"hello","created":"2026-01-01T00:00:00Z","updated":"2026-01-01T00:00:00Z","message_count":2}}}"#;
+        write(fs.as_ref(), "agents/harness/sessions/sessions.json", index.as_bytes()).await;
+        let s1 = line(&Msg::user("hello")) + &line(&Msg::assistant("Green tea is my favourite."));
+        write(fs.as_ref(), "agents/harness/sessions/s1.log.jsonl", s1.as_bytes()).await;
+        let s2 = line(&Msg::user("plan a trip\nto Kyoto"));
+        write(fs.as_ref(), "agents/harness/sessions/s2.log.jsonl", s2.as_bytes()).await;
+
+        let listed = reader.list(&alice).await.unwrap_or_else(|e| panic!("{e}"));
+        let ids: Vec<(&str, bool)> = listed.iter().map(|l| (l.id.as_str(), l.unindexed)).collect();
+        assert_eq!(ids, [("s1", false), ("s2", true)]);
+        assert_eq!(listed[1].summary.summary, "plan a trip to Kyoto");
+        assert_eq!(listed[1].summary.message_count, 1);
+
+        let s1 = SessionId::parse("s1").unwrap_or_else(|e| panic!("{e}"));
+        let history = reader.history(&alice, &s1).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(history.len(), 2);
+
+        let hits = reader
+            .search(&alice, "GREEN kyoto", 10)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let found: Vec<(&str, usize)> = hits.iter().map(|h| (h.session.as_str(), h.line)).collect();
+        assert_eq!(found.len(), 2, "{hits:?}");
+        assert!(found.contains(&("s1", 2)) && found.contains(&("s2", 1)), "{found:?}");
+        // Another user sees nothing; a bad id is an error, not an empty listing.
+        let bob = UserId::parse("bob").unwrap_or_else(|e| panic!("{e}"));
+        assert!(reader.list(&bob).await.unwrap_or_else(|e| panic!("{e}")).is_empty());
+    }
+
+    #[tokio::test]
+    async fn under_session_isolation_every_sessions_namespace_is_listed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let fs: Arc<dyn Filesystem> = Arc::new(harness_fs::LocalFs::new(dir.path()).unwrap_or_else(|e| panic!("{e}")));
+        let agent = AgentId::parse("harness").unwrap_or_else(|e| panic!("{e}"));
+        let reader = SessionReader::new(Arc::clone(&fs), NamespaceFactory::new(IsolationScope::Session, agent));
+        for session in ["s1", "s2"] {
+            let body = line(&Msg::user(format!("hello from {session}")));
+            write(
+                fs.as_ref(),
+                &format!("{session}/agents/harness/sessions/{session}.log.jsonl"),
+                body.as_bytes(),
+            )
+            .await;
+        }
+        write(fs.as_ref(), "knowledge/KNOWLEDGE.md", b"# k").await;
+        let user = UserId::parse("anyone").unwrap_or_else(|e| panic!("{e}"));
+        let listed = reader.list(&user).await.unwrap_or_else(|e| panic!("{e}"));
+        let ids: Vec<&str> = listed.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(ids, ["s1", "s2"]);
+        let s2 = SessionId::parse("s2").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            reader.history(&user, &s2).await.unwrap_or_else(|e| panic!("{e}")).len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn opening_a_workspace_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let reader = SessionReader::open(dir.path(), None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let user = UserId::parse("default").unwrap_or_else(|e| panic!("{e}"));
+        assert!(reader.list(&user).await.unwrap_or_else(|e| panic!("{e}")).is_empty());
+        assert_eq!(std::fs::read_dir(dir.path()).map(|d| d.count()).unwrap_or(1), 0);
+    }
+}
