@@ -21,30 +21,11 @@ impl Kernel {
     /// tools offered) tool calls are dropped and an empty reply gets a placeholder text, before
     /// the reply is appended.
     pub(crate) async fn reason(&self, turn: &mut Turn) -> Result<(), AgentError> {
-        let mut system = SystemPrompt::new(self.config.sys_prompt.clone());
-        for layer in &self.chain.system_prompt {
-            layer.system_prompt(&mut system, turn).await;
-        }
-        for note in std::mem::take(&mut turn.step_notes) {
-            system.push_volatile("step_note", note);
-        }
+        let notes = std::mem::take(&mut turn.step_notes);
         let tools = Arc::clone(&turn.tools);
         turn.offered = Arc::clone(&tools);
-        let request = ChatRequest {
-            system,
-            messages: turn.state.messages.clone(),
-            tool_choice: if tools.is_empty() {
-                ToolChoice::None
-            } else {
-                ToolChoice::Auto
-            },
-            tools,
-            max_tokens: self.config.max_tokens,
-            temperature: self.config.temperature,
-            extra: self.config.extra.clone(),
-            stream: turn.events.is_active(),
-        };
-        let (system, extra) = (request.system.clone(), request.extra.clone());
+        let system = self.system_prompt(turn, &notes).await;
+        let request = self.request(turn, system, turn.state.messages.clone(), tools);
         let mut response = self.model_once(turn, request).await?;
         if response.finish_reason == Some(FinishReason::Length) {
             self.warn_length(turn, false).await;
@@ -52,21 +33,11 @@ impl Kernel {
             partial.content.retain(|block| !matches!(block, Block::ToolUse { .. }));
             let mut messages = turn.state.messages.clone();
             messages.push(Arc::new(partial));
-            let tools = Arc::clone(&turn.offered);
-            let continuation = ChatRequest {
-                system,
-                messages,
-                tool_choice: if tools.is_empty() {
-                    ToolChoice::None
-                } else {
-                    ToolChoice::Auto
-                },
-                tools,
-                max_tokens: self.config.max_tokens,
-                temperature: self.config.temperature,
-                extra,
-                stream: turn.events.is_active(),
-            };
+            // The same request again (the prompt rebuilt by the same pipeline from the same
+            // turn and notes, the same tools) plus the partial reply. Rebuilding here keeps a
+            // copy of every request off the common path.
+            let system = self.system_prompt(turn, &notes).await;
+            let continuation = self.request(turn, system, messages, Arc::clone(&turn.offered));
             let rest = self.model_once(turn, continuation).await?;
             response = join_continuation(response, rest);
             if response.finish_reason == Some(FinishReason::Length) {
@@ -92,6 +63,42 @@ impl Kernel {
         }
         turn.push(message);
         Ok(())
+    }
+
+    /// The step's system prompt: the base, the `system_prompt` pipeline, then `notes`.
+    async fn system_prompt(&self, turn: &Turn, notes: &[String]) -> SystemPrompt {
+        let mut system = SystemPrompt::new(self.config.sys_prompt.clone());
+        for layer in &self.chain.system_prompt {
+            layer.system_prompt(&mut system, turn).await;
+        }
+        for note in notes {
+            system.push_volatile("step_note", note.clone());
+        }
+        system
+    }
+
+    /// A request with the loop's options.
+    fn request(
+        &self,
+        turn: &Turn,
+        system: SystemPrompt,
+        messages: Vec<Arc<Msg>>,
+        tools: Arc<[crate::model::ToolSpec]>,
+    ) -> ChatRequest {
+        ChatRequest {
+            system,
+            messages,
+            tool_choice: if tools.is_empty() {
+                ToolChoice::None
+            } else {
+                ToolChoice::Auto
+            },
+            tools,
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+            extra: self.config.extra.clone(),
+            stream: turn.events.is_active(),
+        }
     }
 
     async fn warn_length(&self, turn: &Turn, after_continuation: bool) {
