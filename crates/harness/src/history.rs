@@ -9,8 +9,8 @@
 
 use crate::config::{ConfigError, HarnessConfig};
 use crate::session::{SessionSummary, parse_transcript, read_index, read_transcript};
-use harness_core::{AgentId, Msg, Role, RuntimeContext, SessionId, UserId};
-use harness_fs::{Filesystem, FsError, NamespaceFactory, WsPath};
+use harness_core::{AgentId, Msg, Role, SessionId, UserId};
+use harness_fs::{CallScope, Filesystem, FsError, IsolationScope, ScopeError, WsPath};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,9 +18,9 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HistoryError {
-    /// A user or session id is not a safe path segment.
+    /// A user or session id is not a safe path segment, or names a reserved directory.
     #[error("invalid id")]
-    Id(#[source] FsError),
+    Id(#[source] ScopeError),
     /// The workspace could not be read.
     #[error("cannot read the sessions")]
     Read(#[source] FsError),
@@ -59,7 +59,7 @@ pub struct SessionHit {
 #[derive(Clone)]
 pub struct SessionReader {
     fs: Arc<dyn Filesystem>,
-    namespaces: NamespaceFactory,
+    isolation: IsolationScope,
     agent: AgentId,
 }
 
@@ -74,9 +74,8 @@ impl std::fmt::Debug for SessionReader {
 
 impl SessionReader {
     /// A reader over `fs` for agent `agent` with the given isolation.
-    pub fn new(fs: Arc<dyn Filesystem>, namespaces: NamespaceFactory) -> Self {
-        let agent = namespaces.agent().clone();
-        Self { fs, namespaces, agent }
+    pub fn new(fs: Arc<dyn Filesystem>, isolation: IsolationScope, agent: AgentId) -> Self {
+        Self { fs, isolation, agent }
     }
 
     /// A reader for the workspace at `dir` as its harness.toml describes it (`[filesystem]`,
@@ -110,14 +109,16 @@ impl SessionReader {
             ),
         };
         let scope = config.agent.isolation.unwrap_or_default();
-        Ok(Self::new(fs, NamespaceFactory::new(scope, agent)))
+        Ok(Self::new(fs, scope, agent))
     }
 
     /// The filesystem of `user`'s namespace (for `session` under session isolation).
     fn user_fs(&self, user: &UserId, session: Option<&SessionId>) -> Result<Arc<dyn Filesystem>, HistoryError> {
-        let mut ctx = RuntimeContext::for_user(user.clone());
-        ctx.session_id = session.cloned();
-        let prefix = self.namespaces.prefix(&ctx).map_err(HistoryError::Id)?;
+        let session = session
+            .cloned()
+            .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION));
+        let scope = CallScope::new(self.isolation, self.agent.clone(), user.clone(), session).map_err(HistoryError::Id)?;
+        let prefix = scope.namespace().clone();
         Ok(if prefix.is_root() {
             Arc::clone(&self.fs)
         } else {
@@ -132,7 +133,7 @@ impl SessionReader {
     /// [`HistoryError`] for an unsafe id or an unreadable directory.
     pub async fn list(&self, user: &UserId) -> Result<Vec<SessionListing>, HistoryError> {
         let mut listing = std::collections::BTreeMap::new();
-        if self.namespaces.scope() == harness_fs::IsolationScope::Session {
+        if self.isolation == IsolationScope::Session {
             let top = match self.fs.list(&WsPath::root()).await {
                 Ok(entries) => entries,
                 Err(FsError::NotFound { .. }) => Vec::new(),
@@ -169,7 +170,7 @@ impl SessionReader {
             };
             listing.insert(id, entry);
         }
-        let dir = WsPath::parse(&format!("agents/{}/sessions", self.agent)).map_err(HistoryError::Id)?;
+        let dir = WsPath::parse(&format!("agents/{}/sessions", self.agent)).map_err(HistoryError::Read)?;
         let files = match fs.list(&dir).await {
             Ok(files) => files,
             Err(FsError::NotFound { .. }) => Vec::new(),
@@ -296,7 +297,7 @@ mod tests {
     fn reader(dir: &Path) -> SessionReader {
         let fs: Arc<dyn Filesystem> = Arc::new(harness_fs::LocalFs::new(dir).unwrap_or_else(|e| panic!("{e}")));
         let agent = AgentId::parse("harness").unwrap_or_else(|e| panic!("{e}"));
-        SessionReader::new(fs, NamespaceFactory::new(IsolationScope::User, agent))
+        SessionReader::new(fs, IsolationScope::User, agent)
     }
 
     async fn write(fs: &dyn Filesystem, path: &str, bytes: &[u8]) {
@@ -351,7 +352,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let fs: Arc<dyn Filesystem> = Arc::new(harness_fs::LocalFs::new(dir.path()).unwrap_or_else(|e| panic!("{e}")));
         let agent = AgentId::parse("harness").unwrap_or_else(|e| panic!("{e}"));
-        let reader = SessionReader::new(Arc::clone(&fs), NamespaceFactory::new(IsolationScope::Session, agent));
+        let reader = SessionReader::new(Arc::clone(&fs), IsolationScope::Session, agent);
         for session in ["s1", "s2"] {
             let body = line(&Msg::user(format!("hello from {session}")));
             write(
