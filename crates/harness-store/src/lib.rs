@@ -20,14 +20,26 @@
 //!
 //! Where to start: [`FileStateStore`], [`KvStore`], then [`InMemoryKv`] or `RedisKv`.
 
+mod fence;
 mod file_state;
 mod kv;
 mod memory_kv;
 #[cfg(feature = "redis")]
 mod redis_kv;
+#[cfg(feature = "redis")]
+mod redis_lease;
+#[cfg(feature = "redis")]
+mod redis_state;
+mod state_cache;
 
+pub use fence::{LeaseKeyOf, default_lease_key};
 pub use file_state::{FileStateStore, StateLayout};
-pub use kv::{KvEntry, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
+pub use kv::{KvEntry, KvFence, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
 pub use memory_kv::InMemoryKv;
 #[cfg(feature = "redis")]
 pub use redis_kv::{RedisKv, RedisKvConfig};
+#[cfg(feature = "redis")]
+pub use redis_lease::{DEFAULT_LEASE_TTL, RedisLease};
+#[cfg(feature = "redis")]
+pub use redis_state::{RedisStateConfig, RedisStateStore};
+pub use state_cache::{DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES};
