@@ -24,6 +24,12 @@ mod fence;
 mod file_state;
 mod kv;
 mod memory_kv;
+#[cfg(feature = "postgres")]
+mod pg_lease;
+#[cfg(feature = "postgres")]
+mod pg_schema;
+#[cfg(feature = "postgres")]
+mod pg_state;
 #[cfg(feature = "redis")]
 mod redis_kv;
 #[cfg(feature = "redis")]
@@ -36,6 +42,12 @@ pub use fence::{LeaseKeyOf, default_lease_key};
 pub use file_state::{FileStateStore, StateLayout};
 pub use kv::{KvEntry, KvFence, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
 pub use memory_kv::InMemoryKv;
+#[cfg(feature = "postgres")]
+pub use pg_lease::PostgresLease;
+#[cfg(feature = "postgres")]
+pub use pg_schema::{PostgresBackend, PostgresConfig, PostgresSetupError, SCHEMA_VERSION};
+#[cfg(feature = "postgres")]
+pub use pg_state::PostgresStateStore;
 #[cfg(feature = "redis")]
 pub use redis_kv::{RedisKv, RedisKvConfig};
 #[cfg(feature = "redis")]

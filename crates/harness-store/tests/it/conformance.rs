@@ -486,3 +486,101 @@ mod redis {
         .await;
     }
 }
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::*;
+    use harness_store::{PostgresBackend, PostgresConfig, PostgresLease, PostgresStateStore, SCHEMA_VERSION};
+
+    fn url() -> String {
+        std::env::var("HARNESS_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    }
+
+    /// A backend with tables under a fresh random prefix. Fails (never skips) when
+    /// PostgreSQL is not reachable.
+    async fn backend() -> PostgresBackend {
+        let config = PostgresConfig {
+            url: url(),
+            table_prefix: format!("ht_{}_", uuid::Uuid::new_v4().simple()),
+            max_connections: 12,
+            ..PostgresConfig::default()
+        };
+        PostgresBackend::connect(&config).await.unwrap_or_else(|err| {
+            panic!(
+                "the PostgreSQL tests need PostgreSQL at {}: {}",
+                url(),
+                harness_core::error_chain(&err)
+            )
+        })
+    }
+
+    /// Runs `suite`, then drops the prefix's tables whether it passed or not.
+    async fn cleaned(backend: &PostgresBackend, suite: impl std::future::Future<Output = ()>) {
+        let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
+        backend.drop_all().await.unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_state_store_conforms() {
+        let backend = backend().await;
+        assert_eq!(backend.schema_version().await.unwrap(), SCHEMA_VERSION);
+        let fixture = StateFixture {
+            store: Arc::new(PostgresStateStore::new(backend.clone())),
+            other: Arc::new(PostgresStateStore::new(backend.clone())),
+            lease: Some(Arc::new(PostgresLease::new(backend.clone(), Duration::from_secs(5)))),
+        };
+        cleaned(&backend, state_suite(&fixture)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_lease_conforms() {
+        let backend = backend().await;
+        let lease = PostgresLease::new(backend.clone(), Duration::from_secs(5));
+        let traits = LeaseTraits {
+            fifo: false,
+            ttl: Some(lease.ttl()),
+        };
+        cleaned(&backend, lease_suite(Arc::new(lease), traits, "conformance")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_lease_expires_and_fences_a_paused_holder() {
+        let backend = backend().await;
+        let lease = PostgresLease::new(backend.clone(), Duration::from_millis(200));
+        let store = PostgresStateStore::new(backend.clone());
+        cleaned(
+            &backend,
+            expiry_and_takeover(Arc::new(lease), Arc::new(store), "postgres"),
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn migrations_are_idempotent_and_a_bad_prefix_is_refused() {
+        let backend = backend().await;
+        let config = PostgresConfig {
+            url: url(),
+            table_prefix: backend.table_prefix().to_owned(),
+            ..PostgresConfig::default()
+        };
+        let version = match PostgresBackend::connect(&config).await {
+            Ok(again) => again.schema_version().await.ok(),
+            Err(_) => None,
+        };
+        backend.drop_all().await.unwrap();
+        assert_eq!(version, Some(SCHEMA_VERSION), "a second connect keeps the schema");
+        let bad = PostgresConfig {
+            url: url(),
+            table_prefix: "x; DROP TABLE y; --".to_owned(),
+            ..PostgresConfig::default()
+        };
+        assert!(matches!(
+            PostgresBackend::connect(&bad).await,
+            Err(harness_store::PostgresSetupError::InvalidPrefix(_))
+        ));
+    }
+}
