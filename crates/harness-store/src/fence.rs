@@ -15,6 +15,7 @@ pub fn default_lease_key(key: &StateKey) -> LeaseKey {
 }
 
 /// The state key as one unambiguous string (the escaped parts joined with `/`).
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
 pub(crate) fn state_id(key: &StateKey) -> String {
     default_lease_key(key).as_str().to_owned()
 }

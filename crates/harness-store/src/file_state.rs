@@ -22,11 +22,13 @@
 //! line, which a load ignores — that save is lost as a whole, never half-applied — and the
 //! next save writes a full snapshot); no fsync, as before.
 
+use crate::state_cache::{CacheEntry, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, StateCache};
 use async_trait::async_trait;
 use harness_core::{AgentState, StateError, StateKey, StateStore, Version};
 use serde::Deserialize;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -69,6 +71,35 @@ struct Written {
     messages_hash: u64,
     format: u32,
     extensions: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Identifies one version of a file: a rename or a rewrite changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified_ns: i128,
+}
+
+impl Stamp {
+    fn of(meta: &fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// What a cached state was read from: the snapshot file, and the log file (its inode) up to
+/// the end of the last record applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileCursor {
+    snapshot: Stamp,
+    log: Option<u64>,
+    log_offset: u64,
 }
 
 type Remembered = Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, Written>>>;
@@ -180,6 +211,7 @@ pub struct FileStateStore {
     root: PathBuf,
     layout: StateLayout,
     written: Remembered,
+    cache: Arc<StateCache<PathBuf, FileCursor>>,
 }
 
 impl std::fmt::Debug for FileStateStore {
@@ -211,7 +243,17 @@ impl FileStateStore {
             root: root.into(),
             layout,
             written: Remembered::default(),
+            cache: Arc::new(StateCache::new(DEFAULT_CACHE_ENTRIES, DEFAULT_CACHE_BYTES)),
         }
+    }
+
+    /// Bounds the cache of loaded states to `entries` sessions and about `bytes` bytes
+    /// (defaults: [`DEFAULT_CACHE_ENTRIES`](crate::DEFAULT_CACHE_ENTRIES),
+    /// [`DEFAULT_CACHE_BYTES`](crate::DEFAULT_CACHE_BYTES)); 0 disables it.
+    #[must_use]
+    pub fn cache_bounds(mut self, entries: usize, bytes: u64) -> Self {
+        self.cache = Arc::new(StateCache::new(entries, bytes));
+        self
     }
 
     /// The directory of a session, after checking its ids.
@@ -239,39 +281,94 @@ impl FileStateStore {
         Ok(self.root.join(relative))
     }
 
-    fn load_blocking(dir: &Path, key: &StateKey) -> Result<Option<(AgentState, Version)>, StateError> {
-        let bytes = match fs::read(dir.join(STATE_FILE)) {
-            Ok(bytes) => bytes,
+    /// Loads a session, reusing `cached` when the files did not change since and reading
+    /// only the appended log records when only the log grew.
+    fn load_blocking(
+        dir: &Path,
+        key: &StateKey,
+        cached: Option<CacheEntry<FileCursor>>,
+    ) -> Result<Option<CacheEntry<FileCursor>>, StateError> {
+        let backend = |err: std::io::Error| StateError::Backend(Box::new(err));
+        let mut snapshot = match File::open(dir.join(STATE_FILE)) {
+            Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(StateError::Backend(Box::new(err))),
+            Err(err) => return Err(backend(err)),
         };
-        let envelope: OwnedEnvelope = serde_json::from_slice(&bytes).map_err(|err| StateError::Corrupt {
-            key: key.display(),
-            message: err.to_string(),
-        })?;
-        let (mut state, mut version) = (envelope.state, envelope.version);
-        let log = match fs::read(dir.join(LOG_FILE)) {
-            Ok(log) => log,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(err) => return Err(StateError::Backend(Box::new(err))),
+        let snapshot_stamp = Stamp::of(&snapshot.metadata().map_err(backend)?);
+        let log = match File::open(dir.join(LOG_FILE)) {
+            Ok(file) => {
+                let stamp = Stamp::of(&file.metadata().map_err(backend)?);
+                Some((file, stamp))
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => return Err(backend(err)),
         };
-        for record in complete_records(&log) {
+        let reusable = cached.filter(|c| c.cursor.snapshot == snapshot_stamp);
+        let mut entry = match reusable {
+            Some(entry) => entry,
+            None => {
+                let mut bytes = Vec::new();
+                snapshot.read_to_end(&mut bytes).map_err(backend)?;
+                let envelope: OwnedEnvelope = serde_json::from_slice(&bytes).map_err(|err| StateError::Corrupt {
+                    key: key.display(),
+                    message: err.to_string(),
+                })?;
+                CacheEntry {
+                    state: envelope.state,
+                    version: envelope.version,
+                    cursor: FileCursor {
+                        snapshot: snapshot_stamp,
+                        log: None,
+                        log_offset: 0,
+                    },
+                    bytes: bytes.len() as u64,
+                }
+            }
+        };
+        let Some((mut log, log_stamp)) = log else {
+            entry.cursor.log = None;
+            entry.cursor.log_offset = 0;
+            return Ok(Some(entry));
+        };
+        // Read the log from where this entry stopped when it is the same file, else whole.
+        let from = match entry.cursor.log {
+            Some(ino) if ino == log_stamp.ino && entry.cursor.log_offset <= log_stamp.len => entry.cursor.log_offset,
+            Some(_) => {
+                // Another log than the one this entry applied: start from the snapshot.
+                return Self::load_blocking(dir, key, None);
+            }
+            None => 0,
+        };
+        if from == log_stamp.len {
+            return Ok(Some(entry));
+        }
+        log.seek(SeekFrom::Start(from)).map_err(backend)?;
+        let mut tail = Vec::new();
+        log.read_to_end(&mut tail).map_err(backend)?;
+        let mut consumed = 0usize;
+        for record in complete_records(&tail) {
             // Records at or below the snapshot's version predate it; a torn or unreadable
             // record or a gap ends the log.
-            let Ok(record) = serde_json::from_slice::<LogRecord>(record) else {
+            let Ok(parsed) = serde_json::from_slice::<LogRecord>(record) else {
                 break;
             };
-            if record.version <= version {
+            let record_end = record.as_ptr() as usize - tail.as_ptr() as usize + record.len() + 1;
+            if parsed.version <= entry.version {
+                consumed = record_end;
                 continue;
             }
-            if record.version != version + 1 {
+            if parsed.version != entry.version + 1 {
                 break;
             }
-            state.messages.extend(record.messages);
-            state.transcript_offset = record.transcript_offset;
-            version = record.version;
+            entry.state.messages.extend(parsed.messages);
+            entry.state.transcript_offset = parsed.transcript_offset;
+            entry.version = parsed.version;
+            consumed = record_end;
         }
-        Ok(Some((state, version)))
+        entry.cursor.log = Some(log_stamp.ino);
+        entry.cursor.log_offset = from + consumed as u64;
+        entry.bytes += consumed as u64;
+        Ok(Some(entry))
     }
 
     /// The version of the last complete record of the log (0 when none), and whether the
@@ -318,7 +415,7 @@ impl FileStateStore {
         state: &Serialized,
         expected: Version,
         written: &Remembered,
-    ) -> Result<Version, StateError> {
+    ) -> Result<(Version, FileCursor, u64), StateError> {
         let backend = |err: std::io::Error| StateError::Backend(Box::new(err));
         let open_lock = || {
             OpenOptions::new()
@@ -434,13 +531,28 @@ impl FileStateStore {
                 }
             }
         };
+        // What a load would read now: the snapshot file and the log up to its end.
+        let stamps = fs::metadata(&path).map(|meta| Stamp::of(&meta)).and_then(|snapshot| {
+            let log = match fs::metadata(&log_path) {
+                Ok(meta) => Some(meta.ino()),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+                Err(err) => return Err(err),
+            };
+            Ok(FileCursor {
+                snapshot,
+                log,
+                log_offset: remember.log_len,
+            })
+        });
+        let bytes = remember.snapshot_len + remember.log_len;
         let mut all = written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if all.len() >= MAX_REMEMBERED {
             all.clear();
         }
         all.insert(dir.to_path_buf(), remember);
+        drop(all);
         // The lock is released when `lock` is dropped.
-        Ok(version)
+        Ok((version, stamps.map_err(backend)?, bytes))
     }
 }
 
@@ -476,8 +588,21 @@ async fn blocking<T: Send + 'static>(
 impl StateStore for FileStateStore {
     async fn load(&self, key: &StateKey) -> Result<Option<(AgentState, Version)>, StateError> {
         let dir = self.dir_of(key)?;
+        let cached = self.cache.get(&dir);
         let key = key.clone();
-        blocking(move || Self::load_blocking(&dir, &key)).await
+        let cache_key = dir.clone();
+        let loaded = blocking(move || Self::load_blocking(&dir, &key, cached)).await;
+        match loaded {
+            Ok(Some(entry)) => {
+                let out = (entry.state.clone(), entry.version);
+                self.cache.put(cache_key, entry);
+                Ok(Some(out))
+            }
+            other => {
+                self.cache.remove(&cache_key);
+                other.map(|_| None)
+            }
+        }
     }
 
     async fn save(
@@ -494,11 +619,29 @@ impl StateStore for FileStateStore {
         let serialized = Serialized::new(state).map_err(|err| StateError::Backend(Box::new(err)))?;
         let key = key.clone();
         let written = Arc::clone(&self.written);
-        blocking(move || Self::save_blocking(&dir, &key, &serialized, expected, &written)).await
+        let cache_key = dir.clone();
+        let saved = blocking(move || Self::save_blocking(&dir, &key, &serialized, expected, &written)).await;
+        match saved {
+            Ok((version, cursor, bytes)) => {
+                let entry = CacheEntry {
+                    state: state.clone(),
+                    version,
+                    cursor,
+                    bytes,
+                };
+                self.cache.put(cache_key, entry);
+                Ok(version)
+            }
+            Err(err) => {
+                self.cache.remove(&cache_key);
+                Err(err)
+            }
+        }
     }
 
     async fn delete(&self, key: &StateKey) -> Result<(), StateError> {
         let dir = self.dir_of(key)?;
+        self.cache.remove(&dir);
         let written = Arc::clone(&self.written);
         blocking(move || {
             written
@@ -644,6 +787,68 @@ mod tests {
         assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited, 9));
         store.delete(&k).await.unwrap();
         assert!(store.load(&k).await.unwrap().is_none());
+    }
+
+    /// Overwrites `path` with garbage of the same length and restores its modification time:
+    /// the file's stamp is unchanged, so only a load that parses it notices.
+    fn corrupt_in_place(path: &Path) -> Vec<u8> {
+        let original = std::fs::read(path).unwrap();
+        // Line ends stay, so later appends still start a line of their own.
+        let garbage: Vec<u8> = original
+            .iter()
+            .map(|b| if *b == b'\n' { b'\n' } else { b'#' })
+            .collect();
+        rewrite_in_place(path, &garbage);
+        original
+    }
+
+    fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+        let meta = std::fs::metadata(path).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        std::io::Write::write_all(&mut &file, bytes).unwrap();
+        file.set_modified(meta.modified().unwrap()).unwrap();
+    }
+
+    /// Issue 9: "Keep the last state in memory keyed by its version and read only what
+    /// changed since" — an unchanged 1,000-message session loads without parsing anything,
+    /// and messages another writer appended are read from the log alone.
+    #[tokio::test]
+    async fn warm_loads_parse_only_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("u/agents/a/context/s");
+        let (ours, theirs) = (FileStateStore::new(dir.path()), FileStateStore::new(dir.path()));
+        let k = key("u", "s");
+        let mut state = AgentState::default();
+        for n in 0..1000 {
+            state.messages.push(Arc::new(Msg::user(format!("message {n}"))));
+        }
+        assert_eq!(theirs.save(&k, &state, 0, None).await.unwrap(), 1);
+        state.messages.push(Arc::new(Msg::user("appended")));
+        assert_eq!(theirs.save(&k, &state, 1, None).await.unwrap(), 2);
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 2));
+        // Unchanged: the snapshot and the log are not parsed again.
+        let snapshot = corrupt_in_place(&session.join(STATE_FILE));
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 2));
+        rewrite_in_place(&session.join(STATE_FILE), &snapshot);
+        // Another writer appends: only the new log record is read (the record before it is
+        // unreadable now, so a load from the start would stop at version 1).
+        corrupt_in_place(&session.join(LOG_FILE));
+        state.messages.push(Arc::new(Msg::user("theirs")));
+        assert_eq!(theirs.save(&k, &state, 2, None).await.unwrap(), 3);
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 3));
+        // Our own save is remembered too: the next load reads nothing.
+        state.messages.push(Arc::new(Msg::user("ours")));
+        assert_eq!(ours.save(&k, &state, 3, None).await.unwrap(), 4);
+        corrupt_in_place(&session.join(STATE_FILE));
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 4));
+        // A fresh process parses the files and finds the corruption.
+        assert!(matches!(
+            FileStateStore::new(dir.path()).load(&k).await,
+            Err(StateError::Corrupt { .. })
+        ));
+        // A cache bounded to nothing always reads the files.
+        let uncached = FileStateStore::new(dir.path()).cache_bounds(0, 0);
+        assert!(uncached.load(&k).await.is_err());
     }
 
     #[test]
