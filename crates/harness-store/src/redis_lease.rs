@@ -175,6 +175,15 @@ impl RedisLease {
         }
     }
 
+    /// Deletes everything under this lease's key prefix (leases, counters, and the state of
+    /// a store sharing the prefix). For teardown and tests.
+    ///
+    /// # Errors
+    /// [`LeaseError::Backend`].
+    pub async fn purge(&self) -> Result<u64, LeaseError> {
+        purge_prefix(&self.connection, &self.prefix).await.map_err(backend)
+    }
+
     async fn try_acquire(&self, holder: &str, fence: &str) -> Result<Result<u64, u64>, LeaseError> {
         let mut connection = self.connection.clone();
         let (ok, value): (i64, i64) = self

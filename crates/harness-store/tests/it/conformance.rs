@@ -415,7 +415,7 @@ mod redis {
     }
 
     /// A store under a fresh random prefix. Fails (never skips) when Redis is not reachable.
-    pub(crate) async fn store(prefix: &str) -> RedisStateStore {
+    pub(crate) async fn connect(prefix: &str) -> RedisStateStore {
         let config = RedisStateConfig {
             url: url(),
             key_prefix: prefix.to_owned(),
@@ -446,7 +446,7 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_state_store_conforms() {
         let prefix = prefix();
-        let (store, other) = (store(&prefix).await, store(&prefix).await);
+        let (store, other) = (connect(&prefix).await, connect(&prefix).await);
         let lease = RedisLease::connect(&url(), prefix.clone(), Duration::from_secs(5))
             .await
             .unwrap();
@@ -458,10 +458,45 @@ mod redis {
         cleaned(&store, state_suite(&fixture)).await;
     }
 
+    /// "A turn sends bytes proportional to its new messages": an append-only save pushes
+    /// only the new messages, it does not rewrite the list (a marker planted in the stored
+    /// list survives it), while a rewrite replaces the list.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_appends_push_only_new_messages() {
+        let prefix = prefix();
+        let store = connect(&prefix).await;
+        let suite = async {
+            let k = key("append-only");
+            let mut state = with_messages(3);
+            store.save(&k, &state, 0, None).await.unwrap();
+            let list = format!("{prefix}s:agent/user/append-only:msgs");
+            let client = ::redis::Client::open(url()).unwrap();
+            let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+            let marker = Msg::user("planted");
+            let _: () = ::redis::cmd("LSET")
+                .arg(&list)
+                .arg(0)
+                .arg(serde_json::to_vec(&marker).unwrap())
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            state.messages.push(Arc::new(Msg::user("new")));
+            store.save(&k, &state, 1, None).await.unwrap();
+            let (loaded, _) = connect(&prefix).await.load(&k).await.unwrap().unwrap();
+            assert_eq!(loaded.messages[0].text(), "planted", "the append rewrote the list");
+            assert_eq!(loaded.messages[1..], state.messages[1..]);
+            // A rewrite (the first message replaced) replaces the whole list.
+            state.messages[0] = Arc::new(Msg::user("summary"));
+            store.save(&k, &state, 2, None).await.unwrap();
+            assert_eq!(connect(&prefix).await.load(&k).await.unwrap().unwrap(), (state, 3));
+        };
+        cleaned(&store, suite).await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_lease_conforms() {
         let prefix = prefix();
-        let store = store(&prefix).await;
+        let store = connect(&prefix).await;
         let lease = RedisLease::connect(&url(), prefix.clone(), Duration::from_secs(5))
             .await
             .unwrap();
@@ -475,7 +510,7 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_lease_expires_and_fences_a_paused_holder() {
         let prefix = prefix();
-        let store = store(&prefix).await;
+        let store = connect(&prefix).await;
         let lease = RedisLease::connect(&url(), prefix.clone(), Duration::from_millis(200))
             .await
             .unwrap();
@@ -534,6 +569,38 @@ mod postgres {
             lease: Some(Arc::new(PostgresLease::new(backend.clone(), Duration::from_secs(5)))),
         };
         cleaned(&backend, state_suite(&fixture)).await;
+    }
+
+    /// "Messages as rows so appends insert only new rows": a marker planted in a stored row
+    /// survives an append-only save; a rewrite replaces every row.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_appends_insert_only_new_rows() {
+        let backend = backend().await;
+        let suite = async {
+            let store = PostgresStateStore::new(backend.clone());
+            let k = key("append-only");
+            let mut state = with_messages(3);
+            store.save(&k, &state, 0, None).await.unwrap();
+            let pool = sqlx::PgPool::connect(&url()).await.unwrap();
+            let update = format!("UPDATE {}messages SET body = $1 WHERE seq = 0", backend.table_prefix());
+            sqlx::query(sqlx::AssertSqlSafe(update))
+                .bind(serde_json::to_string(&Msg::user("planted")).unwrap())
+                .execute(&pool)
+                .await
+                .unwrap();
+            state.messages.push(Arc::new(Msg::user("new")));
+            store.save(&k, &state, 1, None).await.unwrap();
+            let fresh = PostgresStateStore::new(backend.clone());
+            let (loaded, _) = fresh.load(&k).await.unwrap().unwrap();
+            assert_eq!(loaded.messages[0].text(), "planted", "the append rewrote the rows");
+            assert_eq!(loaded.messages[1..], state.messages[1..]);
+            state.messages[0] = Arc::new(Msg::user("summary"));
+            store.save(&k, &state, 2, None).await.unwrap();
+            let fresh = PostgresStateStore::new(backend.clone());
+            assert_eq!(fresh.load(&k).await.unwrap().unwrap(), (state, 3));
+            pool.close().await;
+        };
+        cleaned(&backend, suite).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
