@@ -322,12 +322,9 @@ impl LeaseRelease for Release {
 
     fn release_now(self: Box<Self>) {
         self.stop.cancel();
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(async move { self.held.release().await });
-            }
-            // No runtime: the lease expires after its TTL.
-            Err(_) => {}
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move { self.held.release().await });
         }
+        // Without a runtime the lease expires after its TTL.
     }
 }

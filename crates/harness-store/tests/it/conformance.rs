@@ -318,6 +318,7 @@ async fn tokens_grow(lease: &Arc<dyn SessionLease>, key: &LeaseKey) {
     }
 }
 
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
 /// A holder paused past its lease expiry (its runtime thread blocked, as SIGSTOP would) loses
 /// the lease to another holder with a newer token; on resuming, its `lost()` fires and its
 /// state write is refused.
@@ -381,6 +382,43 @@ pub(crate) async fn expiry_and_takeover(lease: Arc<dyn SessionLease>, store: Arc
     assert!(!taken.lost().is_cancelled());
     taken.release().await;
     store.delete(&k).await.unwrap();
+}
+
+/// A test double: an in-process FIFO lease (tokio's fair mutex per key), so the lease suite
+/// itself is exercised in every build, FIFO check included. The real in-process and lock-file
+/// leases join the suite where they live.
+#[derive(Default)]
+struct FairTestLease {
+    keys: std::sync::Mutex<std::collections::HashMap<LeaseKey, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+struct FairHeld(#[allow(dead_code)] tokio::sync::OwnedMutexGuard<()>);
+
+#[async_trait::async_trait]
+impl harness_core::LeaseRelease for FairHeld {
+    async fn release(self: Box<Self>) {}
+    fn release_now(self: Box<Self>) {}
+}
+
+#[async_trait::async_trait]
+impl SessionLease for FairTestLease {
+    async fn acquire(
+        &self,
+        key: &LeaseKey,
+        cancel: &CancellationToken,
+    ) -> Result<harness_core::LeaseGuard, LeaseError> {
+        let lock = Arc::clone(self.keys.lock().unwrap().entry(key.clone()).or_default());
+        tokio::select! {
+            () = cancel.cancelled() => Err(LeaseError::Cancelled),
+            held = lock.lock_owned() => Ok(harness_core::LeaseGuard::new(None, CancellationToken::new(), Box::new(FairHeld(held)))),
+        }
+    }
+}
+
+#[tokio::test]
+async fn lease_suite_checks_a_fair_in_process_lease() {
+    let traits = LeaseTraits { fifo: true, ttl: None };
+    lease_suite(Arc::new(FairTestLease::default()), traits, "fair").await;
 }
 
 #[tokio::test]
