@@ -5,7 +5,10 @@
 //! under string keys with compare-and-set versions) in memory or on Redis. It knows nothing of
 //! the workspace layout: the filesystem on top of a [`KvStore`] lives in `harness-fs`.
 //!
-//! The default build needs no services. The Redis store is behind the cargo feature `redis`.
+//! The default build needs no services. The Redis stores and lease are behind the cargo
+//! feature `redis`, the PostgreSQL store and lease behind `postgres`. Every state store keeps
+//! a bounded cache of the last state it saw per session, so a warm load reads only what
+//! changed (see ARCHITECTURE.md, "Shared state, leases and fencing").
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -18,7 +21,9 @@
 //! # Ok::<_, harness_store::StoreError>(()) }).unwrap();
 //! ```
 //!
-//! Where to start: [`FileStateStore`], [`KvStore`], then [`InMemoryKv`] or `RedisKv`.
+//! Where to start: [`FileStateStore`], [`KvStore`], then [`InMemoryKv`] or `RedisKv`; for
+//! several replicas `RedisStateStore` + `RedisLease` or `PostgresStateStore` +
+//! `PostgresLease`.
 
 mod fence;
 mod file_state;
