@@ -15,6 +15,9 @@
 //! or equal messages) `RPUSH`es only the new ones; anything else (compaction, another writer
 //! in between) replaces the list. Loads send the cached version and generation: an unchanged
 //! session answers with the version alone, an appended one with the new messages only.
+//!
+//! Like [`RedisKv`](crate::RedisKv), the store targets a standalone Redis (or a primary): a
+//! save script touches the session's keys and the lease's counter together.
 
 use crate::fence::{LeaseKeyOf, default_lease_key, state_id};
 use crate::state_cache::{CacheEntry, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, StateCache};

@@ -18,8 +18,9 @@ use std::sync::{Mutex, PoisonError};
 
 /// Default bound on the number of cached sessions.
 pub const DEFAULT_CACHE_ENTRIES: usize = 256;
-/// Default bound on the estimated bytes of cached states (32 MiB).
-pub const DEFAULT_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+/// Default bound on the estimated bytes of cached states (16 MiB of serialized state; the
+/// parsed messages take a small multiple of that in memory).
+pub const DEFAULT_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// One cached session.
 #[derive(Debug, Clone)]

@@ -207,6 +207,7 @@ pub(crate) async fn lease_suite(lease: Arc<dyn SessionLease>, traits: LeaseTrait
     let key = |name: &str| LeaseKey::new(&[unique, name]);
     mutual_exclusion(&lease, &key("mutex")).await;
     independent_keys(&lease, &key("a"), &key("a.b")).await;
+    dotted_session_ids_do_not_share_a_lease(&lease, unique).await;
     cancel_while_waiting(&lease, &key("cancel")).await;
     release_lets_the_next_in(&lease, &key("release")).await;
     if traits.fifo {
@@ -251,6 +252,25 @@ async fn independent_keys(lease: &Arc<dyn SessionLease>, a: &LeaseKey, b: &Lease
         .unwrap();
     other.release().await;
     held.release().await;
+}
+
+/// Issue 9, problem 7: "Lock files are named with `with_extension("lock")`, which cuts at the
+/// last dot: sessions `v1.2`, `v1.3` and `v1` share one lock (a turn of `v1.3` waited 15 s for
+/// an unrelated `v1.2` turn), and the accepted id `..hidden` fails with "turn_gate failed: Is a
+/// directory"." Here all four are held at once, and none waits for another.
+async fn dotted_session_ids_do_not_share_a_lease(lease: &Arc<dyn SessionLease>, unique: &str) {
+    let mut held = Vec::new();
+    for session in ["v1.2", "v1.3", "v1", "..hidden"] {
+        let key = LeaseKey::new(&[unique, "agent", "user", session]);
+        let guard = tokio::time::timeout(Duration::from_secs(10), lease.acquire(&key, &CancellationToken::new()))
+            .await
+            .unwrap_or_else(|_| panic!("session {session} waited for another session's lease"))
+            .unwrap_or_else(|err| panic!("session {session}: {err}"));
+        held.push(guard);
+    }
+    for guard in held {
+        guard.release().await;
+    }
 }
 
 async fn cancel_while_waiting(lease: &Arc<dyn SessionLease>, key: &LeaseKey) {
@@ -352,7 +372,8 @@ pub(crate) async fn expiry_and_takeover(lease: Arc<dyn SessionLease>, store: Arc
                 let mut stale = base.clone();
                 stale.messages.push(Arc::new(Msg::user("written after the pause")));
                 let write = store.save(&k, &stale, 1, guard.token()).await;
-                drop(guard);
+                // An orderly release of a lost lease must leave the new holder alone.
+                guard.release().await;
                 (lost, write.map_err(|err| err.to_string()))
             })
         })
@@ -380,6 +401,16 @@ pub(crate) async fn expiry_and_takeover(lease: Arc<dyn SessionLease>, store: Arc
     assert!(err.contains("session lease passed to another holder"), "{err}");
     assert_eq!(store.load(&k).await.unwrap().unwrap(), (fresh, 2));
     assert!(!taken.lost().is_cancelled());
+    // Still held by the new holder: another acquisition keeps waiting.
+    let contender = tokio::time::timeout(
+        Duration::from_millis(100),
+        lease.acquire(&lease_key, &CancellationToken::new()),
+    )
+    .await;
+    assert!(
+        contender.is_err(),
+        "the stale holder's release freed the new holder's lease"
+    );
     taken.release().await;
     store.delete(&k).await.unwrap();
 }
