@@ -16,6 +16,14 @@
 //! removes the log. Loads read the snapshot and apply the log records that follow its
 //! version in sequence, so a load reads at most about twice the state.
 //!
+//! # Warm loads
+//!
+//! The store keeps the last state it loaded or saved per session in a bounded cache, with
+//! the snapshot's stamp (device, inode, length, mtime) and the log's inode and the offset
+//! after the last record applied. A load opens both files and `fstat`s them: an unchanged
+//! snapshot and log return the cached state without reading or parsing; a log that only grew
+//! is read from the cached offset; anything else (a new snapshot, another log) is a full load.
+//!
 //! Guarantees kept: compare-and-set (under the directory's `.lock`, the current version is
 //! the larger of the snapshot's and the log's last record; a stale save is a
 //! [`StateError::Conflict`]); crash safety (a process killed mid-append leaves a torn last
