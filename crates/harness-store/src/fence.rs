@@ -2,6 +2,11 @@
 
 use harness_core::{LeaseKey, StateKey};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The default lease period of the leases in shared backends (`lease_ttl` in `[state]`);
+/// a held lease is renewed every third of it.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
 /// Maps a session's [`StateKey`] to the [`LeaseKey`] of the lease that guards it, so a store
 /// that keeps leases beside the state can check a write's fencing token against the newest

@@ -43,7 +43,7 @@ mod redis_lease;
 mod redis_state;
 mod state_cache;
 
-pub use fence::{LeaseKeyOf, default_lease_key};
+pub use fence::{DEFAULT_LEASE_TTL, LeaseKeyOf, default_lease_key};
 pub use file_state::{FileStateStore, StateLayout};
 pub use kv::{KvEntry, KvFence, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
 pub use memory_kv::InMemoryKv;
@@ -56,7 +56,7 @@ pub use pg_state::PostgresStateStore;
 #[cfg(feature = "redis")]
 pub use redis_kv::{RedisKv, RedisKvConfig};
 #[cfg(feature = "redis")]
-pub use redis_lease::{DEFAULT_LEASE_TTL, RedisLease};
+pub use redis_lease::RedisLease;
 #[cfg(feature = "redis")]
 pub use redis_state::{RedisStateConfig, RedisStateStore};
 pub use state_cache::{DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES};

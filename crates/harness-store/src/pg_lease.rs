@@ -55,7 +55,8 @@ fn millis(duration: Duration) -> i64 {
 
 impl PostgresLease {
     /// A lease on `backend` (the one its [`PostgresStateStore`](crate::PostgresStateStore)
-    /// uses) with the lease period `ttl` (renewed every `ttl / 3`).
+    /// uses) with the lease period `ttl` ([`DEFAULT_LEASE_TTL`](crate::DEFAULT_LEASE_TTL) is the
+    /// usual choice; renewal runs every `ttl / 3`).
     pub fn new(backend: PostgresBackend, ttl: Duration) -> Self {
         let p = backend.prefix.clone();
         Self {

@@ -19,8 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The default lease period.
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// The longest pause between two attempts of a waiting acquirer.
 const MAX_POLL: Duration = Duration::from_millis(50);
 
@@ -140,7 +138,7 @@ fn millis(duration: Duration) -> u64 {
 impl RedisLease {
     /// A lease on `connection` with keys under `key_prefix` (use the prefix of the
     /// [`RedisStateStore`](crate::RedisStateStore) it fences) and the lease period `ttl`
-    /// ([`DEFAULT_LEASE_TTL`] is the usual choice; renewal runs every `ttl / 3`).
+    /// ([`DEFAULT_LEASE_TTL`](crate::DEFAULT_LEASE_TTL) is the usual choice; renewal runs every `ttl / 3`).
     pub fn new(connection: ConnectionManager, key_prefix: impl Into<String>, ttl: Duration) -> Self {
         Self {
             connection,
