@@ -76,6 +76,7 @@ struct LogRecord {
 struct Written {
     version: Version,
     snapshot_version: Version,
+    snapshot: Option<Stamp>,
     snapshot_len: u64,
     log_len: u64,
     messages: usize,
@@ -280,12 +281,14 @@ impl FileStateStore {
         Ok((version, log.len() as u64, clean))
     }
 
-    fn stored_version(path: &Path, key: &StateKey) -> Result<Version, StateError> {
+    /// The snapshot's version and stamp (`(0, None)` when there is none).
+    fn stored_version(path: &Path, key: &StateKey) -> Result<(Version, Option<Stamp>), StateError> {
         let mut file = match File::open(path) {
             Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((0, None)),
             Err(err) => return Err(StateError::Backend(Box::new(err))),
         };
+        let stamp = Stamp::of(&file.metadata().map_err(|err| StateError::Backend(Box::new(err)))?);
         let mut header = [0u8; HEADER_BYTES];
         let mut filled = 0;
         while filled < HEADER_BYTES {
@@ -295,10 +298,11 @@ impl FileStateStore {
                 Err(err) => return Err(StateError::Backend(Box::new(err))),
             }
         }
-        parse_version(&header[..filled]).ok_or_else(|| StateError::Corrupt {
+        let version = parse_version(&header[..filled]).ok_or_else(|| StateError::Corrupt {
             key: key.display(),
             message: "no version header".into(),
-        })
+        })?;
+        Ok((version, Some(stamp)))
     }
 
     fn save_blocking(
@@ -333,14 +337,17 @@ impl FileStateStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(dir)
             .cloned();
-        let snapshot_version = Self::stored_version(&path, key)?;
+        let (snapshot_version, snapshot_stamp) = Self::stored_version(&path, key)?;
         let log_len = match fs::metadata(&log_path) {
             Ok(meta) => meta.len(),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
             Err(err) => return Err(backend(err)),
         };
         // What this store wrote last is still what is on disk: no other writer since.
-        let ours = remembered.filter(|w| w.snapshot_version == snapshot_version && w.log_len == log_len);
+        // The stamp tells a snapshot we wrote from another writer's with the same version
+        // (the session deleted and created again).
+        let ours = remembered
+            .filter(|w| w.snapshot_version == snapshot_version && w.snapshot == snapshot_stamp && w.log_len == log_len);
         let found = match &ours {
             Some(w) => w.version,
             None => {
@@ -414,6 +421,7 @@ impl FileStateStore {
                 Written {
                     version,
                     snapshot_version: version,
+                    snapshot: fs::metadata(&path).ok().map(|meta| Stamp::of(&meta)),
                     snapshot_len: bytes.len() as u64,
                     log_len: 0,
                     messages: state.ends.len(),

@@ -219,41 +219,19 @@ impl StateStore for PostgresStateStore {
                         .zip(&state.messages)
                         .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
             });
-        let from = base.as_ref().map_or(0, |c| c.state.messages.len());
-        let mut bodies = Vec::with_capacity(state.messages.len() - from);
-        let mut new_bytes = 0u64;
-        for msg in &state.messages[from..] {
-            let body = serde_json::to_string(&**msg).map_err(|err| StateError::Backend(Box::new(err)))?;
-            new_bytes += body.len() as u64;
-            bodies.push(body);
-        }
         let extensions = serde_json::to_string(&state.extensions).map_err(|err| StateError::Backend(Box::new(err)))?;
-        let result = self
-            .save_tx(
-                key,
-                &id,
-                state,
-                expected,
-                fence,
-                base.as_ref(),
-                from,
-                bodies,
-                &extensions,
-            )
+        let mut result = self
+            .save_attempt(key, &id, state, expected, fence, base, &extensions)
             .await;
+        if matches!(result, Ok(None)) {
+            // The session was deleted and created again since we saw it: write everything.
+            result = self
+                .save_attempt(key, &id, state, expected, fence, None, &extensions)
+                .await;
+        }
         match result {
-            Ok((version, cursor)) => {
-                self.cache.put(
-                    key.clone(),
-                    CacheEntry {
-                        state: state.clone(),
-                        version,
-                        cursor,
-                        bytes: base.map_or(0, |c| c.bytes) + new_bytes,
-                    },
-                );
-                Ok(version)
-            }
+            Ok(Some(version)) => Ok(version),
+            Ok(None) => Err(corrupt(key, "a full save was answered as an append")),
             Err(err) => {
                 self.cache.remove(key);
                 Err(err)
@@ -280,6 +258,46 @@ impl StateStore for PostgresStateStore {
 }
 
 impl PostgresStateStore {
+    /// Serializes the messages after `base` (all without it), saves them and caches the
+    /// result. `Ok(None)`: `base`'s generation is gone, nothing was written.
+    #[allow(clippy::too_many_arguments)]
+    async fn save_attempt(
+        &self,
+        key: &StateKey,
+        id: &str,
+        state: &AgentState,
+        expected: Version,
+        fence: Option<FencingToken>,
+        base: Option<CacheEntry<Cursor>>,
+        extensions: &str,
+    ) -> Result<Option<Version>, StateError> {
+        let from = base.as_ref().map_or(0, |c| c.state.messages.len());
+        let mut bodies = Vec::with_capacity(state.messages.len() - from);
+        let mut new_bytes = 0u64;
+        for msg in &state.messages[from..] {
+            let body = serde_json::to_string(&**msg).map_err(|err| StateError::Backend(Box::new(err)))?;
+            new_bytes += body.len() as u64;
+            bodies.push(body);
+        }
+        let saved = self
+            .save_tx(key, id, state, expected, fence, base.as_ref(), from, bodies, extensions)
+            .await?;
+        let Some((version, cursor)) = saved else {
+            self.cache.remove(key);
+            return Ok(None);
+        };
+        self.cache.put(
+            key.clone(),
+            CacheEntry {
+                state: state.clone(),
+                version,
+                cursor,
+                bytes: base.map_or(0, |c| c.bytes) + new_bytes,
+            },
+        );
+        Ok(Some(version))
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn save_tx(
         &self,
@@ -292,7 +310,7 @@ impl PostgresStateStore {
         from: usize,
         bodies: Vec<String>,
         extensions: &str,
-    ) -> Result<(Version, Cursor), StateError> {
+    ) -> Result<Option<(Version, Cursor)>, StateError> {
         let mut tx = self.backend.pool.begin().await.map_err(backend_error)?;
         if let Some(token) = fence {
             let lease = (self.lease_key_of)(key);
@@ -329,6 +347,10 @@ impl PostgresStateStore {
         }
         let appending = base.is_some()
             && found.is_some_and(|(_, generation)| Some(generation) == base.map(|b| b.cursor.generation));
+        if base.is_some() && !appending {
+            // Only the tail was prepared, but the rows it extends are gone.
+            return Ok(None);
+        }
         let generation = if appending {
             found.map_or(0, |(_, generation)| generation)
         } else {
@@ -398,6 +420,6 @@ impl PostgresStateStore {
             .map_err(backend_error)?;
         }
         tx.commit().await.map_err(backend_error)?;
-        Ok((as_u64(version), Cursor { generation, count }))
+        Ok(Some((as_u64(version), Cursor { generation, count })))
     }
 }

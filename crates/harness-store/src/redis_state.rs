@@ -124,9 +124,11 @@ local msgs = redis.call('LRANGE', KEYS[2], from, -1)
 return {1, m[1], m[2], m[3], m[4], m[5], m[6] or '{}', from, msgs}",
             ),
             // KEYS: meta, msgs, fence counter, gen counter.
-            // ARGV: expected, token ('' = none), mode ('a' append | 'r' rewrite), format,
-            // offset, ext, chunk size, messages...
-            // Returns {0, found} conflict, {2, current} fenced, or {1, version, gen, count}.
+            // ARGV: expected, token ('' = none), mode ('r' rewrite, or the generation the
+            // appended messages extend), format, offset, ext, chunk size, messages...
+            // Returns {0, found} conflict, {2, current} fenced, {3} the appended-to
+            // generation is gone (deleted and created again: resend everything), or
+            // {1, version, gen, count}.
             save: redis::Script::new(
                 r"if ARGV[2] ~= '' then
   local f = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -135,7 +137,9 @@ end
 local cur = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if cur ~= tonumber(ARGV[1]) then return {0, cur} end
 local gen = redis.call('HGET', KEYS[1], 'gen')
-if ARGV[3] ~= 'a' or not gen then
+if ARGV[3] ~= 'r' then
+  if gen ~= ARGV[3] then return {3} end
+else
   redis.call('DEL', KEYS[2])
   gen = redis.call('INCR', KEYS[4])
 end
@@ -314,7 +318,43 @@ impl StateStore for RedisStateStore {
                         .zip(&state.messages)
                         .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
             });
+        match self.save_once(key, state, expected, fence, base).await? {
+            Some(version) => Ok(version),
+            // The session was deleted and created again since we saw it: send everything.
+            None => self
+                .save_once(key, state, expected, fence, None)
+                .await?
+                .ok_or_else(|| corrupt(key, "a full save was answered as an append")),
+        }
+    }
+
+    async fn delete(&self, key: &StateKey) -> Result<(), StateError> {
+        self.cache.remove(key);
+        let mut connection = self.connection.clone();
+        redis::cmd("DEL")
+            .arg(self.session_key(key, "meta"))
+            .arg(self.session_key(key, "msgs"))
+            .query_async::<()>(&mut connection)
+            .await
+            .map_err(backend)
+    }
+}
+
+impl RedisStateStore {
+    /// One save script call: appends the messages after `base` when given, else writes all.
+    /// `Ok(None)`: `base`'s generation is gone, nothing was written.
+    async fn save_once(
+        &self,
+        key: &StateKey,
+        state: &AgentState,
+        expected: Version,
+        fence: Option<FencingToken>,
+        base: Option<CacheEntry<Cursor>>,
+    ) -> Result<Option<Version>, StateError> {
         let from = base.as_ref().map_or(0, |c| c.state.messages.len());
+        let mode = base
+            .as_ref()
+            .map_or_else(|| "r".to_owned(), |c| c.cursor.generation.to_string());
         let ext = serde_json::to_vec(&state.extensions).map_err(backend)?;
         let mut invocation = self.scripts.save.prepare_invoke();
         invocation
@@ -324,7 +364,7 @@ impl StateStore for RedisStateStore {
             .key(format!("{}gen", self.prefix))
             .arg(expected)
             .arg(fence.map(|t| t.get().to_string()).unwrap_or_default())
-            .arg(if base.is_some() { "a" } else { "r" })
+            .arg(mode)
             .arg(state.format)
             .arg(state.transcript_offset)
             .arg(ext)
@@ -354,7 +394,11 @@ impl StateStore for RedisStateStore {
                         bytes: base.map_or(0, |c| c.bytes) + new_bytes,
                     },
                 );
-                Ok(*version)
+                Ok(Some(*version))
+            }
+            [3] => {
+                self.cache.remove(key);
+                Ok(None)
             }
             [0, found] => Err(StateError::Conflict {
                 key: key.display(),
@@ -368,16 +412,5 @@ impl StateStore for RedisStateStore {
             }),
             _ => Err(corrupt(key, "unexpected reply from the save script")),
         }
-    }
-
-    async fn delete(&self, key: &StateKey) -> Result<(), StateError> {
-        self.cache.remove(key);
-        let mut connection = self.connection.clone();
-        redis::cmd("DEL")
-            .arg(self.session_key(key, "meta"))
-            .arg(self.session_key(key, "msgs"))
-            .query_async::<()>(&mut connection)
-            .await
-            .map_err(backend)
     }
 }

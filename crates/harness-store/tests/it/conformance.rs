@@ -156,6 +156,18 @@ async fn load_after_another_writer(f: &StateFixture) {
     let fresh = with_messages(5);
     f.other.save(&k, &fresh, 0, None).await.unwrap();
     assert_eq!(f.store.load(&k).await.unwrap().unwrap(), (fresh, 1));
+    // We saved version 1 and extend it, but meanwhile the other writer deleted the session
+    // and created a different version 1: the compare-and-set holds, and what is stored is
+    // exactly our state, not our new messages on top of theirs.
+    f.store.delete(&k).await.unwrap();
+    let mine = with_messages(2);
+    f.store.save(&k, &mine, 0, None).await.unwrap();
+    f.other.delete(&k).await.unwrap();
+    f.other.save(&k, &with_messages(4), 0, None).await.unwrap();
+    let mut extended = mine.clone();
+    extended.messages.push(Arc::new(Msg::user("mine")));
+    assert_eq!(f.store.save(&k, &extended, 1, None).await.unwrap(), 2);
+    assert_eq!(f.other.load(&k).await.unwrap().unwrap(), (extended, 2));
     f.store.delete(&k).await.unwrap();
 }
 
