@@ -97,14 +97,14 @@ impl SessionLease for PostgresLease {
             if cancel.is_cancelled() {
                 return Err(LeaseError::Cancelled);
             }
-            let attempt = sqlx::query_scalar::<_, i64>(clone_sql(&self.statements.acquire))
+            // Not raced against `cancel`: a reply dropped after the row was taken would leave
+            // the lease held by nobody until it expires.
+            let token = sqlx::query_scalar::<_, i64>(clone_sql(&self.statements.acquire))
                 .bind(key.as_str())
                 .bind(millis(self.ttl))
-                .fetch_optional(&self.backend.pool);
-            let token = tokio::select! {
-                () = cancel.cancelled() => return Err(LeaseError::Cancelled),
-                token = attempt => token.map_err(backend)?,
-            };
+                .fetch_optional(&self.backend.pool)
+                .await
+                .map_err(backend)?;
             if let Some(token) = token {
                 break u64::try_from(token).unwrap_or(0);
             }

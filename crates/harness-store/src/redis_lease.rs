@@ -208,6 +208,8 @@ impl SessionLease for RedisLease {
             if cancel.is_cancelled() {
                 return Err(LeaseError::Cancelled);
             }
+            // Not raced against `cancel`: a reply dropped after the lease was set would leave
+            // it held by nobody until it expires.
             match self.try_acquire(&holder, &fence).await? {
                 Ok(token) => break token,
                 Err(left_ms) => {
