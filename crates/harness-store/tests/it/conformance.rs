@@ -574,6 +574,42 @@ mod redis {
         cleaned(&store, suite).await;
     }
 
+    /// Renewal that keeps failing (here the holder key answers every command with an
+    /// error) fires `lost()` once the lease period has run out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_lease_is_lost_when_renewal_keeps_failing() {
+        let prefix = prefix();
+        let store = connect(&prefix).await;
+        let suite = async {
+            let lease = RedisLease::connect(&url(), prefix.clone(), Duration::from_millis(150))
+                .await
+                .unwrap();
+            let key = LeaseKey::new(&["renewal", "fails"]);
+            let guard = lease.acquire(&key, &CancellationToken::new()).await.unwrap();
+            let client = ::redis::Client::open(url()).unwrap();
+            let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+            let holder = format!("{prefix}lease:{}", key.as_str());
+            // A list where a string is expected: GET fails with WRONGTYPE.
+            let _: () = ::redis::pipe()
+                .atomic()
+                .cmd("DEL")
+                .arg(&holder)
+                .ignore()
+                .cmd("RPUSH")
+                .arg(&holder)
+                .arg("x")
+                .ignore()
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            tokio::time::timeout(Duration::from_secs(10), guard.lost().cancelled())
+                .await
+                .expect("lost() fires after the lease period without a successful renewal");
+            guard.release().await;
+        };
+        cleaned(&store, suite).await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_lease_conforms() {
         let prefix = prefix();
@@ -680,6 +716,34 @@ mod postgres {
             let fresh = PostgresStateStore::new(backend.clone());
             assert_eq!(fresh.load(&k).await.unwrap().unwrap(), (state, 3));
             pool.close().await;
+        };
+        cleaned(&backend, suite).await;
+    }
+
+    /// Renewal that keeps failing (here the leases table is gone) fires `lost()` once the
+    /// lease period has run out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_lease_is_lost_when_renewal_keeps_failing() {
+        let backend = backend().await;
+        let p = backend.table_prefix().to_owned();
+        let suite = async {
+            let lease = PostgresLease::new(backend.clone(), Duration::from_millis(150));
+            let guard = lease
+                .acquire(&LeaseKey::new(&["renewal", "fails"]), &CancellationToken::new())
+                .await
+                .unwrap();
+            let pool = sqlx::PgPool::connect(&url()).await.unwrap();
+            let rename = format!("ALTER TABLE {p}leases RENAME TO {p}leases_away");
+            sqlx::query(sqlx::AssertSqlSafe(rename)).execute(&pool).await.unwrap();
+            let lost = tokio::time::timeout(Duration::from_secs(10), guard.lost().cancelled()).await;
+            let back = format!("ALTER TABLE {p}leases_away RENAME TO {p}leases");
+            sqlx::query(sqlx::AssertSqlSafe(back)).execute(&pool).await.unwrap();
+            pool.close().await;
+            assert!(
+                lost.is_ok(),
+                "lost() fires after the lease period without a successful renewal"
+            );
+            guard.release().await;
         };
         cleaned(&backend, suite).await;
     }
