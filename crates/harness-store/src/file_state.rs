@@ -188,7 +188,9 @@ impl Serialized {
 /// version check and the rename happen under an advisory lock on the directory's `.lock`
 /// file, so compare-and-set holds between processes too.
 ///
-/// Every id is checked to be a single safe path segment before it touches the disk.
+/// Every id is checked to be a single safe path segment before it touches the disk. Loaded
+/// and saved states are kept in a bounded cache ([`cache_bounds`](Self::cache_bounds)), so a
+/// warm load of an unchanged session parses nothing (see the module docs).
 #[derive(Clone)]
 pub struct FileStateStore {
     root: PathBuf,
