@@ -92,6 +92,12 @@ impl PostgresStateStore {
         self
     }
 
+    /// The lease that fences this store's writes: same pool and tables, lease period `ttl`
+    /// (usually [`DEFAULT_LEASE_TTL`](crate::DEFAULT_LEASE_TTL)).
+    pub fn lease(&self, ttl: std::time::Duration) -> crate::PostgresLease {
+        crate::PostgresLease::new(self.backend.clone(), ttl)
+    }
+
     /// The backend (pool and schema).
     pub fn backend(&self) -> &PostgresBackend {
         &self.backend

@@ -203,6 +203,12 @@ impl RedisStateStore {
         &self.prefix
     }
 
+    /// The lease that fences this store's writes: same connection, same key prefix, lease
+    /// period `ttl` (usually [`DEFAULT_LEASE_TTL`](crate::DEFAULT_LEASE_TTL)).
+    pub fn lease(&self, ttl: Duration) -> crate::RedisLease {
+        crate::RedisLease::new(self.connection.clone(), self.prefix.clone(), ttl)
+    }
+
     fn session_key(&self, key: &StateKey, suffix: &str) -> String {
         format!("{}s:{}:{suffix}", self.prefix, state_id(key))
     }

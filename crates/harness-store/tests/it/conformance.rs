@@ -528,9 +528,7 @@ mod redis {
     async fn redis_state_store_conforms() {
         let prefix = prefix();
         let (store, other) = (connect(&prefix).await, connect(&prefix).await);
-        let lease = RedisLease::connect(&url(), prefix.clone(), Duration::from_secs(5))
-            .await
-            .unwrap();
+        let lease = store.lease(Duration::from_secs(5));
         let fixture = StateFixture {
             store: Arc::new(store.clone()),
             other: Arc::new(other),
@@ -683,7 +681,9 @@ mod postgres {
         let fixture = StateFixture {
             store: Arc::new(PostgresStateStore::new(backend.clone())),
             other: Arc::new(PostgresStateStore::new(backend.clone())),
-            lease: Some(Arc::new(PostgresLease::new(backend.clone(), Duration::from_secs(5)))),
+            lease: Some(Arc::new(
+                PostgresStateStore::new(backend.clone()).lease(Duration::from_secs(5)),
+            )),
         };
         cleaned(&backend, state_suite(&fixture)).await;
     }
