@@ -42,8 +42,9 @@ struct Options {
 ///   is then renamed over the target (create-only writes use a hard link, which fails if the
 ///   target appeared meanwhile); appends use `O_APPEND`. File permissions are kept on
 ///   overwrite.
-/// - **Versions** are content hashes (SHA-256); conditional writes are checked and applied
-///   under a per-file lock of this process.
+/// - **Versions** are content hashes (SHA-256); whole-file writes are checked and applied
+///   under a per-file lock of this process and an advisory lock (`flock`) on the file's
+///   directory, so [`WriteMode::IfMatch`] is a compare-and-set across processes too.
 /// - **No shell** unless built [`with_shell`](Self::with_shell).
 ///
 /// Cheap to clone.
@@ -157,6 +158,10 @@ impl LocalFs {
             .ok_or_else(|| FsError::IsDirectory { path: path.clone() })?;
         std::fs::create_dir_all(parent).map_err(|err| parent_error(err, path))?;
         let _guard = self.lock_for(&real).lock().unwrap_or_else(PoisonError::into_inner);
+        // Other processes writing this directory take the same advisory lock (on the
+        // directory itself, so no lock files pile up): the version check and the rename of
+        // a conditional write are atomic across processes too. Released when dropped.
+        let _dir_lock = lock_directory(parent).map_err(|err| io_error(err, path, "write"))?;
         let existing = match std::fs::metadata(&real) {
             Ok(meta) if meta.is_dir() => return Err(FsError::IsDirectory { path: path.clone() }),
             Ok(meta) => Some(meta),
@@ -506,6 +511,13 @@ fn append_locked(path: &WsPath, real: &Path, bytes: &[u8], fsync: bool) -> Resul
         file.sync_data().map_err(|err| io_error(err, path, "append"))?;
     }
     Ok(())
+}
+
+/// Opens `dir` and takes an exclusive advisory lock on it, released when the handle drops.
+fn lock_directory(dir: &Path) -> std::io::Result<File> {
+    let handle = File::open(dir)?;
+    handle.lock()?;
+    Ok(handle)
 }
 
 fn canonical_root(root: &Path) -> Result<PathBuf, FsError> {

@@ -16,17 +16,30 @@
 //! removes the log. Loads read the snapshot and apply the log records that follow its
 //! version in sequence, so a load reads at most about twice the state.
 //!
+//! # Warm loads
+//!
+//! The store keeps the last state it loaded or saved per session in a bounded cache, with
+//! the snapshot's stamp (device, inode, length, mtime) and the log's inode and the offset
+//! after the last record applied. A load opens both files and `fstat`s them: an unchanged
+//! snapshot and log return the cached state without reading or parsing; a log that only grew
+//! is read from the cached offset; anything else (a new snapshot, another log) is a full load.
+//!
 //! Guarantees kept: compare-and-set (under the directory's `.lock`, the current version is
 //! the larger of the snapshot's and the log's last record; a stale save is a
 //! [`StateError::Conflict`]); crash safety (a process killed mid-append leaves a torn last
 //! line, which a load ignores — that save is lost as a whole, never half-applied — and the
 //! next save writes a full snapshot); no fsync, as before.
 
+mod load;
+
+use crate::state_cache::{CacheEntry, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, StateCache};
 use async_trait::async_trait;
 use harness_core::{AgentState, StateError, StateKey, StateStore, Version};
+use load::{FileCursor, Stamp};
 use serde::Deserialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -63,6 +76,7 @@ struct LogRecord {
 struct Written {
     version: Version,
     snapshot_version: Version,
+    snapshot: Option<Stamp>,
     snapshot_len: u64,
     log_len: u64,
     messages: usize,
@@ -174,12 +188,15 @@ impl Serialized {
 /// version check and the rename happen under an advisory lock on the directory's `.lock`
 /// file, so compare-and-set holds between processes too.
 ///
-/// Every id is checked to be a single safe path segment before it touches the disk.
+/// Every id is checked to be a single safe path segment before it touches the disk. Loaded
+/// and saved states are kept in a bounded cache ([`cache_bounds`](Self::cache_bounds)), so a
+/// warm load of an unchanged session parses nothing (see the module docs).
 #[derive(Clone)]
 pub struct FileStateStore {
     root: PathBuf,
     layout: StateLayout,
     written: Remembered,
+    cache: Arc<StateCache<PathBuf, FileCursor>>,
 }
 
 impl std::fmt::Debug for FileStateStore {
@@ -211,7 +228,17 @@ impl FileStateStore {
             root: root.into(),
             layout,
             written: Remembered::default(),
+            cache: Arc::new(StateCache::new(DEFAULT_CACHE_ENTRIES, DEFAULT_CACHE_BYTES)),
         }
+    }
+
+    /// Bounds the cache of loaded states to `entries` sessions and about `bytes` bytes
+    /// (defaults: [`DEFAULT_CACHE_ENTRIES`](crate::DEFAULT_CACHE_ENTRIES),
+    /// [`DEFAULT_CACHE_BYTES`](crate::DEFAULT_CACHE_BYTES)); 0 disables it.
+    #[must_use]
+    pub fn cache_bounds(mut self, entries: usize, bytes: u64) -> Self {
+        self.cache = Arc::new(StateCache::new(entries, bytes));
+        self
     }
 
     /// The directory of a session, after checking its ids.
@@ -239,41 +266,6 @@ impl FileStateStore {
         Ok(self.root.join(relative))
     }
 
-    fn load_blocking(dir: &Path, key: &StateKey) -> Result<Option<(AgentState, Version)>, StateError> {
-        let bytes = match fs::read(dir.join(STATE_FILE)) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(StateError::Backend(Box::new(err))),
-        };
-        let envelope: OwnedEnvelope = serde_json::from_slice(&bytes).map_err(|err| StateError::Corrupt {
-            key: key.display(),
-            message: err.to_string(),
-        })?;
-        let (mut state, mut version) = (envelope.state, envelope.version);
-        let log = match fs::read(dir.join(LOG_FILE)) {
-            Ok(log) => log,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(err) => return Err(StateError::Backend(Box::new(err))),
-        };
-        for record in complete_records(&log) {
-            // Records at or below the snapshot's version predate it; a torn or unreadable
-            // record or a gap ends the log.
-            let Ok(record) = serde_json::from_slice::<LogRecord>(record) else {
-                break;
-            };
-            if record.version <= version {
-                continue;
-            }
-            if record.version != version + 1 {
-                break;
-            }
-            state.messages.extend(record.messages);
-            state.transcript_offset = record.transcript_offset;
-            version = record.version;
-        }
-        Ok(Some((state, version)))
-    }
-
     /// The version of the last complete record of the log (0 when none), and whether the
     /// log ends cleanly (no torn last line).
     fn log_version(path: &Path) -> Result<(Version, u64, bool), StateError> {
@@ -291,12 +283,14 @@ impl FileStateStore {
         Ok((version, log.len() as u64, clean))
     }
 
-    fn stored_version(path: &Path, key: &StateKey) -> Result<Version, StateError> {
+    /// The snapshot's version and stamp (`(0, None)` when there is none).
+    fn stored_version(path: &Path, key: &StateKey) -> Result<(Version, Option<Stamp>), StateError> {
         let mut file = match File::open(path) {
             Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((0, None)),
             Err(err) => return Err(StateError::Backend(Box::new(err))),
         };
+        let stamp = Stamp::of(&file.metadata().map_err(|err| StateError::Backend(Box::new(err)))?);
         let mut header = [0u8; HEADER_BYTES];
         let mut filled = 0;
         while filled < HEADER_BYTES {
@@ -306,10 +300,11 @@ impl FileStateStore {
                 Err(err) => return Err(StateError::Backend(Box::new(err))),
             }
         }
-        parse_version(&header[..filled]).ok_or_else(|| StateError::Corrupt {
+        let version = parse_version(&header[..filled]).ok_or_else(|| StateError::Corrupt {
             key: key.display(),
             message: "no version header".into(),
-        })
+        })?;
+        Ok((version, Some(stamp)))
     }
 
     fn save_blocking(
@@ -318,7 +313,7 @@ impl FileStateStore {
         state: &Serialized,
         expected: Version,
         written: &Remembered,
-    ) -> Result<Version, StateError> {
+    ) -> Result<(Version, FileCursor, u64), StateError> {
         let backend = |err: std::io::Error| StateError::Backend(Box::new(err));
         let open_lock = || {
             OpenOptions::new()
@@ -344,14 +339,17 @@ impl FileStateStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(dir)
             .cloned();
-        let snapshot_version = Self::stored_version(&path, key)?;
+        let (snapshot_version, snapshot_stamp) = Self::stored_version(&path, key)?;
         let log_len = match fs::metadata(&log_path) {
             Ok(meta) => meta.len(),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
             Err(err) => return Err(backend(err)),
         };
         // What this store wrote last is still what is on disk: no other writer since.
-        let ours = remembered.filter(|w| w.snapshot_version == snapshot_version && w.log_len == log_len);
+        // The stamp tells a snapshot we wrote from another writer's with the same version
+        // (the session deleted and created again).
+        let ours = remembered
+            .filter(|w| w.snapshot_version == snapshot_version && w.snapshot == snapshot_stamp && w.log_len == log_len);
         let found = match &ours {
             Some(w) => w.version,
             None => {
@@ -425,6 +423,7 @@ impl FileStateStore {
                 Written {
                     version,
                     snapshot_version: version,
+                    snapshot: fs::metadata(&path).ok().map(|meta| Stamp::of(&meta)),
                     snapshot_len: bytes.len() as u64,
                     log_len: 0,
                     messages: state.ends.len(),
@@ -434,13 +433,28 @@ impl FileStateStore {
                 }
             }
         };
+        // What a load would read now: the snapshot file and the log up to its end.
+        let stamps = fs::metadata(&path).map(|meta| Stamp::of(&meta)).and_then(|snapshot| {
+            let log = match fs::metadata(&log_path) {
+                Ok(meta) => Some(meta.ino()),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+                Err(err) => return Err(err),
+            };
+            Ok(FileCursor {
+                snapshot,
+                log,
+                log_offset: remember.log_len,
+            })
+        });
+        let bytes = remember.snapshot_len + remember.log_len;
         let mut all = written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if all.len() >= MAX_REMEMBERED {
             all.clear();
         }
         all.insert(dir.to_path_buf(), remember);
+        drop(all);
         // The lock is released when `lock` is dropped.
-        Ok(version)
+        Ok((version, stamps.map_err(backend)?, bytes))
     }
 }
 
@@ -476,8 +490,21 @@ async fn blocking<T: Send + 'static>(
 impl StateStore for FileStateStore {
     async fn load(&self, key: &StateKey) -> Result<Option<(AgentState, Version)>, StateError> {
         let dir = self.dir_of(key)?;
+        let cached = self.cache.get(&dir);
         let key = key.clone();
-        blocking(move || Self::load_blocking(&dir, &key)).await
+        let cache_key = dir.clone();
+        let loaded = blocking(move || Self::load_blocking(&dir, &key, cached)).await;
+        match loaded {
+            Ok(Some(entry)) => {
+                let out = (entry.state.clone(), entry.version);
+                self.cache.put(cache_key, entry);
+                Ok(Some(out))
+            }
+            other => {
+                self.cache.remove(&cache_key);
+                other.map(|_| None)
+            }
+        }
     }
 
     async fn save(
@@ -494,11 +521,29 @@ impl StateStore for FileStateStore {
         let serialized = Serialized::new(state).map_err(|err| StateError::Backend(Box::new(err)))?;
         let key = key.clone();
         let written = Arc::clone(&self.written);
-        blocking(move || Self::save_blocking(&dir, &key, &serialized, expected, &written)).await
+        let cache_key = dir.clone();
+        let saved = blocking(move || Self::save_blocking(&dir, &key, &serialized, expected, &written)).await;
+        match saved {
+            Ok((version, cursor, bytes)) => {
+                let entry = CacheEntry {
+                    state: state.clone(),
+                    version,
+                    cursor,
+                    bytes,
+                };
+                self.cache.put(cache_key, entry);
+                Ok(version)
+            }
+            Err(err) => {
+                self.cache.remove(&cache_key);
+                Err(err)
+            }
+        }
     }
 
     async fn delete(&self, key: &StateKey) -> Result<(), StateError> {
         let dir = self.dir_of(key)?;
+        self.cache.remove(&dir);
         let written = Arc::clone(&self.written);
         blocking(move || {
             written
@@ -644,6 +689,68 @@ mod tests {
         assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited, 9));
         store.delete(&k).await.unwrap();
         assert!(store.load(&k).await.unwrap().is_none());
+    }
+
+    /// Overwrites `path` with garbage of the same length and restores its modification time:
+    /// the file's stamp is unchanged, so only a load that parses it notices.
+    fn corrupt_in_place(path: &Path) -> Vec<u8> {
+        let original = std::fs::read(path).unwrap();
+        // Line ends stay, so later appends still start a line of their own.
+        let garbage: Vec<u8> = original
+            .iter()
+            .map(|b| if *b == b'\n' { b'\n' } else { b'#' })
+            .collect();
+        rewrite_in_place(path, &garbage);
+        original
+    }
+
+    fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+        let meta = std::fs::metadata(path).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        std::io::Write::write_all(&mut &file, bytes).unwrap();
+        file.set_modified(meta.modified().unwrap()).unwrap();
+    }
+
+    /// Issue 9: "Keep the last state in memory keyed by its version and read only what
+    /// changed since" — an unchanged 1,000-message session loads without parsing anything,
+    /// and messages another writer appended are read from the log alone.
+    #[tokio::test]
+    async fn warm_loads_parse_only_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("u/agents/a/context/s");
+        let (ours, theirs) = (FileStateStore::new(dir.path()), FileStateStore::new(dir.path()));
+        let k = key("u", "s");
+        let mut state = AgentState::default();
+        for n in 0..1000 {
+            state.messages.push(Arc::new(Msg::user(format!("message {n}"))));
+        }
+        assert_eq!(theirs.save(&k, &state, 0, None).await.unwrap(), 1);
+        state.messages.push(Arc::new(Msg::user("appended")));
+        assert_eq!(theirs.save(&k, &state, 1, None).await.unwrap(), 2);
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 2));
+        // Unchanged: the snapshot and the log are not parsed again.
+        let snapshot = corrupt_in_place(&session.join(STATE_FILE));
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 2));
+        rewrite_in_place(&session.join(STATE_FILE), &snapshot);
+        // Another writer appends: only the new log record is read (the record before it is
+        // unreadable now, so a load from the start would stop at version 1).
+        corrupt_in_place(&session.join(LOG_FILE));
+        state.messages.push(Arc::new(Msg::user("theirs")));
+        assert_eq!(theirs.save(&k, &state, 2, None).await.unwrap(), 3);
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 3));
+        // Our own save is remembered too: the next load reads nothing.
+        state.messages.push(Arc::new(Msg::user("ours")));
+        assert_eq!(ours.save(&k, &state, 3, None).await.unwrap(), 4);
+        corrupt_in_place(&session.join(STATE_FILE));
+        assert_eq!(ours.load(&k).await.unwrap().unwrap(), (state.clone(), 4));
+        // A fresh process parses the files and finds the corruption.
+        assert!(matches!(
+            FileStateStore::new(dir.path()).load(&k).await,
+            Err(StateError::Corrupt { .. })
+        ));
+        // A cache bounded to nothing always reads the files.
+        let uncached = FileStateStore::new(dir.path()).cache_bounds(0, 0);
+        assert!(uncached.load(&k).await.is_err());
     }
 
     #[test]

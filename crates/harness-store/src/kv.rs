@@ -1,7 +1,7 @@
 //! The [`KvStore`] trait: binary values under string keys, with versions for compare-and-set.
 
 use async_trait::async_trait;
-use harness_core::{BoxError, Version};
+use harness_core::{BoxError, FencingToken, Version};
 
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 8192;
@@ -29,6 +29,17 @@ pub enum StoreError {
         key: String,
         /// Why.
         reason: &'static str,
+    },
+    /// A fenced write carried a token older than the newest one issued for its lease: the
+    /// writer's lease passed to another holder. Nothing was written.
+    #[error("{key}: write refused, the session lease passed to another holder (token {token}, newest {current})")]
+    Fenced {
+        /// The key.
+        key: String,
+        /// The token the write carried.
+        token: FencingToken,
+        /// The newest token issued for the lease.
+        current: FencingToken,
     },
     /// The backend could not be reached (connection refused, timed out). Retry later.
     #[error("{backend} is unavailable")]
@@ -61,6 +72,17 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. } | Self::Conflict { .. })
     }
+}
+
+/// The fence a write carries: the writer's lease token and the backend key of the counter
+/// that holds the newest token issued for that lease (as the lease names it, e.g.
+/// `RedisLease::kv_fence`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvFence {
+    /// The counter's key in the backend (not under the store's key prefix).
+    pub counter: String,
+    /// The writer's token.
+    pub token: FencingToken,
 }
 
 /// A value and its version.
@@ -161,6 +183,33 @@ pub trait KvStore: Send + Sync + 'static {
             expected: 0,
             found: None,
         }))
+    }
+
+    /// [`put`](Self::put), refused with [`StoreError::Fenced`] when the newest token of
+    /// `fence`'s lease is newer than `fence.token`; the check and the write are one atomic
+    /// step. Backends whose writers cannot go stale (process memory) ignore the fence: the
+    /// default is a plain `put`.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put), and [`StoreError::Fenced`].
+    async fn put_fenced(
+        &self,
+        key: &str,
+        value: &[u8],
+        expected: Option<Version>,
+        fence: &KvFence,
+    ) -> Result<Version, StoreError> {
+        let _ = fence;
+        self.put(key, value, expected).await
+    }
+
+    /// [`append`](Self::append) with the fence check of [`put_fenced`](Self::put_fenced).
+    ///
+    /// # Errors
+    /// As [`append`](Self::append), and [`StoreError::Fenced`].
+    async fn append_fenced(&self, key: &str, bytes: &[u8], fence: &KvFence) -> Result<Version, StoreError> {
+        let _ = fence;
+        self.append(key, bytes).await
     }
 
     /// Removes `key`; returns whether it existed.

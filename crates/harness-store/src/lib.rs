@@ -8,7 +8,10 @@
 //! It also holds the session leases for one host: [`LocalLease`] (one process) and
 //! [`FileLease`] (several processes sharing a lock directory).
 //!
-//! The default build needs no services. The Redis store is behind the cargo feature `redis`.
+//! The default build needs no services. The Redis stores and lease are behind the cargo
+//! feature `redis`, the PostgreSQL store and lease behind `postgres`. Every state store keeps
+//! a bounded cache of the last state it saw per session, so a warm load reads only what
+//! changed (see ARCHITECTURE.md, "Shared state, leases and fencing").
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -21,18 +24,44 @@
 //! # Ok::<_, harness_store::StoreError>(()) }).unwrap();
 //! ```
 //!
-//! Where to start: [`FileStateStore`], [`KvStore`], then [`InMemoryKv`] or `RedisKv`.
+//! Where to start: [`FileStateStore`], [`KvStore`], then [`InMemoryKv`] or `RedisKv`; for
+//! several replicas `RedisStateStore` + `RedisLease` or `PostgresStateStore` +
+//! `PostgresLease`.
 
+mod fence;
 mod file_state;
 mod kv;
 mod lease;
 mod memory_kv;
+#[cfg(feature = "postgres")]
+mod pg_lease;
+#[cfg(feature = "postgres")]
+mod pg_schema;
+#[cfg(feature = "postgres")]
+mod pg_state;
 #[cfg(feature = "redis")]
 mod redis_kv;
+#[cfg(feature = "redis")]
+mod redis_lease;
+#[cfg(feature = "redis")]
+mod redis_state;
+mod state_cache;
 
+pub use fence::{DEFAULT_LEASE_TTL, LeaseKeyOf, default_lease_key};
 pub use file_state::{FileStateStore, StateLayout};
-pub use kv::{KvEntry, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
+pub use kv::{KvEntry, KvFence, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
 pub use lease::{FileLease, LocalLease};
 pub use memory_kv::InMemoryKv;
+#[cfg(feature = "postgres")]
+pub use pg_lease::PostgresLease;
+#[cfg(feature = "postgres")]
+pub use pg_schema::{PostgresBackend, PostgresConfig, PostgresSetupError, SCHEMA_VERSION};
+#[cfg(feature = "postgres")]
+pub use pg_state::PostgresStateStore;
 #[cfg(feature = "redis")]
 pub use redis_kv::{RedisKv, RedisKvConfig};
+#[cfg(feature = "redis")]
+pub use redis_lease::RedisLease;
+#[cfg(feature = "redis")]
+pub use redis_state::{RedisStateConfig, RedisStateStore};
+pub use state_cache::{DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES};

@@ -10,9 +10,9 @@
 //! together. `KEYS` is never used. The store targets a standalone Redis (or a primary) through
 //! redis-rs's auto-reconnecting `ConnectionManager`.
 
-use crate::kv::{KvEntry, KvItem, KvPage, KvStore, StoreError, clamp_limit, now_ms, validate_key};
+use crate::kv::{KvEntry, KvFence, KvItem, KvPage, KvStore, StoreError, clamp_limit, now_ms, validate_key};
 use async_trait::async_trait;
-use harness_core::Version;
+use harness_core::{FencingToken, Version};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 
@@ -66,7 +66,14 @@ struct Scripts {
     put: redis::Script,
     append: redis::Script,
     delete: redis::Script,
+    put_fenced: redis::Script,
+    append_fenced: redis::Script,
 }
+
+/// Checks the fence counter (`KEYS[5]`) against the token (`ARGV[n]`) before a write.
+const FENCE_CHECK: &str = r"local fence = tonumber(redis.call('GET', KEYS[5]) or '0')
+if tonumber(ARGV[#ARGV]) < fence then return {2, fence} end
+";
 
 impl Scripts {
     fn new() -> Self {
@@ -109,6 +116,29 @@ redis.call('APPEND', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], 0, ARGV[3])
 return v",
             ),
+            // As `put`, plus KEYS[5] the fence counter and a last ARGV, the token.
+            // Returns {2, newest token} when fenced.
+            put_fenced: redis::Script::new(&format!(
+                r"{FENCE_CHECK}local cur = redis.call('HGET', KEYS[1], 'v')
+if ARGV[2] ~= '' then
+  local want = tonumber(ARGV[2])
+  local have = tonumber(cur) or 0
+  if want ~= have then return {{0, have}} end
+end
+local v = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'v', v, 't', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], 0, ARGV[4])
+return {{1, v}}"
+            )),
+            // As `append`, plus KEYS[5] the fence counter and a last ARGV, the token.
+            append_fenced: redis::Script::new(&format!(
+                r"{FENCE_CHECK}local v = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'v', v, 't', ARGV[2])
+redis.call('APPEND', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], 0, ARGV[3])
+return {{1, v}}"
+            )),
             // KEYS: meta, data, index. ARGV: key. Returns how many Redis keys were removed.
             delete: redis::Script::new(
                 r"local n = redis.call('DEL', KEYS[1], KEYS[2])
@@ -139,6 +169,14 @@ fn unexpected(operation: &'static str, what: &str) -> StoreError {
         backend: BACKEND,
         operation,
         source: what.to_owned().into(),
+    }
+}
+
+fn fenced(key: &str, fence: &KvFence, current: u64) -> StoreError {
+    StoreError::Fenced {
+        key: key.to_owned(),
+        token: fence.token,
+        current: FencingToken::new(current),
     }
 }
 
@@ -309,6 +347,69 @@ impl KvStore for RedisKv {
             .invoke_async(&mut connection)
             .await
             .map_err(|err| classify("append", err))
+    }
+
+    async fn put_fenced(
+        &self,
+        key: &str,
+        value: &[u8],
+        expected: Option<Version>,
+        fence: &KvFence,
+    ) -> Result<Version, StoreError> {
+        validate_key(key)?;
+        let mut connection = self.connection.clone();
+        let expected_arg = expected.map(|version| version.to_string()).unwrap_or_default();
+        let (status, version): (i64, Version) = self
+            .scripts
+            .put_fenced
+            .key(self.meta_key(key))
+            .key(self.data_key(key))
+            .key(self.index_key())
+            .key(self.seq_key())
+            .key(&fence.counter)
+            .arg(value)
+            .arg(expected_arg)
+            .arg(now_ms())
+            .arg(key)
+            .arg(fence.token.get())
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|err| classify("put", err))?;
+        match (status, expected) {
+            (1, _) => Ok(version),
+            (2, _) => Err(fenced(key, fence, version)),
+            (0, Some(expected)) => Err(StoreError::Conflict {
+                key: key.to_owned(),
+                expected,
+                found: (version != 0).then_some(version),
+            }),
+            _ => Err(unexpected("put", "unexpected reply from the fenced put script")),
+        }
+    }
+
+    async fn append_fenced(&self, key: &str, bytes: &[u8], fence: &KvFence) -> Result<Version, StoreError> {
+        validate_key(key)?;
+        let mut connection = self.connection.clone();
+        let (status, version): (i64, Version) = self
+            .scripts
+            .append_fenced
+            .key(self.meta_key(key))
+            .key(self.data_key(key))
+            .key(self.index_key())
+            .key(self.seq_key())
+            .key(&fence.counter)
+            .arg(bytes)
+            .arg(now_ms())
+            .arg(key)
+            .arg(fence.token.get())
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|err| classify("append", err))?;
+        match status {
+            1 => Ok(version),
+            2 => Err(fenced(key, fence, version)),
+            _ => Err(unexpected("append", "unexpected reply from the fenced append script")),
+        }
     }
 
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {

@@ -4,6 +4,7 @@
 
 mod backends;
 mod conformance;
+mod cross_process_cas;
 mod security;
 mod shared;
 mod shell;

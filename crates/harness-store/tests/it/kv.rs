@@ -181,6 +181,23 @@ async fn in_memory_kv_conforms() {
     run_all(Arc::new(InMemoryKv::default())).await;
 }
 
+#[tokio::test]
+async fn in_memory_kv_ignores_fences() {
+    // Writers in one process cannot go stale: the fence is documented as ignored.
+    let kv = InMemoryKv::default();
+    let fence = harness_store::KvFence {
+        counter: "any".to_owned(),
+        token: harness_core::FencingToken::new(1),
+    };
+    let v1 = kv.put_fenced("f/a", b"1", Some(0), &fence).await.unwrap();
+    kv.append_fenced("f/a", b"2", &fence).await.unwrap();
+    assert!(matches!(
+        kv.put_fenced("f/a", b"x", Some(v1), &fence).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(kv.get("f/a").await.unwrap().unwrap().value, b"12");
+}
+
 #[cfg(feature = "redis")]
 mod redis {
     use super::run_all;
@@ -232,6 +249,63 @@ mod redis {
         match RedisKv::connect(&config).await {
             Err(err @ harness_store::StoreError::Unavailable { .. }) => assert!(err.is_retryable()),
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// The KV-level fence for a turn's shared writes: a write carrying a token older than
+    /// the lease's newest one is refused atomically and changes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fenced_writes_refuse_stale_tokens() {
+        use harness_core::{CancellationToken, LeaseKey, SessionLease};
+        use harness_store::{RedisLease, StoreError};
+        let store = test_store().await;
+        let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+        let lease = RedisLease::connect(
+            &url,
+            format!("{}lease:", store.key_prefix()),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let suite = async {
+            let key = LeaseKey::new(&["agent", "user", "session"]);
+            let never = CancellationToken::new();
+            let first = lease.acquire(&key, &never).await.unwrap();
+            let stale = lease.kv_fence(&key, first.token().unwrap());
+            first.release().await;
+            let second = lease.acquire(&key, &never).await.unwrap();
+            let current = lease.kv_fence(&key, second.token().unwrap());
+            let v1 = store
+                .put_fenced("t/transcript", b"one\n", Some(0), &current)
+                .await
+                .unwrap();
+            match store.put_fenced("t/transcript", b"stale", None, &stale).await {
+                Err(StoreError::Fenced {
+                    token, current: newest, ..
+                }) => {
+                    assert_eq!((token, newest), (stale.token, current.token));
+                }
+                other => panic!("a stale put must be refused: {other:?}"),
+            }
+            assert!(matches!(
+                store.append_fenced("t/transcript", b"stale\n", &stale).await,
+                Err(StoreError::Fenced { .. })
+            ));
+            let item = store.get("t/transcript").await.unwrap().unwrap();
+            assert_eq!((item.value.as_slice(), item.version), (b"one\n".as_slice(), v1));
+            store.append_fenced("t/transcript", b"two\n", &current).await.unwrap();
+            assert!(matches!(
+                store.put_fenced("t/transcript", b"x", Some(v1), &current).await,
+                Err(StoreError::Conflict { .. })
+            ));
+            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
+            second.release().await;
+        };
+        let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
+        store.purge().await.unwrap();
+        lease.purge().await.unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Integration tests of harness-store.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod conformance;
 mod kv;
 mod lease;
