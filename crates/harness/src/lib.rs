@@ -36,9 +36,11 @@ pub mod compaction;
 pub mod config;
 pub mod eviction;
 pub mod filesystem;
+pub mod mcp;
 pub mod prompt;
 pub mod session;
 pub mod tools;
+pub mod tools_json;
 pub mod workspace;
 
 pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};
