@@ -336,10 +336,11 @@ async fn connect(
                 source,
             })?;
             let pid = child.id();
+            let mut reader = None;
             if let Some(stderr) = child.stderr.take() {
                 let tail = Arc::clone(stderr_tail);
                 let server = config.name.clone();
-                tokio::spawn(async move {
+                reader = Some(tokio::spawn(async move {
                     let mut lines = tokio::io::BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         tracing::debug!(server = %server, "{line}");
@@ -350,8 +351,15 @@ async fn connect(
                             tail.push_back(line);
                         }
                     }
-                });
+                }));
             }
+            // After a failed start: the group is dead, so stderr reaches its end soon; wait
+            // for it (bounded) so the error quotes what the server said.
+            let drain = |reader: Option<JoinHandle<()>>| async move {
+                if let Some(reader) = reader {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+                }
+            };
             let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                 kill_group(pid, Some(&mut child)).await;
                 return Err(ConnectError::Handshake {
@@ -367,6 +375,7 @@ async fn connect(
                 }),
                 Ok(Err(err)) => {
                     kill_group(pid, Some(&mut child)).await;
+                    drain(reader).await;
                     Err(ConnectError::Handshake {
                         message: err.to_string(),
                         stderr: stderr_suffix(stderr_tail),
@@ -374,6 +383,7 @@ async fn connect(
                 }
                 Err(_) => {
                     kill_group(pid, Some(&mut child)).await;
+                    drain(reader).await;
                     Err(ConnectError::Timeout {
                         after: policy.connect_timeout,
                         stderr: stderr_suffix(stderr_tail),

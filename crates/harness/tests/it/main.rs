@@ -8,6 +8,7 @@ mod compaction;
 mod doubles;
 mod eviction;
 mod gate;
+mod mcp;
 mod memory;
 mod sessions;
 mod support;
