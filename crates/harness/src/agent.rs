@@ -80,6 +80,7 @@ pub struct HarnessAgentBuilder {
     eviction: Option<Option<ToolResultEvictionConfig>>,
     memory: Option<MemoryConfig>,
     memory_model: Option<Arc<dyn ChatModel>>,
+    extensions: Option<Arc<crate::extensions::Extensions>>,
 }
 
 impl HarnessAgentBuilder {
@@ -207,6 +208,13 @@ impl HarnessAgentBuilder {
         self
     }
 
+    /// MCP tools, skills, on-demand groups and `tools.json`'s allow/deny (applied to every
+    /// tool, built-ins included). The caller owns the extensions and shuts them down.
+    pub fn extensions(mut self, extensions: Arc<crate::extensions::Extensions>) -> Self {
+        self.extensions = Some(extensions);
+        self
+    }
+
     /// Validates and builds.
     ///
     /// # Errors
@@ -316,15 +324,20 @@ impl HarnessAgentBuilder {
             .name(name)
             .shared_model(model)
             .sys_prompt(self.sys_prompt.or(file.sys_prompt).unwrap_or_default())
-            .state_store(store)
-            .tools(self.tools)
-            .tools(crate::tools::file_tools());
+            .state_store(store);
+        let mut tools = self.tools;
+        tools.extend(crate::tools::file_tools());
         if workspace.filesystem().shell().is_some() {
-            kernel = kernel.tool(crate::tools::shell_tool());
+            tools.push(crate::tools::shell_tool());
         }
         if let Some(memory) = &memory {
-            kernel = kernel.tools(memory.tools());
+            tools.extend(memory.tools());
         }
+        if let Some(extensions) = &self.extensions {
+            tools.extend(extensions.tools());
+            tools = extensions.filter().apply(tools);
+        }
+        kernel = kernel.tools(tools);
         if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
             kernel = kernel.max_iters(max);
         }
@@ -340,6 +353,9 @@ impl HarnessAgentBuilder {
         kernel = kernel.middleware(compaction);
         if let Some(eviction) = eviction {
             kernel = kernel.middleware(Arc::new(eviction));
+        }
+        for layer in self.extensions.iter().flat_map(|extensions| extensions.middlewares()) {
+            kernel = kernel.middleware(layer);
         }
         kernel = kernel.middleware(Arc::new(WorkspaceContext::new(Arc::clone(&workspace), context)));
         let lock_dir = (self.cross_process_lock.unwrap_or(local)).then(|| root.join(".harness").join("locks"));
