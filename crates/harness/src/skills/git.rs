@@ -160,7 +160,12 @@ fn sync_blocking(url: &str, git_dir: &Path, stage_dir: &Path) -> Result<SyncOutc
     let interrupt = AtomicBool::new(false);
     let (repo, outcome) = if git_dir.join("HEAD").is_file() {
         let repo = gix::open(git_dir).map_err(|e| git(e.into()))?;
-        let remote = repo.find_remote("origin").map_err(|e| git(e.into()))?;
+        // A bare clone configures no fetch refspec; fetch every branch (HEAD is one of them).
+        let remote = repo
+            .find_remote("origin")
+            .map_err(|e| git(e.into()))?
+            .with_refspecs(["+refs/heads/*:refs/heads/*"], gix::remote::Direction::Fetch)
+            .map_err(|e| git(e.into()))?;
         let outcome = remote
             .connect(gix::remote::Direction::Fetch)
             .map_err(|e| git(e.into()))?
@@ -188,6 +193,9 @@ fn sync_blocking(url: &str, git_dir: &Path, stage_dir: &Path) -> Result<SyncOutc
                 .then(|| peeled.or(target).map(ToOwned::to_owned))
                 .flatten()
         })
+        // A refetch asks only for branches, so HEAD may not be advertised: the clone's own
+        // HEAD names the same branch, which the fetch just updated.
+        .or_else(|| repo.head_id().ok().map(|id| id.detach()))
         .ok_or_else(|| GitSyncError::NoHead { url: url.to_owned() })?;
 
     let manifest_path = stage_dir.join(MANIFEST);
