@@ -145,8 +145,40 @@ pub(crate) struct Connection {
 /// A connected server: the client plus, for stdio, the child (owned here so it is reaped).
 struct Running {
     client: Client,
-    child: Option<Child>,
+    child: Option<GroupChild>,
+}
+
+impl Running {
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|child| child.pid)
+    }
+}
+
+/// A stdio server's process, leader of its own group. Dropped without [`kill`](Self::kill)
+/// (a task torn down with its runtime), it still kills the group.
+struct GroupChild {
+    child: Child,
     pid: Option<u32>,
+    reaped: bool,
+}
+
+impl GroupChild {
+    /// Kills the group and reaps the leader.
+    async fn kill(&mut self) {
+        if let Some(pid) = self.pid {
+            kill_group_now(pid);
+        }
+        let _ = self.child.kill().await;
+        self.reaped = true;
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        if let (false, Some(pid)) = (self.reaped, self.pid) {
+            kill_group_now(pid);
+        }
+    }
 }
 
 impl Connection {
@@ -169,7 +201,7 @@ impl Connection {
         };
         let (status, _) = watch::channel(ServerStatus {
             phase: ServerPhase::Ready,
-            pid: running.pid,
+            pid: running.pid(),
             restarts: 0,
             peer: Some(running.client.peer().clone()),
         });
@@ -226,7 +258,7 @@ impl Connection {
     fn publish(&self, phase: ServerPhase, running: Option<&Running>, restarts: u32) {
         self.status.send_replace(ServerStatus {
             phase,
-            pid: running.and_then(|r| r.pid),
+            pid: running.and_then(Running::pid),
             restarts,
             peer: running.map(|r| r.client.peer().clone()),
         });
@@ -236,7 +268,7 @@ impl Connection {
         let mut restarts = 0u32;
         loop {
             let token = running.client.cancellation_token();
-            let Running { client, mut child, pid } = running;
+            let Running { client, mut child } = running;
             let waiting = client.waiting();
             tokio::pin!(waiting);
             tokio::select! {
@@ -244,12 +276,12 @@ impl Connection {
                 () = self.shutdown.cancelled() => {
                     token.cancel();
                     let _ = waiting.await;
-                    kill_group(pid, child.as_mut()).await;
+                    kill(child.as_mut()).await;
                     self.publish(ServerPhase::Stopped, None, restarts);
                     return;
                 }
             }
-            kill_group(pid, child.as_mut()).await;
+            kill(child.as_mut()).await;
             let reason = format!("MCP server `{}` exited{}", self.config.name, self.stderr_suffix());
             tracing::warn!(server = %self.config.name, %reason, "MCP server died; restarting");
             self.publish(ServerPhase::Restarting { reason: reason.clone() }, None, restarts);
@@ -291,21 +323,11 @@ impl Connection {
     }
 }
 
-impl Drop for Connection {
-    fn drop(&mut self) {
-        // Without `shutdown` (a panic, a forgotten call): at least never leave the group behind.
-        self.shutdown.cancel();
-        if let Some(pid) = self.status.borrow().pid {
-            kill_group_now(pid);
-        }
-    }
-}
-
 impl Running {
     async fn stop(mut self) {
         self.client.cancellation_token().cancel();
         let _ = self.client.waiting().await;
-        kill_group(self.pid, self.child.as_mut()).await;
+        kill(self.child.as_mut()).await;
     }
 }
 
@@ -331,13 +353,18 @@ async fn connect(
                 .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
-            let mut child = cmd.spawn().map_err(|source| ConnectError::Spawn {
+            let child = cmd.spawn().map_err(|source| ConnectError::Spawn {
                 command: command.clone(),
                 source,
             })?;
             let pid = child.id();
+            let mut child = GroupChild {
+                child,
+                pid,
+                reaped: false,
+            };
             let mut reader = None;
-            if let Some(stderr) = child.stderr.take() {
+            if let Some(stderr) = child.child.stderr.take() {
                 let tail = Arc::clone(stderr_tail);
                 let server = config.name.clone();
                 reader = Some(tokio::spawn(async move {
@@ -360,8 +387,8 @@ async fn connect(
                     let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
                 }
             };
-            let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-                kill_group(pid, Some(&mut child)).await;
+            let (Some(stdout), Some(stdin)) = (child.child.stdout.take(), child.child.stdin.take()) else {
+                child.kill().await;
                 return Err(ConnectError::Handshake {
                     message: "the child has no stdio pipes".to_owned(),
                     stderr: String::new(),
@@ -371,10 +398,9 @@ async fn connect(
                 Ok(Ok(client)) => Ok(Running {
                     client,
                     child: Some(child),
-                    pid,
                 }),
                 Ok(Err(err)) => {
-                    kill_group(pid, Some(&mut child)).await;
+                    child.kill().await;
                     drain(reader).await;
                     Err(ConnectError::Handshake {
                         message: err.to_string(),
@@ -382,7 +408,7 @@ async fn connect(
                     })
                 }
                 Err(_) => {
-                    kill_group(pid, Some(&mut child)).await;
+                    child.kill().await;
                     drain(reader).await;
                     Err(ConnectError::Timeout {
                         after: policy.connect_timeout,
@@ -404,11 +430,7 @@ async fn connect(
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom),
             );
             match tokio::time::timeout(policy.connect_timeout, ().serve(transport)).await {
-                Ok(Ok(client)) => Ok(Running {
-                    client,
-                    child: None,
-                    pid: None,
-                }),
+                Ok(Ok(client)) => Ok(Running { client, child: None }),
                 Ok(Err(err)) => Err(ConnectError::Handshake {
                     message: err.to_string(),
                     stderr: String::new(),
@@ -434,13 +456,10 @@ fn stderr_suffix(tail: &StdMutex<VecDeque<String>>) -> String {
     }
 }
 
-/// Kills the process group led by `pid` and reaps the leader.
-async fn kill_group(pid: Option<u32>, child: Option<&mut Child>) {
-    if let Some(pid) = pid {
-        kill_group_now(pid);
-    }
+/// Kills a stdio server's process group and reaps its leader (nothing for HTTP).
+async fn kill(child: Option<&mut GroupChild>) {
     if let Some(child) = child {
-        let _ = child.kill().await;
+        child.kill().await;
     }
 }
 

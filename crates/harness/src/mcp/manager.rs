@@ -23,8 +23,9 @@ pub struct ServerFailure {
 
 /// The MCP servers of an agent. Servers connect concurrently at start; a broken one is a
 /// warning (recorded in [`failures`](Self::failures)) and its tools are absent, the rest
-/// start. Call [`shutdown`](Self::shutdown) before dropping it; dropping without it still
-/// kills the servers' process groups, but does not wait for them.
+/// start. Call [`shutdown`](Self::shutdown) when done: the servers run (serving the tools
+/// handed out) until then, and are killed with their process groups at the latest when the
+/// tokio runtime shuts down.
 #[derive(Default)]
 pub struct McpManager {
     servers: Vec<Arc<Connection>>,
