@@ -4,6 +4,7 @@
 
 mod chat;
 mod demo;
+mod tools_cmd;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -69,6 +70,8 @@ enum Command {
         #[command(flatten)]
         agent: AgentArgs,
     },
+    /// List the tools the agent would offer (built-ins and MCP, after tools.json's allow/deny).
+    Tools(tools_cmd::ToolsArgs),
     /// Inspect sessions.
     Sessions {
         #[command(subcommand)]
@@ -414,6 +417,7 @@ fn main() -> ExitCode {
             }
             Command::Memory { command } => memory(command).await,
             Command::Sessions { command } => sessions(command).await,
+            Command::Tools(args) => tools_cmd::tools(args).await,
             Command::Demo { workspace } => demo::demo(workspace).await,
         }
     });

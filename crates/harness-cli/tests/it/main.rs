@@ -4,3 +4,4 @@
 
 mod cli;
 mod tidy;
+mod tools_cmd;

@@ -58,7 +58,7 @@ impl McpManager {
             } else {
                 failures.push(ServerFailure {
                     server: config.name,
-                    reason: "disabled (`enabled: false`)".to_owned(),
+                    reason: "`enabled: false`".to_owned(),
                     disabled: true,
                 });
             }
