@@ -194,10 +194,10 @@ fn activations(messages: &[Arc<harness_core::Msg>]) -> (BTreeSet<String>, BTreeS
     for msg in messages {
         for block in &msg.content {
             match block {
-                Block::ToolUse { id, name, input } if msg.role == Role::Assistant => {
-                    if name == ACTIVATE_TOOL_GROUP || name == LOAD_SKILL {
-                        calls.insert(id, (name, input));
-                    }
+                Block::ToolUse { id, name, input }
+                    if msg.role == Role::Assistant && (name == ACTIVATE_TOOL_GROUP || name == LOAD_SKILL) =>
+                {
+                    calls.insert(id, (name, input));
                 }
                 Block::ToolResult {
                     tool_use_id, is_error, ..
@@ -290,6 +290,7 @@ impl Middleware for ToolGroupsLayer {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use harness_core::Msg;

@@ -479,6 +479,7 @@ fn kill_group_now(pid: u32) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -66,6 +66,7 @@ fn block_of(block: ContentBlock) -> Block {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -203,7 +203,8 @@ fn sync_blocking(url: &str, git_dir: &Path, stage_dir: &Path) -> Result<SyncOutc
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default();
-    if manifest.head == head.to_string() {
+    let head_hex = head.to_string();
+    if manifest.head == head_hex {
         return Ok(SyncOutcome::Unchanged);
     }
 
@@ -305,6 +306,7 @@ fn set_mode(path: &Path, executable: bool) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

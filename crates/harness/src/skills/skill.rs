@@ -205,10 +205,10 @@ async fn load(
         if info.is_dir {
             continue;
         }
-        if let Some(relative) = info.path.strip_prefix(dir) {
-            if relative.as_str() != SKILL_FILE {
-                resources.push(relative.as_str().to_owned());
-            }
+        if let Some(relative) = info.path.strip_prefix(dir)
+            && relative.as_str() != SKILL_FILE
+        {
+            resources.push(relative.as_str().to_owned());
         }
     }
     resources.sort();
@@ -227,6 +227,7 @@ async fn load(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
