@@ -177,6 +177,8 @@ async fn build_agent(args: &AgentArgs) -> anyhow::Result<HarnessAgent> {
     };
     let model = resolve_model(&spec)?;
     let mut builder = agent_builder(args, &dir, config).await?.shared_model(model);
+    // tools.json + skills; MCP servers die with the runtime if nobody shuts them down.
+    builder = builder.extensions(tools_cmd::load_extensions(&dir, false).await?);
     if let Some(max) = args.max_iters {
         let max = std::num::NonZeroU32::new(max).ok_or_else(|| usage("--max-iters must be at least 1"))?;
         builder = builder.max_iters(max);

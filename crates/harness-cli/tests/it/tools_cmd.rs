@@ -78,3 +78,57 @@ fn a_malformed_file_exits_2_naming_the_line() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("tools.json: line 3"), "{stderr}");
 }
+
+/// `harness run` connects tools.json's servers, calls one, and leaves no server behind.
+#[test]
+fn run_calls_an_mcp_tool_and_leaves_no_server_behind() {
+    let mcp = std::env::var("HARNESS_TEST_MCP_DIR").unwrap_or_else(|_| {
+        panic!(
+            "HARNESS_TEST_MCP_DIR is not set: run `bash scripts/mcp-servers.sh` and export it (scripts/test.sh does)"
+        )
+    });
+    let js = format!("{mcp}/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        std::path::Path::new(&js).is_file(),
+        "{js} missing: run scripts/mcp-servers.sh"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // A marker argument the server ignores, so its process can be found afterwards.
+    let marker = format!("marker-{}", std::process::id());
+    std::fs::write(
+        dir.path().join("tools.json"),
+        format!(r#"{{"mcpServers": {{"e": {{"transport": "stdio", "command": "node", "args": [{js:?}, "stdio", {marker:?}]}}}}}}"#),
+    )
+    .unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"{"replies": [{"tool_calls": [{"id": "c1", "name": "mcp__e__echo", "arguments": {"message": "via mcp"}}]},
+                        {"text": "done"}]}"#,
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .env_remove("HARNESS_WORKSPACE")
+        .args([
+            "run",
+            "--json",
+            "--model",
+            &format!("scripted:{}", script.display()),
+            "--workspace",
+        ])
+        .arg(dir.path())
+        .arg("echo something")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Echo: via mcp"), "{stdout}");
+    let leftovers: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(&marker))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

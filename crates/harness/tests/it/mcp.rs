@@ -415,3 +415,30 @@ async fn a_broken_server_is_a_warning_and_the_others_start() {
     assert!(manager.tools().iter().all(|t| t.spec().name.starts_with("mcp__good__")));
     manager.shutdown().await;
 }
+
+#[tokio::test]
+async fn server_names_that_collide_after_sanitising_are_refused_loudly() {
+    let manager = start(
+        &format!(
+            "{{\"mcpServers\": {{{}, {}}}}}",
+            everything_server("a.b", ""),
+            everything_server("a_b", "")
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    assert_eq!(manager.servers(), ["a.b"], "the first (in name order) keeps its tools");
+    let failure = &manager.failures()[0];
+    assert_eq!(failure.server, "a_b");
+    assert!(
+        failure.reason.contains("`a.b`") && failure.reason.contains("rename"),
+        "{failure:?}"
+    );
+    assert!(manager.tools().iter().all(|t| t.spec().name.starts_with("mcp__a_b__")));
+    assert_eq!(
+        manager.tools().len(),
+        manager.mcp_tools().iter().filter(|t| t.server() == "a.b").count(),
+        "no tool of the refused server"
+    );
+    manager.shutdown().await;
+}
