@@ -31,7 +31,7 @@ pub(crate) struct ToolsArgs {
 pub(crate) async fn load_extensions(dir: &Path, shell: bool) -> anyhow::Result<Arc<Extensions>> {
     let env = HostEnv::from_vars(std::env::vars());
     let path = dir.join(TOOLS_JSON);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match tokio::fs::read_to_string(&path).await {
         Ok(text) => Some(text),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
         Err(err) => return Err(crate::usage(format!("{}: {err}", path.display()))),
@@ -48,7 +48,7 @@ pub(crate) async fn load_extensions(dir: &Path, shell: bool) -> anyhow::Result<A
     };
     let extensions = Extensions::start(config, &env, dir, shell)
         .await
-        .map_err(|err| crate::usage(err.to_string()))?;
+        .map_err(|err| crate::usage(harness_core::error_chain(&err)))?;
     Ok(Arc::new(extensions))
 }
 

@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio::process::Child;
@@ -62,7 +62,7 @@ impl RestartPolicy {
 #[non_exhaustive]
 pub enum ConnectError {
     /// The command could not be started.
-    #[error("cannot start `{command}`: {source}")]
+    #[error("cannot start `{command}`")]
     Spawn {
         /// The program.
         command: String,
@@ -160,16 +160,28 @@ struct GroupChild {
     child: Child,
     pid: Option<u32>,
     reaped: bool,
+    /// Copies stderr into the tail; ends when the group is dead.
+    stderr_reader: Option<JoinHandle<()>>,
 }
 
+/// How long the stderr reader may take to drain after the group is killed.
+const STDERR_DRAIN: Duration = Duration::from_secs(2);
+
 impl GroupChild {
-    /// Kills the group and reaps the leader.
+    /// Kills the group, reaps the leader and waits (bounded) for the stderr reader, so an
+    /// error built right after quotes everything the server said.
     async fn kill(&mut self) {
         if let Some(pid) = self.pid {
             kill_group_now(pid);
         }
         let _ = self.child.kill().await;
         self.reaped = true;
+        if let Some(reader) = self.stderr_reader.take() {
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(STDERR_DRAIN, reader).await.is_err() {
+                abort.abort();
+            }
+        }
     }
 }
 
@@ -362,31 +374,23 @@ async fn connect(
                 child,
                 pid,
                 reaped: false,
+                stderr_reader: None,
             };
-            let mut reader = None;
             if let Some(stderr) = child.child.stderr.take() {
                 let tail = Arc::clone(stderr_tail);
                 let server = config.name.clone();
-                reader = Some(tokio::spawn(async move {
+                child.stderr_reader = Some(tokio::spawn(async move {
                     let mut lines = tokio::io::BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         tracing::debug!(server = %server, "{line}");
-                        if let Ok(mut tail) = tail.lock() {
-                            if tail.len() == STDERR_TAIL_LINES {
-                                tail.pop_front();
-                            }
-                            tail.push_back(line);
+                        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+                        if tail.len() == STDERR_TAIL_LINES {
+                            tail.pop_front();
                         }
+                        tail.push_back(line);
                     }
                 }));
             }
-            // After a failed start: the group is dead, so stderr reaches its end soon; wait
-            // for it (bounded) so the error quotes what the server said.
-            let drain = |reader: Option<JoinHandle<()>>| async move {
-                if let Some(reader) = reader {
-                    let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
-                }
-            };
             let (Some(stdout), Some(stdin)) = (child.child.stdout.take(), child.child.stdin.take()) else {
                 child.kill().await;
                 return Err(ConnectError::Handshake {
@@ -401,7 +405,6 @@ async fn connect(
                 }),
                 Ok(Err(err)) => {
                     child.kill().await;
-                    drain(reader).await;
                     Err(ConnectError::Handshake {
                         message: err.to_string(),
                         stderr: stderr_suffix(stderr_tail),
@@ -409,7 +412,6 @@ async fn connect(
                 }
                 Err(_) => {
                     child.kill().await;
-                    drain(reader).await;
                     Err(ConnectError::Timeout {
                         after: policy.connect_timeout,
                         stderr: stderr_suffix(stderr_tail),
@@ -447,8 +449,10 @@ async fn connect(
 fn stderr_suffix(tail: &StdMutex<VecDeque<String>>) -> String {
     let lines: Vec<String> = tail
         .lock()
-        .map(|tail| tail.iter().cloned().collect())
-        .unwrap_or_default();
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect();
     if lines.is_empty() {
         String::new()
     } else {

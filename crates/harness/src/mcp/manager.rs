@@ -80,10 +80,11 @@ impl McpManager {
             let (connection, remote_tools) = match result {
                 Ok(ok) => ok,
                 Err(err) => {
-                    tracing::warn!(server = %name, error = %err, "MCP server failed to start; its tools are absent");
+                    let reason = harness_core::error_chain(&err);
+                    tracing::warn!(server = %name, error = %reason, "MCP server failed to start; its tools are absent");
                     failures.push(ServerFailure {
                         server: name,
-                        reason: err.to_string(),
+                        reason,
                         disabled: false,
                     });
                     continue;

@@ -23,7 +23,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[non_exhaustive]
 pub enum GitSyncError {
     /// Clone, fetch or reading objects failed.
-    #[error("git repository `{url}`: {source}")]
+    #[error("git repository `{url}`")]
     Git {
         /// The repository.
         url: String,
@@ -38,7 +38,7 @@ pub enum GitSyncError {
         url: String,
     },
     /// Writing the staged files failed.
-    #[error("staging skills into {path}: {source}")]
+    #[error("staging skills into {path}")]
     Io {
         /// The file or directory.
         path: PathBuf,

@@ -25,7 +25,7 @@ pub struct SkillsConfig {
 #[non_exhaustive]
 pub enum SkillsError {
     /// The global directory could not be opened.
-    #[error("skills directory {path}: {source}")]
+    #[error("skills directory {path}")]
     GlobalDir {
         /// The directory.
         path: PathBuf,
@@ -110,7 +110,11 @@ impl Skills {
         let syncs = self.repositories.iter().map(|repo| async move {
             match repo.sync().await {
                 Ok(outcome) => tracing::debug!(source = repo.source(), ?outcome, "skill repository synced"),
-                Err(err) => tracing::warn!(source = repo.source(), error = %err, "skill repository sync failed"),
+                Err(err) => tracing::warn!(
+                    source = repo.source(),
+                    error = %harness_core::error_chain(&err),
+                    "skill repository sync failed"
+                ),
             }
         });
         futures::future::join_all(syncs).await;
