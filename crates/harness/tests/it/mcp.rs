@@ -263,7 +263,7 @@ async fn http_server() -> (tokio::process::Child, u16) {
 }
 
 #[tokio::test]
-async fn streamable_http_server_with_headers() {
+async fn streamable_http_server_with_headers_from_an_agent_turn() {
     let (mut server, port) = http_server().await;
     let manager = start(
         &format!(
@@ -274,10 +274,24 @@ async fn streamable_http_server_with_headers() {
     )
     .await;
     assert!(manager.failures().is_empty(), "{:?}", manager.failures());
-    let output = call(&manager, "mcp__web__echo", json!({"message": "over http"}))
-        .await
-        .unwrap();
-    assert!(output.text_content().contains("over http"), "{}", output.text_content());
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("mcp__web__echo", json!({"message": "over http"}))
+        .reply_text("echoed");
+    let mut agent = builder().workspace(dir.path()).model(model.clone());
+    for tool in manager.tools() {
+        agent = agent.tool(tool);
+    }
+    let agent = agent.build().unwrap();
+    assert_eq!(agent.call("echo", ctx("u1", "s1")).await.unwrap().text(), "echoed");
+    let result = model.requests()[1].messages.last().unwrap().clone();
+    let Block::ToolResult { content, is_error, .. } = &result.content[0] else {
+        panic!("{result:?}")
+    };
+    assert!(
+        !is_error && harness_core::join_text(content).contains("over http"),
+        "{content:?}"
+    );
     manager.shutdown().await;
     server.kill().await.unwrap();
 }
