@@ -16,6 +16,10 @@
 //! tools (`memory_search`, `memory_get`, `session_search`, `session_history`, `session_list`)
 //! while memory is on.
 //!
+//! Extensions without Rust ([`extensions`]): `tools.json` ([`tools_json`]: allow/deny, MCP
+//! servers through [`mcp`]), skills ([`skills`]) and on-demand tool groups ([`tool_groups`]),
+//! handed to [`HarnessAgentBuilder::extensions`].
+//!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use harness::HarnessAgent;

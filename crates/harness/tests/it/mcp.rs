@@ -345,7 +345,7 @@ async fn a_hanging_call_times_out_and_the_server_stays_usable() {
     let manager = start(
         &format!(
             "{{\"mcpServers\": {{{}}}}}",
-            everything_server("e", r#", "timeout_seconds": 1"#)
+            everything_server("e", r#", "timeout_seconds": 2"#)
         ),
         RestartPolicy::default(),
     )
@@ -358,7 +358,7 @@ async fn a_hanging_call_times_out_and_the_server_stays_usable() {
     .await
     .unwrap_err();
     assert!(
-        matches!(err, ToolError::Timeout { after, .. } if after == Duration::from_secs(1)),
+        matches!(err, ToolError::Timeout { after, .. } if after == Duration::from_secs(2)),
         "{err}"
     );
     let output = call(&manager, "mcp__e__echo", json!({"message": "still here"}))
