@@ -456,3 +456,50 @@ async fn server_names_that_collide_after_sanitising_are_refused_loudly() {
     );
     manager.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_large_mcp_result_goes_through_eviction() {
+    let manager = start(
+        &format!("{{\"mcpServers\": {{{}}}}}", everything_server("e", "")),
+        RestartPolicy::default(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(5_000);
+    let model = ScriptedModel::new()
+        .reply_tool_call("mcp__e__echo", json!({"message": long}))
+        .reply_text("ok");
+    let mut agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .tool_result_eviction(Some(
+            harness::eviction::ToolResultEvictionConfig::default()
+                .max_chars(1_000)
+                .preview_chars(200),
+        ));
+    for tool in manager.tools() {
+        agent = agent.tool(tool);
+    }
+    agent
+        .build()
+        .unwrap()
+        .call("echo a lot", ctx("u1", "s1"))
+        .await
+        .unwrap();
+    let result = model.requests()[1].messages.last().unwrap().clone();
+    let Block::ToolResult { content, .. } = &result.content[0] else {
+        panic!("{result:?}")
+    };
+    let text = harness_core::join_text(content);
+    assert!(
+        text.starts_with("[Tool output too large") && text.len() < 4_000,
+        "{text}"
+    );
+    let evicted = dir.path().join("u1/large_tool_results");
+    assert!(
+        evicted.is_dir(),
+        "the whole result is in a file under {}",
+        evicted.display()
+    );
+    manager.shutdown().await;
+}
