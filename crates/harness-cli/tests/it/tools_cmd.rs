@@ -70,6 +70,23 @@ fn a_missing_variable_exits_2_naming_it_and_the_file() {
 }
 
 #[test]
+fn sse_exits_2_pointing_to_streamable_http() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tools.json"),
+        r#"{"mcpServers": {"old": {"transport": "sse", "url": "http://127.0.0.1:9/sse"}}}"#,
+    )
+    .unwrap();
+    let output = harness_tools(dir.path());
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`old`") && stderr.contains("streamableHttp"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_malformed_file_exits_2_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tools.json"), "{\n  \"allow\": [\n  \"deny\": 1}\n").unwrap();
