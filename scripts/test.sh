@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/services.sh
+# Real MCP servers for the MCP client tests (installed outside the repository).
+HARNESS_TEST_MCP_DIR="$(bash scripts/mcp-servers.sh)"
+export HARNESS_TEST_MCP_DIR
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 cargo check --workspace --all-targets --no-default-features --locked

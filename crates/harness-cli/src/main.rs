@@ -14,6 +14,7 @@ mod inspect;
 mod output;
 mod progress;
 mod workspace;
+mod tools_cmd;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
@@ -105,6 +106,8 @@ enum Command {
         #[command(flatten)]
         agent: AgentArgs,
     },
+    /// List the tools the agent would offer (built-ins and MCP, after tools.json's allow/deny).
+    Tools(tools_cmd::ToolsArgs),
     /// Inspect sessions (list, show).
     Sessions {
         #[command(subcommand)]
@@ -171,6 +174,8 @@ async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)>
         ));
     };
     let mut builder = loaded.builder;
+    // tools.json + skills; the agent's shutdown stops the MCP servers.
+    builder = builder.extensions(tools_cmd::load_extensions(&workspace.dir, false).await?);
     if let Some(max) = args.max_iters {
         builder = builder.max_iters(max);
     }
@@ -351,6 +356,7 @@ fn main() -> ExitCode {
             }
             Command::Memory { command } => inspect::memory(command).await,
             Command::Sessions { command } => inspect::sessions(command).await,
+            Command::Tools(args) => tools_cmd::tools(args).await,
             Command::Demo { workspace } => demo::demo(workspace).await,
         }
     });

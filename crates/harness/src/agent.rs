@@ -93,6 +93,7 @@ pub struct HarnessAgentBuilder {
     cross_process_lock: Option<bool>,
     settings: Settings,
     session_lease: Option<Arc<dyn SessionLease>>,
+    extensions: Option<Arc<crate::extensions::Extensions>>,
 }
 
 impl HarnessAgentBuilder {
@@ -205,6 +206,14 @@ impl HarnessAgentBuilder {
         &mut self.settings
     }
 
+    /// MCP tools, skills, on-demand groups and `tools.json`'s allow/deny (applied to every
+    /// tool, built-ins included). They join the agent as a capability:
+    /// [`HarnessAgent::shutdown`] stops their MCP servers.
+    pub fn extensions(mut self, extensions: Arc<crate::extensions::Extensions>) -> Self {
+        self.extensions = Some(extensions);
+        self
+    }
+
     /// Validates and builds.
     ///
     /// # Errors
@@ -271,17 +280,27 @@ impl HarnessAgentBuilder {
                 isolation: scope,
                 provided: Settings::default(),
             },
-            self.capabilities,
+            self.capabilities
+                .into_iter()
+                .chain(self.extensions.iter().map(|extensions| {
+                    Arc::new(crate::extensions::ExtensionsCapability::new(Arc::clone(extensions))) as Arc<dyn Capability>
+                }))
+                .collect(),
         )?;
         let mut kernel = ReActAgent::builder()
             .name(name)
             .shared_model(model)
             .sys_prompt(self.sys_prompt.or(file.sys_prompt).unwrap_or_default())
-            .state_store(store)
-            .tools(self.tools);
+            .state_store(store);
+        let mut tools = self.tools;
         for capability in capabilities.0.iter() {
-            kernel = kernel.tools(capability.tools());
+            tools.extend(capability.tools());
         }
+        // tools.json's allow/deny applies after every tool is registered, built-ins included.
+        if let Some(extensions) = &self.extensions {
+            tools = extensions.filter().apply(tools);
+        }
+        kernel = kernel.tools(tools);
         if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
             kernel = kernel.max_iters(max);
         }

@@ -55,6 +55,8 @@ pub enum Layer {
     Compaction,
     /// Tool-result eviction (around each tool call).
     Eviction,
+    /// Workspace extensions: the skills catalogue and the on-demand tool-group filter.
+    Extensions,
     /// The system prompt from the workspace (innermost).
     Context,
 }

@@ -23,6 +23,10 @@
 //! tools (`memory_search`, `memory_get`, `session_search`, `session_history`, `session_list`)
 //! while memory is on.
 //!
+//! Extensions without Rust ([`extensions`]): `tools.json` ([`tools_json`]: allow/deny, MCP
+//! servers through [`mcp`]), skills ([`skills`]) and on-demand tool groups ([`tool_groups`]),
+//! handed to [`HarnessAgentBuilder::extensions`].
+//!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use harness::HarnessAgent;
@@ -43,14 +47,19 @@ pub mod capability;
 pub mod compaction;
 pub mod config;
 pub mod eviction;
+pub mod extensions;
 pub mod filesystem;
 mod memory;
 pub mod from_workspace;
 pub mod history;
 pub mod model_config;
+pub mod mcp;
 pub mod prompt;
 pub mod session;
+pub mod skills;
+pub mod tool_groups;
 pub mod tools;
+pub mod tools_json;
 pub mod workspace;
 
 pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};

@@ -8,3 +8,4 @@ mod newcomer;
 mod parity;
 mod readme;
 mod tidy;
+mod tools_cmd;

@@ -1,0 +1,236 @@
+//! [`Extensions`]: what `tools.json` and the skill layers add to an agent, started once and
+//! handed to [`HarnessAgentBuilder::extensions`](crate::HarnessAgentBuilder::extensions).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use harness::extensions::{Extensions, ExtensionsConfig};
+//! use harness::mcp::HostEnv;
+//! use harness::tools_json::ToolsConfig;
+//! let root = std::path::Path::new("./workspace");
+//! let env = HostEnv::from_vars(std::env::vars());
+//! let text = std::fs::read_to_string(root.join("tools.json")).ok();
+//! let tools = ToolsConfig::layered(text.as_deref().map(|t| ("tools.json", t)), None, &|v| env.get(v))?;
+//! let config = ExtensionsConfig { tools, ..ExtensionsConfig::default() };
+//! let extensions = std::sync::Arc::new(Extensions::start(config, &env, root, true).await?);
+//! # let model = harness_models::ScriptedModel::new();
+//! let agent = harness::HarnessAgent::builder()
+//!     .workspace(root)
+//!     .model(model)
+//!     .extensions(std::sync::Arc::clone(&extensions))
+//!     .build()?;
+//! // ... serve calls ...
+//! extensions.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use crate::mcp::{HostEnv, McpManager, RestartPolicy, ServerFailure};
+use crate::skills::{LoadSkill, Skills, SkillsConfig, SkillsContext, SkillsError};
+use crate::tool_groups::{ToolGroup, ToolGroups, ToolGroupsLayer};
+use crate::tools_json::{ToolFilter, ToolsConfig};
+use harness_core::{Middleware, Tool};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What to start.
+#[derive(Debug, Clone, Default)]
+pub struct ExtensionsConfig {
+    /// The merged `tools.json` (`allow`, `deny`, `mcpServers`).
+    pub tools: ToolsConfig,
+    /// Skill layers; `None` turns skills off (no catalogue, no `load_skill_through_path`).
+    pub skills: Option<SkillsConfig>,
+    /// How dead MCP servers are restarted.
+    pub restart: RestartPolicy,
+}
+
+/// Where a tool the agent offers comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolSource {
+    /// Registered by the harness or the embedding program.
+    BuiltIn,
+    /// An MCP server.
+    Mcp {
+        /// The server.
+        server: String,
+    },
+    /// The skills capability (`load_skill_through_path`).
+    Skills,
+    /// The on-demand groups (`activate_tool_group`).
+    ToolGroups,
+}
+
+/// Connected MCP servers, skill layers, on-demand groups and the allow/deny filter.
+pub struct Extensions {
+    filter: ToolFilter,
+    mcp: McpManager,
+    skills: Option<Arc<Skills>>,
+    groups: Arc<ToolGroups>,
+}
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions")
+            .field("filter", &self.filter)
+            .field("mcp", &self.mcp)
+            .field("skills", &self.skills)
+            .field("groups", &self.groups)
+            .finish()
+    }
+}
+
+impl Extensions {
+    /// Connects the MCP servers (concurrently; a broken one is a warning, see
+    /// [`McpManager::failures`]) and sets up the skill layers of the workspace at
+    /// `workspace_root` (`shell`: whether the agent has a shell there, for `<files-root>`).
+    ///
+    /// # Errors
+    /// [`SkillsError`] when the global skills directory cannot be opened.
+    pub async fn start(
+        config: ExtensionsConfig,
+        env: &HostEnv,
+        workspace_root: &Path,
+        shell: bool,
+    ) -> Result<Self, SkillsError> {
+        let skills = config
+            .skills
+            .map(|skills| Skills::new(skills, workspace_root, shell).map(Arc::new))
+            .transpose()?;
+        let filter = config.tools.filter();
+        let mcp = McpManager::start(config.tools.mcp_servers.into_values(), env, config.restart).await;
+        let mut groups = ToolGroups::new();
+        let mut by_group: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+        for tool in mcp.mcp_tools() {
+            if let Some(group) = tool.group() {
+                let entry = by_group
+                    .entry(group.to_owned())
+                    .or_insert_with(|| (format!("tools of MCP server `{}`", tool.server()), Vec::new()));
+                entry.1.push(tool.spec().name.clone());
+            }
+        }
+        for (name, (description, tools)) in by_group {
+            groups.add(ToolGroup {
+                name,
+                description,
+                tools: tools.into_iter().collect(),
+            });
+        }
+        Ok(Self {
+            filter,
+            mcp,
+            skills,
+            groups: Arc::new(groups),
+        })
+    }
+
+    /// Tools to register: the MCP tools, `load_skill_through_path` (with skills) and
+    /// `activate_tool_group` (with on-demand groups).
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut tools = self.mcp.tools();
+        if let Some(skills) = &self.skills {
+            tools.push(LoadSkill::tool(Arc::clone(skills)));
+        }
+        if !self.groups.is_empty() {
+            tools.push(self.groups.activation_tool());
+        }
+        tools
+    }
+
+    /// Middlewares to install (inside the user's): the skills catalogue, the group filter.
+    pub fn middlewares(&self) -> Vec<Arc<dyn Middleware>> {
+        let mut layers: Vec<Arc<dyn Middleware>> = Vec::new();
+        if let Some(skills) = &self.skills {
+            layers.push(Arc::new(SkillsContext::new(Arc::clone(skills))));
+        }
+        if !self.groups.is_empty() {
+            layers.push(Arc::new(ToolGroupsLayer::new(
+                Arc::clone(&self.groups),
+                self.skills.clone(),
+            )));
+        }
+        layers
+    }
+
+    /// `tools.json`'s allow/deny, applied to every registered tool.
+    pub fn filter(&self) -> &ToolFilter {
+        &self.filter
+    }
+
+    /// The MCP servers.
+    pub fn mcp(&self) -> &McpManager {
+        &self.mcp
+    }
+
+    /// MCP servers that offer no tools, and why.
+    pub fn failures(&self) -> &[ServerFailure] {
+        self.mcp.failures()
+    }
+
+    /// The skill layers, when skills are on.
+    pub fn skills(&self) -> Option<&Arc<Skills>> {
+        self.skills.as_ref()
+    }
+
+    /// The on-demand groups.
+    pub fn groups(&self) -> &ToolGroups {
+        &self.groups
+    }
+
+    /// Where a tool named `name` comes from, if the extensions know it.
+    pub fn source_of(&self, name: &str) -> ToolSource {
+        if let Some(tool) = self.mcp.mcp_tools().iter().find(|tool| tool.spec().name == name) {
+            return ToolSource::Mcp {
+                server: tool.server().to_owned(),
+            };
+        }
+        match name {
+            crate::skills::LOAD_SKILL if self.skills.is_some() => ToolSource::Skills,
+            crate::tool_groups::ACTIVATE_TOOL_GROUP if !self.groups.is_empty() => ToolSource::ToolGroups,
+            _ => ToolSource::BuiltIn,
+        }
+    }
+
+    /// Stops the MCP servers (their process groups are gone when this returns).
+    pub async fn shutdown(&self) {
+        self.mcp.shutdown().await;
+    }
+}
+
+/// [`Extensions`] as a [`Capability`](crate::capability::Capability): their tools, their
+/// middlewares at [`Layer::Extensions`](crate::capability::Layer::Extensions), and the MCP
+/// servers stopped at shutdown. (`tools.json`'s allow/deny is applied by the builder after
+/// every capability has registered its tools.)
+pub(crate) struct ExtensionsCapability(Arc<Extensions>);
+
+impl ExtensionsCapability {
+    pub(crate) fn new(extensions: Arc<Extensions>) -> Self {
+        Self(extensions)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::capability::Capability for ExtensionsCapability {
+    fn name(&self) -> &'static str {
+        "extensions"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.0.tools()
+    }
+
+    fn middleware(
+        &self,
+        _assembly: &crate::capability::Assembly,
+    ) -> Vec<(crate::capability::Layer, Arc<dyn Middleware>)> {
+        self.0
+            .middlewares()
+            .into_iter()
+            .map(|layer| (crate::capability::Layer::Extensions, layer))
+            .collect()
+    }
+
+    async fn shutdown(&self, deadline: tokio::time::Instant) {
+        if tokio::time::timeout_at(deadline, self.0.shutdown()).await.is_err() {
+            tracing::warn!("MCP servers not stopped within the shutdown deadline");
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! An MCP server's tool as a harness [`Tool`].
+
+use super::annotations::McpToolAnnotations;
+use super::connection::Connection;
+use super::content::to_output;
+use super::naming::tool_name;
+use async_trait::async_trait;
+use harness_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use rmcp::model::CallToolRequestParams;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Slack between our per-call timeout and the kernel's, so ours (with the better message)
+/// fires first.
+const KERNEL_TIMEOUT_SLACK: Duration = Duration::from_secs(5);
+
+/// One tool of one MCP server, named `mcp__<server>__<tool>`.
+pub struct McpTool {
+    spec: ToolSpec,
+    remote_name: String,
+    annotations: McpToolAnnotations,
+    group: Option<String>,
+    server: Arc<Connection>,
+}
+
+impl std::fmt::Debug for McpTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpTool")
+            .field("name", &self.spec.name)
+            .field("server", &self.server.name())
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpTool {
+    pub(crate) fn new(server: Arc<Connection>, tool: rmcp::model::Tool, group: Option<String>) -> Self {
+        let description = tool
+            .description
+            .as_deref()
+            .map(str::to_owned)
+            .or_else(|| tool.title.clone())
+            .unwrap_or_else(|| format!("`{}` of MCP server `{}`", tool.name, server.name()));
+        let mut schema = Value::Object((*tool.input_schema).clone());
+        if let Some(object) = schema.as_object_mut() {
+            object.remove("$schema");
+            object.entry("type").or_insert_with(|| Value::String("object".into()));
+        }
+        let annotations = McpToolAnnotations::from_mcp(tool.annotations.as_ref());
+        Self {
+            spec: ToolSpec {
+                name: tool_name(server.name(), &tool.name),
+                description,
+                input_schema: schema,
+                annotations: annotations.to_core(),
+            },
+            remote_name: tool.name.to_string(),
+            annotations,
+            group,
+            server,
+        }
+    }
+
+    /// The server this tool belongs to.
+    pub fn server(&self) -> &str {
+        self.server.name()
+    }
+
+    /// The tool's name on its server.
+    pub fn remote_name(&self) -> &str {
+        &self.remote_name
+    }
+
+    /// The server's hints about the tool.
+    pub fn annotations(&self) -> &McpToolAnnotations {
+        &self.annotations
+    }
+
+    /// The on-demand group the tool belongs to, when its server is declared `on_demand`.
+    pub fn group(&self) -> Option<&str> {
+        self.group.as_deref()
+    }
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let arguments = match input {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(ToolError::InvalidArguments {
+                    tool: self.spec.name.clone(),
+                    message: format!("expected a JSON object, got {other}"),
+                });
+            }
+        };
+        let peer = self.server.peer().map_err(|reason| {
+            ToolError::failed(format!(
+                "MCP server `{}` is unavailable: {reason}. Try again later or use another tool.",
+                self.server.name()
+            ))
+        })?;
+        let mut params = CallToolRequestParams::new(self.remote_name.clone());
+        params.arguments = arguments;
+        let after = self.server.timeout();
+        match tokio::time::timeout(after, peer.call_tool(params)).await {
+            Ok(Ok(result)) => Ok(to_output(result)),
+            Ok(Err(err)) => Err(ToolError::failed(format!("MCP server `{}`: {err}", self.server.name()))),
+            Err(_) => Err(ToolError::Timeout {
+                tool: self.spec.name.clone(),
+                after,
+            }),
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.server.timeout() + KERNEL_TIMEOUT_SLACK)
+    }
+}

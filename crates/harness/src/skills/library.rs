@@ -1,0 +1,190 @@
+//! [`Skills`]: the configured layers, merged per call into a [`SkillSet`].
+
+use super::catalogue;
+use super::git::{GitSkillRepository, SKILLS_CACHE, source_name};
+use super::skill::{Skill, SkillLayer, scan};
+use harness_fs::{CallWorkspace, Filesystem, FsError, LocalFs, WsPath};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The skills directory of the workspace and of each user namespace.
+pub const SKILLS_DIR: &str = "skills";
+
+/// Where skills come from besides the workspace's and the user's `skills/`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkillsConfig {
+    /// The global directory (lowest layer); skipped when missing.
+    pub global_dir: Option<PathBuf>,
+    /// Git repositories by URL or path, in priority order (a later one shadows an earlier).
+    pub repositories: Vec<String>,
+}
+
+/// Why the skills capability could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SkillsError {
+    /// The global directory could not be opened.
+    #[error("skills directory {path}")]
+    GlobalDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: FsError,
+    },
+}
+
+/// The skill layers of one agent. Cheap to share; reads happen per call.
+pub struct Skills {
+    global: Option<(Arc<dyn Filesystem>, PathBuf)>,
+    repositories: Vec<GitSkillRepository>,
+    /// The workspace root on the host, when skills' files can be reached by a shell there.
+    host_root: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Skills {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Skills")
+            .field("global", &self.global.as_ref().map(|(_, path)| path))
+            .field("repositories", &self.repositories)
+            .field("host_root", &self.host_root)
+            .finish()
+    }
+}
+
+impl Skills {
+    /// Skills for a workspace at `workspace_root` (a host directory: repositories are staged
+    /// under its `.skills-cache/`). `shell` says whether the agent has a shell on that
+    /// directory; only then is `<files-root>` shown.
+    ///
+    /// # Errors
+    /// [`SkillsError::GlobalDir`] when the configured global directory exists but cannot be
+    /// opened.
+    pub fn new(config: SkillsConfig, workspace_root: &Path, shell: bool) -> Result<Self, SkillsError> {
+        let global = match config.global_dir {
+            Some(dir) if dir.is_dir() => {
+                let fs = LocalFs::new(&dir).map_err(|source| SkillsError::GlobalDir {
+                    path: dir.clone(),
+                    source,
+                })?;
+                Some((Arc::new(fs) as Arc<dyn Filesystem>, dir))
+            }
+            Some(dir) => {
+                tracing::info!(path = %dir.display(), "global skills directory missing; skipped");
+                None
+            }
+            None => None,
+        };
+        let cache_root = workspace_root.join(SKILLS_CACHE);
+        let mut sources = HashSet::new();
+        let mut repositories = Vec::new();
+        for url in config.repositories {
+            let base = source_name(&url);
+            let mut source = base.clone();
+            let mut n = 2;
+            while !sources.insert(source.clone()) {
+                source = format!("{base}_{n}");
+                n += 1;
+            }
+            if source != base {
+                tracing::warn!(%url, %source, "two skill repositories share a source name; renamed");
+            }
+            repositories.push(GitSkillRepository::new(url, source, &cache_root));
+        }
+        Ok(Self {
+            global,
+            repositories,
+            host_root: shell.then(|| workspace_root.to_owned()),
+        })
+    }
+
+    /// The configured repositories.
+    pub fn repositories(&self) -> &[GitSkillRepository] {
+        &self.repositories
+    }
+
+    /// Syncs every repository (each only restages when its HEAD moved). Failures are
+    /// warnings: the previously staged skills stay.
+    pub async fn sync(&self) {
+        let syncs = self.repositories.iter().map(|repo| async move {
+            match repo.sync().await {
+                Ok(outcome) => tracing::debug!(source = repo.source(), ?outcome, "skill repository synced"),
+                Err(err) => tracing::warn!(
+                    source = repo.source(),
+                    error = %harness_core::error_chain(&err),
+                    "skill repository sync failed"
+                ),
+            }
+        });
+        futures::future::join_all(syncs).await;
+    }
+
+    /// Every skill the caller sees: global, repositories, workspace `skills/`, then the
+    /// caller's `skills/`, a higher layer shadowing the same name.
+    pub async fn resolve(&self, workspace: &CallWorkspace) -> SkillSet {
+        let mut set = SkillSet::default();
+        if let Some((fs, dir)) = &self.global {
+            let host = self.host_root.as_ref().map(|_| dir.as_path());
+            set.add(scan(fs, &WsPath::root(), &SkillLayer::Global, host).await);
+        }
+        for repo in &self.repositories {
+            let Ok(base) = WsPath::parse(&format!("{SKILLS_CACHE}/{}", repo.source())) else {
+                continue;
+            };
+            let host = self
+                .host_root
+                .as_ref()
+                .map(|root| root.join(SKILLS_CACHE).join(repo.source()));
+            let layer = SkillLayer::Repository(repo.source().to_owned());
+            set.add(scan(&workspace.shared, &base, &layer, host.as_deref()).await);
+        }
+        let skills_dir = WsPath::parse(SKILLS_DIR).unwrap_or_else(|_| WsPath::root());
+        let host = self.host_root.as_ref().map(|root| root.join(SKILLS_DIR));
+        set.add(scan(&workspace.shared, &skills_dir, &SkillLayer::Workspace, host.as_deref()).await);
+        // Without a user namespace the caller's view is the root: nothing more to add.
+        if !Arc::ptr_eq(&workspace.user, &workspace.shared) {
+            set.add(scan(&workspace.user, &skills_dir, &SkillLayer::User, None).await);
+        }
+        set
+    }
+}
+
+/// The merged skills of one call, by name.
+#[derive(Debug, Default, Clone)]
+pub struct SkillSet {
+    skills: BTreeMap<String, Skill>,
+}
+
+impl SkillSet {
+    fn add(&mut self, skills: Vec<Skill>) {
+        for skill in skills {
+            self.skills.insert(skill.name.clone(), skill);
+        }
+    }
+
+    /// A skill by name.
+    pub fn get(&self, name: &str) -> Option<&Skill> {
+        self.skills.get(name)
+    }
+
+    /// Skills in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Skill> {
+        self.skills.values()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty()
+    }
+
+    /// The names, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.skills.keys().map(String::as_str).collect()
+    }
+
+    /// The `<available_skills>` block (empty when there are no skills).
+    pub fn catalogue(&self) -> String {
+        catalogue::render(self.iter())
+    }
+}

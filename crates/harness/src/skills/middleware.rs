@@ -1,0 +1,45 @@
+//! The skills middleware: syncs repositories once per call and puts the
+//! `<available_skills>` catalogue into every step's system prompt.
+
+use super::library::Skills;
+use async_trait::async_trait;
+use harness_core::{AgentError, AgentNext, Hooks, Middleware, SystemPrompt, Turn};
+use harness_fs::CallWorkspace;
+use std::sync::Arc;
+
+/// Name of the prompt part holding the catalogue.
+pub const CATALOGUE_PART: &str = "skills";
+
+/// See the module docs.
+pub struct SkillsContext {
+    skills: Arc<Skills>,
+}
+
+impl SkillsContext {
+    /// The middleware over these skills.
+    pub fn new(skills: Arc<Skills>) -> Self {
+        Self { skills }
+    }
+}
+
+#[async_trait]
+impl Middleware for SkillsContext {
+    fn name(&self) -> &'static str {
+        "skills"
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::AGENT | Hooks::SYSTEM_PROMPT
+    }
+
+    async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
+        self.skills.sync().await;
+        next.run(turn).await
+    }
+
+    async fn system_prompt(&self, prompt: &mut SystemPrompt, turn: &Turn) {
+        if let Some(workspace) = turn.ctx.get::<CallWorkspace>() {
+            prompt.push_stable(CATALOGUE_PART, self.skills.resolve(workspace).await.catalogue());
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! The MCP client against real servers installed by `scripts/mcp-servers.sh`:
+//! `@modelcontextprotocol/server-everything` (stdio and streamable HTTP) and `mcp-server-time`.
+
+use crate::support::{builder, ctx};
+use harness::mcp::{HostEnv, McpManager, RestartPolicy, ServerPhase, ServerStatus};
+use harness::tools_json::ToolsConfig;
+use harness_core::{Block, EventSink, Role, RuntimeContext, Tool, ToolContext, ToolError, ToolOutput};
+use harness_models::ScriptedModel;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Where `scripts/mcp-servers.sh` installed the servers. A missing installation fails the
+/// test: skipping would hide that the MCP client went untested.
+pub fn mcp_dir() -> PathBuf {
+    const HOW: &str = "run `bash scripts/mcp-servers.sh` and export HARNESS_TEST_MCP_DIR=<the directory it prints> \
+                       (scripts/test.sh does both)";
+    let dir =
+        std::env::var("HARNESS_TEST_MCP_DIR").unwrap_or_else(|_| panic!("HARNESS_TEST_MCP_DIR is not set: {HOW}"));
+    let dir = PathBuf::from(dir);
+    assert!(
+        everything_js_in(&dir).is_file(),
+        "server-everything missing under {}: {HOW}",
+        dir.display()
+    );
+    assert!(
+        time_bin_in(&dir).is_file(),
+        "mcp-server-time missing under {}: {HOW}",
+        dir.display()
+    );
+    dir
+}
+
+fn everything_js_in(dir: &std::path::Path) -> PathBuf {
+    dir.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+fn time_bin_in(dir: &std::path::Path) -> PathBuf {
+    dir.join("venv/bin/mcp-server-time")
+}
+
+pub fn everything_js() -> String {
+    everything_js_in(&mcp_dir()).display().to_string()
+}
+
+fn time_bin() -> String {
+    time_bin_in(&mcp_dir()).display().to_string()
+}
+
+/// The test process's environment plus a secret that must never reach a server.
+pub fn host_env() -> HostEnv {
+    let mut vars: Vec<(String, String)> = std::env::vars().collect();
+    vars.push(("HARNESS_TEST_API_KEY".into(), "sk-must-not-leak".into()));
+    HostEnv::from_vars(vars)
+}
+
+pub fn config(text: &str) -> ToolsConfig {
+    let env = host_env();
+    ToolsConfig::parse(text, "test/tools.json", &|name| env.get(name)).unwrap()
+}
+
+/// `tools.json` text for server-everything over stdio under `name`.
+pub fn everything_server(name: &str, extra: &str) -> String {
+    format!(
+        r#""{name}": {{"transport": "stdio", "command": "node", "args": [{js:?}, "stdio"]{extra}}}"#,
+        js = everything_js()
+    )
+}
+
+async fn start(text: &str, policy: RestartPolicy) -> McpManager {
+    let config = config(text);
+    McpManager::start(config.mcp_servers.into_values(), &host_env(), policy).await
+}
+
+fn tool_ctx() -> ToolContext {
+    ToolContext {
+        runtime: RuntimeContext::for_user("u1"),
+        call_id: "call-1".into(),
+        events: EventSink::disabled(),
+        session: harness_core::SessionState::default(),
+    }
+}
+
+fn find(manager: &McpManager, name: &str) -> Arc<dyn Tool> {
+    manager
+        .tools()
+        .into_iter()
+        .find(|tool| tool.spec().name == name)
+        .unwrap_or_else(|| panic!("no tool {name}; failures: {:?}", manager.failures()))
+}
+
+async fn call(manager: &McpManager, name: &str, input: Value) -> Result<ToolOutput, ToolError> {
+    find(manager, name).call(input, &tool_ctx()).await
+}
+
+async fn wait_for(status: &mut watch::Receiver<ServerStatus>, what: impl Fn(&ServerStatus) -> bool) -> ServerStatus {
+    let status = tokio::time::timeout(Duration::from_secs(60), status.wait_for(|s| what(s)))
+        .await
+        .expect("server state did not change in time")
+        .expect("status channel closed");
+    status.clone()
+}
+
+/// Processes (not zombies) whose process group is one of `groups`.
+pub fn live_members(groups: &BTreeSet<u32>) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command: state ppid pgrp ...
+        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 2..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let (state, pgrp) = (fields[0], fields[2].parse::<u32>().unwrap_or(0));
+        if groups.contains(&pgrp) && state != "Z" {
+            found.push((pid, stat.clone()));
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn stdio_server_tools_are_listed_and_called_from_an_agent_turn() {
+    let manager = start(
+        &format!("{{\"mcpServers\": {{{}}}}}", everything_server("everything", "")),
+        RestartPolicy::default(),
+    )
+    .await;
+    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
+    let names: Vec<String> = manager.tools().iter().map(|t| t.spec().name.clone()).collect();
+    for expected in [
+        "mcp__everything__echo",
+        "mcp__everything__get-sum",
+        "mcp__everything__get-env",
+    ] {
+        assert!(names.contains(&expected.to_owned()), "{names:?}");
+    }
+    let sum = manager
+        .mcp_tools()
+        .iter()
+        .find(|t| t.remote_name() == "get-sum")
+        .unwrap();
+    assert_eq!(sum.server(), "everything");
+
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("mcp__everything__get-sum", json!({"a": 2, "b": 40}))
+        .reply_text("the sum is 42");
+    let mut agent = builder().workspace(dir.path()).model(model.clone());
+    for tool in manager.tools() {
+        agent = agent.tool(tool);
+    }
+    let agent = agent.build().unwrap();
+    let reply = agent.call("add 2 and 40", ctx("u1", "s1")).await.unwrap();
+    assert_eq!(reply.text(), "the sum is 42");
+    let requests = model.requests();
+    assert!(
+        requests[0]
+            .tools
+            .iter()
+            .any(|spec| spec.name == "mcp__everything__get-sum")
+    );
+    let result = requests[1].messages.last().unwrap();
+    assert_eq!(result.role, Role::Tool);
+    let Block::ToolResult { content, is_error, .. } = &result.content[0] else {
+        panic!("{result:?}")
+    };
+    assert!(!is_error);
+    assert!(harness_core::join_text(content).contains("42"), "{content:?}");
+    manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn stdio_server_gets_a_scrubbed_environment_plus_its_own_env() {
+    let manager = start(
+        &format!(
+            "{{\"mcpServers\": {{{}}}}}",
+            everything_server("e", r#", "env": {"GREETING": "hello-plain-x"}"#)
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    let output = call(&manager, "mcp__e__get-env", json!({})).await.unwrap();
+    let text = output.text_content();
+    assert!(text.contains("hello-plain-x"), "configured env is passed: {text}");
+    assert!(text.contains("\"PATH\""), "PATH is inherited: {text}");
+    assert!(
+        !text.contains("sk-must-not-leak") && !text.contains("HARNESS_TEST_API_KEY"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("CARGO_"),
+        "the host's other variables are dropped: {text}"
+    );
+    manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_time_server_over_stdio() {
+    let manager = start(
+        &format!(
+            r#"{{"mcpServers": {{"time": {{"transport": "stdio", "command": {:?}, "args": ["--local-timezone", "UTC"]}}}}}}"#,
+            time_bin()
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
+    let tool = manager
+        .mcp_tools()
+        .iter()
+        .find(|t| t.remote_name() == "get_current_time")
+        .unwrap();
+    assert_eq!(tool.spec().name, "mcp__time__get_current_time");
+    assert_eq!(tool.annotations().read_only, Some(true), "{:?}", tool.annotations());
+    let output = call(&manager, "mcp__time__get_current_time", json!({"timezone": "UTC"}))
+        .await
+        .unwrap();
+    assert!(!output.is_error);
+    assert!(output.text_content().contains("UTC"), "{}", output.text_content());
+    manager.shutdown().await;
+}
+
+/// Starts server-everything over streamable HTTP on a free port and waits for its
+/// "listening" line (a readiness signal, not a sleep).
+async fn http_server() -> (tokio::process::Child, u16) {
+    use tokio::io::AsyncBufReadExt;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new("node")
+        .arg(everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("listening on port") {
+                return;
+            }
+        }
+        panic!("server exited before listening");
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, port)
+}
+
+#[tokio::test]
+async fn streamable_http_server_with_headers_from_an_agent_turn() {
+    let (mut server, port) = http_server().await;
+    let manager = start(
+        &format!(
+            r#"{{"mcpServers": {{"web": {{"transport": "streamableHttp", "url": "http://127.0.0.1:{port}/mcp",
+                 "headers": {{"X-Harness-Test": "yes"}}, "timeout_seconds": 20}}}}}}"#
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("mcp__web__echo", json!({"message": "over http"}))
+        .reply_text("echoed");
+    let mut agent = builder().workspace(dir.path()).model(model.clone());
+    for tool in manager.tools() {
+        agent = agent.tool(tool);
+    }
+    let agent = agent.build().unwrap();
+    assert_eq!(agent.call("echo", ctx("u1", "s1")).await.unwrap().text(), "echoed");
+    let result = model.requests()[1].messages.last().unwrap().clone();
+    let Block::ToolResult { content, is_error, .. } = &result.content[0] else {
+        panic!("{result:?}")
+    };
+    assert!(
+        !is_error && harness_core::join_text(content).contains("over http"),
+        "{content:?}"
+    );
+    manager.shutdown().await;
+    server.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn killed_server_is_restarted_and_a_call_during_the_outage_fails_fast() {
+    let policy = RestartPolicy {
+        backoff: Duration::from_secs(3),
+        ..RestartPolicy::default()
+    };
+    let manager = start(
+        &format!("{{\"mcpServers\": {{{}}}}}", everything_server("e", "")),
+        policy,
+    )
+    .await;
+    let mut status = manager.status("e").unwrap();
+    let first = status.borrow().pid.unwrap();
+    std::process::Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .unwrap();
+
+    let down = wait_for(&mut status, |s| matches!(s.phase, ServerPhase::Restarting { .. })).await;
+    assert_eq!(down.pid, None);
+    let started = std::time::Instant::now();
+    let err = call(&manager, "mcp__e__echo", json!({"message": "x"}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("unavailable") && err.to_string().contains("restarted"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the call must not wait for the restart"
+    );
+
+    let up = wait_for(&mut status, |s| s.phase == ServerPhase::Ready).await;
+    assert_eq!(up.restarts, 1);
+    assert_ne!(up.pid, Some(first));
+    let output = call(&manager, "mcp__e__echo", json!({"message": "back"}))
+        .await
+        .unwrap();
+    assert!(output.text_content().contains("back"));
+    manager.shutdown().await;
+    assert!(live_members(&BTreeSet::from([first, up.pid.unwrap()])).is_empty());
+}
+
+#[tokio::test]
+async fn a_hanging_call_times_out_and_the_server_stays_usable() {
+    let manager = start(
+        &format!(
+            "{{\"mcpServers\": {{{}}}}}",
+            everything_server("e", r#", "timeout_seconds": 2"#)
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    let err = call(
+        &manager,
+        "mcp__e__trigger-long-running-operation",
+        json!({"duration": 60, "steps": 1}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ToolError::Timeout { after, .. } if after == Duration::from_secs(2)),
+        "{err}"
+    );
+    let output = call(&manager, "mcp__e__echo", json!({"message": "still here"}))
+        .await
+        .unwrap();
+    assert!(output.text_content().contains("still here"));
+    manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_leaves_no_server_process_behind() {
+    let manager = start(
+        &format!(
+            r#"{{"mcpServers": {{{}, "time": {{"transport": "stdio", "command": {:?}}}}}}}"#,
+            everything_server("e", ""),
+            time_bin()
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
+    let groups: BTreeSet<u32> = ["e", "time"]
+        .iter()
+        .map(|name| manager.status(name).unwrap().borrow().pid.unwrap())
+        .collect();
+    assert_eq!(
+        live_members(&groups).len(),
+        2,
+        "both servers run, each leading its own group"
+    );
+    manager.shutdown().await;
+    assert_eq!(live_members(&groups), Vec::<(u32, String)>::new());
+    for name in ["e", "time"] {
+        assert_eq!(manager.status(name).unwrap().borrow().phase, ServerPhase::Stopped);
+    }
+}
+
+#[tokio::test]
+async fn a_broken_server_is_a_warning_and_the_others_start() {
+    let manager = start(
+        &format!(
+            r#"{{"mcpServers": {{{}, "broken": {{"transport": "stdio", "command": "/nonexistent/mcp-server"}},
+                 "off": {{"transport": "stdio", "command": "/nonexistent/other", "enabled": false}},
+                 "crashes": {{"transport": "stdio", "command": "sh", "args": ["-c", "echo no-such-config >&2; exit 3"]}}}}}}"#,
+            everything_server("good", "")
+        ),
+        RestartPolicy {
+            connect_timeout: Duration::from_secs(20),
+            ..RestartPolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(manager.servers(), ["good"]);
+    let failures = manager.failures();
+    assert_eq!(
+        failures.iter().map(|f| f.server.as_str()).collect::<Vec<_>>(),
+        ["broken", "crashes", "off"]
+    );
+    assert!(
+        failures[0].reason.contains("/nonexistent/mcp-server") && !failures[0].disabled,
+        "{failures:?}"
+    );
+    assert!(
+        failures[1].reason.contains("no-such-config"),
+        "stderr is quoted: {failures:?}"
+    );
+    assert!(failures[2].disabled);
+    assert!(manager.tools().iter().all(|t| t.spec().name.starts_with("mcp__good__")));
+    manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_names_that_collide_after_sanitising_are_refused_loudly() {
+    let manager = start(
+        &format!(
+            "{{\"mcpServers\": {{{}, {}}}}}",
+            everything_server("a.b", ""),
+            everything_server("a_b", "")
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    assert_eq!(manager.servers(), ["a.b"], "the first (in name order) keeps its tools");
+    let failure = &manager.failures()[0];
+    assert_eq!(failure.server, "a_b");
+    assert!(
+        failure.reason.contains("`a.b`") && failure.reason.contains("rename"),
+        "{failure:?}"
+    );
+    assert!(manager.tools().iter().all(|t| t.spec().name.starts_with("mcp__a_b__")));
+    assert_eq!(
+        manager.tools().len(),
+        manager.mcp_tools().iter().filter(|t| t.server() == "a.b").count(),
+        "no tool of the refused server"
+    );
+    manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_large_mcp_result_goes_through_eviction() {
+    let manager = start(
+        &format!("{{\"mcpServers\": {{{}}}}}", everything_server("e", "")),
+        RestartPolicy::default(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(5_000);
+    let model = ScriptedModel::new()
+        .reply_tool_call("mcp__e__echo", json!({"message": long}))
+        .reply_text("ok");
+    let mut agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .tool_result_eviction(Some(
+            harness::eviction::ToolResultEvictionConfig::default()
+                .max_chars(1_000)
+                .preview_chars(200),
+        ));
+    for tool in manager.tools() {
+        agent = agent.tool(tool);
+    }
+    agent
+        .build()
+        .unwrap()
+        .call("echo a lot", ctx("u1", "s1"))
+        .await
+        .unwrap();
+    let result = model.requests()[1].messages.last().unwrap().clone();
+    let Block::ToolResult { content, .. } = &result.content[0] else {
+        panic!("{result:?}")
+    };
+    let text = harness_core::join_text(content);
+    assert!(
+        text.starts_with("[Tool output too large") && text.len() < 4_000,
+        "{text}"
+    );
+    let evicted = dir.path().join("u1/large_tool_results");
+    assert!(
+        evicted.is_dir(),
+        "the whole result is in a file under {}",
+        evicted.display()
+    );
+    manager.shutdown().await;
+}

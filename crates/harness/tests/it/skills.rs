@@ -1,0 +1,373 @@
+//! Skills through the agent: layers, per-user skills, the catalogue, `load_skill_through_path`
+//! and git skill repositories (a local bare repository driven with the `git` CLI).
+
+use crate::support::{builder, ctx};
+use harness::extensions::{Extensions, ExtensionsConfig};
+use harness::mcp::HostEnv;
+use harness::skills::{CATALOGUE_PART, GitSkillRepository, SyncOutcome};
+use harness_core::{Block, ChatRequest};
+use harness_models::ScriptedModel;
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+fn skill(dir: &Path, name: &str, description: &str) {
+    std::fs::create_dir_all(dir.join(name)).unwrap();
+    std::fs::write(
+        dir.join(name).join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\nInstructions of {name}.\n"),
+    )
+    .unwrap();
+}
+
+async fn extensions(root: &Path, skills: harness::skills::SkillsConfig) -> Arc<Extensions> {
+    let config = ExtensionsConfig {
+        skills: Some(skills),
+        ..ExtensionsConfig::default()
+    };
+    Arc::new(
+        Extensions::start(config, &HostEnv::default(), root, false)
+            .await
+            .unwrap(),
+    )
+}
+
+fn catalogue(request: &ChatRequest) -> String {
+    request
+        .system
+        .parts
+        .iter()
+        .find(|part| part.name == CATALOGUE_PART)
+        .map(|part| part.text.clone())
+        .unwrap_or_default()
+}
+
+fn tool_result(request: &ChatRequest) -> (String, bool) {
+    let msg = request.messages.last().unwrap();
+    let Block::ToolResult { content, is_error, .. } = &msg.content[0] else {
+        panic!("{msg:?}")
+    };
+    (harness_core::join_text(content), *is_error)
+}
+
+#[tokio::test]
+async fn a_higher_layer_shadows_the_same_name_and_lower_unique_skills_stay() {
+    let global = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    skill(global.path(), "shared", "global version");
+    skill(global.path(), "only-global", "from the global dir");
+    skill(&dir.path().join("skills"), "shared", "workspace version");
+    let ext = extensions(
+        dir.path(),
+        harness::skills::SkillsConfig {
+            global_dir: Some(global.path().to_owned()),
+            repositories: Vec::new(),
+        },
+    )
+    .await;
+    let model = ScriptedModel::new().reply_text("ok");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    let text = catalogue(&model.requests()[0]);
+    assert!(text.contains("<description>workspace version</description>"), "{text}");
+    assert!(!text.contains("global version"), "{text}");
+    assert!(text.contains("<name>only-global</name>"), "{text}");
+    assert!(!text.contains("<files-root>"), "no shell, no files-root: {text}");
+    let names: Vec<_> = text
+        .match_indices("<name>")
+        .map(|(at, _)| &text[at + 6..at + 11])
+        .collect();
+    assert_eq!(names, ["only-", "share"], "stable name order");
+}
+
+#[tokio::test]
+async fn a_per_user_skill_is_visible_only_to_that_user() {
+    let dir = tempfile::tempdir().unwrap();
+    skill(
+        &dir.path().join("alice/skills"),
+        "alice-notes",
+        "Alice's private workflow",
+    );
+    skill(&dir.path().join("skills"), "team", "shared workflow");
+    let ext = extensions(dir.path(), Default::default()).await;
+    let model = ScriptedModel::new()
+        .reply_text("a")
+        .reply_tool_call(
+            "load_skill_through_path",
+            json!({"skillId": "alice-notes", "path": "SKILL.md"}),
+        )
+        .reply_text("b");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    agent.call("hi", ctx("bob", "s1")).await.unwrap();
+    let requests = model.requests();
+    let alice = catalogue(&requests[0]);
+    assert!(
+        alice.contains("alice-notes") && alice.contains("<name>team</name>"),
+        "{alice}"
+    );
+    let bob = catalogue(&requests[1]);
+    assert!(
+        !bob.contains("alice-notes") && bob.contains("<name>team</name>"),
+        "{bob}"
+    );
+    let (text, is_error) = tool_result(&requests[2]);
+    assert!(is_error, "bob cannot load alice's skill: {text}");
+    assert!(
+        text.contains("unknown skill `alice-notes`") && text.contains("team"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn load_skill_returns_skill_md_and_resources_and_refuses_other_paths_listing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let skills = dir.path().join("skills");
+    skill(&skills, "pdf", "Use for PDFs");
+    std::fs::create_dir_all(skills.join("pdf/references")).unwrap();
+    std::fs::create_dir_all(skills.join("pdf/scripts")).unwrap();
+    std::fs::write(skills.join("pdf/references/api.md"), "the API").unwrap();
+    std::fs::write(skills.join("pdf/scripts/run.sh"), "#!/bin/sh\necho hi\n").unwrap();
+    let ext = extensions(dir.path(), Default::default()).await;
+    let model = ScriptedModel::new()
+        .reply_tool_call("load_skill_through_path", json!({"skillId": "pdf", "path": "SKILL.md"}))
+        .reply_tool_call(
+            "load_skill_through_path",
+            json!({"skillId": "pdf", "path": "references/api.md"}),
+        )
+        .reply_tool_call(
+            "load_skill_through_path",
+            json!({"skillId": "pdf", "path": "../AGENTS.md"}),
+        )
+        .reply_tool_call(
+            "load_skill_through_path",
+            json!({"skillId": "pdf", "path": "references"}),
+        )
+        .reply_text("done");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("read the pdf skill", ctx("alice", "s1")).await.unwrap();
+    let requests = model.requests();
+    let (text, is_error) = tool_result(&requests[1]);
+    assert!(!is_error && text.contains("Instructions of pdf."), "{text}");
+    let (text, is_error) = tool_result(&requests[2]);
+    assert!(!is_error);
+    assert_eq!(text, "the API");
+    for request in &requests[3..5] {
+        let (text, is_error) = tool_result(request);
+        assert!(is_error, "{text}");
+        assert!(
+            text.contains("available paths: SKILL.md, references/api.md, scripts/run.sh"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_catalogue_is_byte_stable_across_steps_and_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    skill(&dir.path().join("skills"), "b-skill", "second <one> & more");
+    skill(&dir.path().join("skills"), "a-skill", "first");
+    let ext = extensions(dir.path(), Default::default()).await;
+    let model = ScriptedModel::new()
+        .reply_tool_call("read_file", json!({"path": "skills/a-skill/SKILL.md"}))
+        .reply_text("one")
+        .reply_text("two");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    agent.call("again", ctx("alice", "s1")).await.unwrap();
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let first = catalogue(&requests[0]);
+    assert!(first.contains("second &lt;one&gt; &amp; more"), "{first}");
+    assert!(first.find("a-skill").unwrap() < first.find("b-skill").unwrap());
+    for request in &requests[1..] {
+        assert_eq!(catalogue(request).as_bytes(), first.as_bytes());
+        assert_eq!(request.system.split_stable().0, requests[0].system.split_stable().0);
+    }
+}
+
+#[tokio::test]
+async fn files_root_is_shown_only_with_a_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    skill(&dir.path().join("skills"), "s", "d");
+    let config = ExtensionsConfig {
+        skills: Some(Default::default()),
+        ..ExtensionsConfig::default()
+    };
+    let ext = Arc::new(
+        Extensions::start(config, &HostEnv::default(), dir.path(), true)
+            .await
+            .unwrap(),
+    );
+    let fs = harness_fs::LocalFs::new(dir.path())
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    let model = ScriptedModel::new().reply_text("ok");
+    let agent = builder()
+        .workspace(dir.path())
+        .filesystem(Arc::new(fs))
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    let text = catalogue(&model.requests()[0]);
+    let expected = format!("<files-root>{}</files-root>", dir.path().join("skills/s").display());
+    assert!(text.contains(&expected), "{text}");
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let output = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_git_repository_skill_updates_when_a_commit_lands() {
+    let origin = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bare = origin.path().join("team-skills.git");
+    git(origin.path(), &["init", "--bare", "-q", bare.to_str().unwrap()]);
+    git(work.path(), &["init", "-q", "."]);
+    skill(&work.path().join("skills"), "deploy", "deploy v1");
+    skill(&work.path().join("skills"), "retired", "goes away");
+    std::fs::write(work.path().join("README.md"), "not a skill").unwrap();
+    git(work.path(), &["add", "-A"]);
+    git(work.path(), &["commit", "-qm", "one"]);
+    git(
+        work.path(),
+        &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
+    );
+    // The workspace layer still shadows a repository skill of the same name.
+    skill(&dir.path().join("skills"), "retired", "workspace wins");
+
+    let ext = extensions(
+        dir.path(),
+        harness::skills::SkillsConfig {
+            global_dir: None,
+            repositories: vec![bare.display().to_string()],
+        },
+    )
+    .await;
+    let model = ScriptedModel::new().reply_text("1").reply_text("2");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(Arc::clone(&ext))
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    let first = catalogue(&model.requests()[0]);
+    assert!(
+        first.contains("deploy v1") && first.contains("workspace wins"),
+        "{first}"
+    );
+    let staged = dir.path().join(".skills-cache/team-skills/deploy/SKILL.md");
+    assert!(std::fs::read_to_string(&staged).unwrap().contains("deploy v1"));
+    let repo = &ext.skills().unwrap().repositories()[0];
+    assert_eq!(repo.sync().await.unwrap(), SyncOutcome::Unchanged, "HEAD did not move");
+
+    skill(&work.path().join("skills"), "deploy", "deploy v2");
+    skill(&work.path().join("skills"), "rollback", "new skill");
+    std::fs::remove_dir_all(work.path().join("skills/retired")).unwrap();
+    git(work.path(), &["add", "-A"]);
+    git(work.path(), &["commit", "-qm", "two"]);
+    git(
+        work.path(),
+        &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
+    );
+
+    agent.call("again", ctx("alice", "s1")).await.unwrap();
+    let second = catalogue(&model.requests()[1]);
+    assert!(
+        second.contains("deploy v2") && second.contains("<name>rollback</name>"),
+        "{second}"
+    );
+    assert!(!second.contains("deploy v1"));
+    assert!(second.contains("workspace wins"), "the workspace skill stays: {second}");
+    assert!(
+        !dir.path().join(".skills-cache/team-skills/retired").exists(),
+        "orphans are removed"
+    );
+}
+
+#[tokio::test]
+async fn a_sync_rewrites_only_changed_files() {
+    let origin = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    git(work.path(), &["init", "-q", "."]);
+    skill(work.path(), "one", "first");
+    skill(work.path(), "two", "second");
+    git(work.path(), &["add", "-A"]);
+    git(work.path(), &["commit", "-qm", "one"]);
+    let bare = origin.path().join("flat");
+    git(
+        origin.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.path().to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    let repo = GitSkillRepository::new(bare.display().to_string(), "flat", cache.path());
+    let SyncOutcome::Updated { written, removed, .. } = repo.sync().await.unwrap() else {
+        panic!("first sync stages")
+    };
+    assert_eq!((written, removed), (2, 0), "skills at the repository root");
+
+    skill(work.path(), "two", "second, edited");
+    git(work.path(), &["commit", "-qam", "two"]);
+    git(
+        work.path(),
+        &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
+    );
+    let SyncOutcome::Updated { written, removed, .. } = repo.sync().await.unwrap() else {
+        panic!("HEAD moved")
+    };
+    assert_eq!((written, removed), (1, 0), "only the changed file is rewritten");
+    assert!(
+        std::fs::read_to_string(cache.path().join("flat/two/SKILL.md"))
+            .unwrap()
+            .contains("edited")
+    );
+}
