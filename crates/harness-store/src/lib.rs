@@ -32,7 +32,7 @@ mod redis_kv;
 
 pub use file_state::{FileStateStore, StateLayout};
 pub use kv::{KvEntry, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
-pub use lease::{FileLease, LocalLease};
+pub use lease::{DEFAULT_SWEEP_INTERVAL, FileLease, LocalLease};
 pub use memory_kv::InMemoryKv;
 #[cfg(feature = "redis")]
 pub use redis_kv::{RedisKv, RedisKvConfig};
