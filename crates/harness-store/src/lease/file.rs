@@ -105,10 +105,11 @@ fn sweep(bucket: &Path, own: &Path) {
             continue;
         };
         // Held by someone (WouldBlock) or failing: leave it.
-        if file.try_lock().is_ok() && still_current(&file, &path).unwrap_or(false) {
-            if let Err(err) = std::fs::remove_file(&path) {
-                tracing::debug!(path = %path.display(), error = %err, "idle lock file not removed");
-            }
+        if file.try_lock().is_ok()
+            && still_current(&file, &path).unwrap_or(false)
+            && let Err(err) = std::fs::remove_file(&path)
+        {
+            tracing::debug!(path = %path.display(), error = %err, "idle lock file not removed");
         }
     }
 }
