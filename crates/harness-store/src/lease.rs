@@ -5,5 +5,5 @@
 mod file;
 mod local;
 
-pub use file::FileLease;
+pub use file::{DEFAULT_SWEEP_INTERVAL, FileLease};
 pub use local::LocalLease;

@@ -50,7 +50,7 @@ mod state_cache;
 pub use fence::{DEFAULT_LEASE_TTL, LeaseKeyOf, default_lease_key};
 pub use file_state::{FileStateStore, StateLayout};
 pub use kv::{KvEntry, KvFence, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
-pub use lease::{FileLease, LocalLease};
+pub use lease::{DEFAULT_SWEEP_INTERVAL, FileLease, LocalLease};
 pub use memory_kv::InMemoryKv;
 #[cfg(feature = "postgres")]
 pub use pg_lease::PostgresLease;

@@ -4,13 +4,17 @@ use super::local::{LocalHold, LocalLease};
 use async_trait::async_trait;
 use harness_core::{CancellationToken, LeaseError, LeaseGuard, LeaseKey, LeaseRelease, SessionLease};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The longest pause between two attempts to take a lock file another process holds.
 const MAX_POLL: Duration = Duration::from_millis(50);
+/// How often one process sweeps one fan-out directory for idle lock files, by default.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// [`LocalLease`] inside the process plus an exclusive advisory lock (`flock`) on a lock file
 /// per key under a directory (the harness uses `<workspace>/.harness/locks/`), so processes
@@ -19,16 +23,23 @@ const MAX_POLL: Duration = Duration::from_millis(50);
 ///
 /// Lock files are named by the SHA-256 of the [`LeaseKey`] under 256 fan-out directories
 /// (`ab/ab12….lock`): any two keys get distinct files (`v1`, `v1.2`, `v1.3`, `..hidden` all
-/// work), whatever characters the ids contain. A holder deletes its lock file before it
-/// unlocks it, and whoever takes a lock checks that the file it locked is still the one at
-/// the path (else it tries again), so only the files of held leases exist and none pile up
-/// (a waiter only ever creates the file it then locks; a process killed while holding leaves
-/// its file, which the next holder of that key deletes).
+/// work), whatever characters the ids contain.
+///
+/// Lock files do not pile up: after taking a lock, a process sweeps that key's fan-out
+/// directory (at most once per sweep interval per directory): every other lock file there
+/// that nobody holds is deleted while the sweeper holds its lock. Whoever takes a lock checks
+/// that the file it locked is still the one at the path (else it opens the new one and tries
+/// again), so deleting a file never lets two holders in. A lock file therefore outlives its
+/// last use by about one sweep interval of activity in its directory, and a busy session
+/// reuses its file instead of creating one per turn.
 /// Waiting polls (2 ms doubling to 50 ms) so no thread blocks; it honours cancellation.
 #[derive(Debug, Clone)]
 pub struct FileLease {
     local: LocalLease,
     dir: PathBuf,
+    sweep_interval: Duration,
+    /// When each fan-out directory was last swept by this process.
+    swept: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl FileLease {
@@ -37,7 +48,17 @@ impl FileLease {
         Self {
             local: LocalLease::default(),
             dir: dir.into(),
+            sweep_interval: DEFAULT_SWEEP_INTERVAL,
+            swept: Arc::default(),
         }
+    }
+
+    /// Sweeps a fan-out directory at most once per `interval` (default
+    /// [`DEFAULT_SWEEP_INTERVAL`]; zero sweeps after every acquisition).
+    #[must_use]
+    pub fn sweep_interval(mut self, interval: Duration) -> Self {
+        self.sweep_interval = interval;
+        self
     }
 
     /// The lock directory.
@@ -51,43 +72,59 @@ impl FileLease {
         let name: String = digest.iter().take(16).map(|byte| format!("{byte:02x}")).collect();
         self.dir.join(&name[..2]).join(format!("{name}.lock"))
     }
-}
 
-/// A held lock file. Release deletes the file, then unlocks it (by closing it).
-struct FileHold {
-    path: PathBuf,
-    file: Option<File>,
-    _local: LocalHold,
-}
-
-impl FileHold {
-    fn unlock(&mut self) {
-        if let Some(file) = self.file.take() {
-            // Deleted while still locked: a process waiting on this file notices that it is
-            // no longer at the path once it gets the lock, and retries on a fresh file.
-            if let Err(err) = std::fs::remove_file(&self.path) {
-                tracing::warn!(path = %self.path.display(), error = %err, "lock file not removed");
+    /// Whether `bucket` is due for a sweep (and if so, marks it swept now).
+    fn sweep_due(&self, bucket: &Path) -> bool {
+        let name = bucket.to_string_lossy().into_owned();
+        let now = Instant::now();
+        let mut swept = self.swept.lock().unwrap_or_else(PoisonError::into_inner);
+        match swept.get(&name) {
+            Some(last) if now.duration_since(*last) < self.sweep_interval => false,
+            _ => {
+                if swept.len() > 4096 {
+                    swept.clear();
+                }
+                swept.insert(name, now);
+                true
             }
-            drop(file);
         }
     }
 }
 
-impl Drop for FileHold {
-    fn drop(&mut self) {
-        self.unlock();
+/// Deletes every lock file in `bucket` but `own` that nobody holds.
+fn sweep(bucket: &Path, own: &Path) {
+    let Ok(entries) = std::fs::read_dir(bucket) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path == own || path.extension().is_none_or(|ext| ext != "lock") {
+            continue;
+        }
+        let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
+            continue;
+        };
+        // Held by someone (WouldBlock) or failing: leave it.
+        if file.try_lock().is_ok()
+            && still_current(&file, &path).unwrap_or(false)
+            && let Err(err) = std::fs::remove_file(&path)
+        {
+            tracing::debug!(path = %path.display(), error = %err, "idle lock file not removed");
+        }
     }
+}
+
+/// A held lock file; closing it unlocks it.
+struct FileHold {
+    _file: File,
+    _local: LocalHold,
 }
 
 #[async_trait]
 impl LeaseRelease for FileHold {
-    async fn release(mut self: Box<Self>) {
-        self.unlock();
-    }
+    async fn release(self: Box<Self>) {}
 
-    fn release_now(mut self: Box<Self>) {
-        self.unlock();
-    }
+    fn release_now(self: Box<Self>) {}
 }
 
 fn open(path: &Path) -> std::io::Result<File> {
@@ -151,9 +188,13 @@ impl SessionLease for FileLease {
         let local = self.local.hold(key, cancel).await?;
         let path = self.lock_path(key);
         let file = lock_file(&path, cancel).await?;
+        if let Some(bucket) = path.parent()
+            && self.sweep_due(bucket)
+        {
+            sweep(bucket, &path);
+        }
         let hold = FileHold {
-            path,
-            file: Some(file),
+            _file: file,
             _local: local,
         };
         Ok(LeaseGuard::new(None, CancellationToken::new(), Box::new(hold)))
