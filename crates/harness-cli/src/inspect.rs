@@ -221,7 +221,9 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         MemoryCommand::Search { limit, query, .. } => {
             // The caller's layer with the shared files (the workspace's MEMORY.md) showing
             // through, as the prompt and `memory_search` see it.
-            let results = memory.search(Arc::clone(&call.layered), &namespace, &query, limit).await;
+            let results = memory
+                .search(Arc::clone(&call.layered), &namespace, &query, limit)
+                .await;
             if let Some(note) = &results.note {
                 eprintln!("note: {note}");
             }

@@ -13,8 +13,8 @@ mod input;
 mod inspect;
 mod output;
 mod progress;
-mod workspace;
 mod tools_cmd;
+mod workspace;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;

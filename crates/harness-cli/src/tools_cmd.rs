@@ -1,7 +1,6 @@
 //! `harness tools`: every tool the agent would offer (built-ins and MCP, after `tools.json`'s
 //! allow/deny), with its source and annotations, and why a configured server offers none.
 
-use anyhow::Context as _;
 use harness::HarnessConfig;
 use harness::extensions::{Extensions, ExtensionsConfig, ToolSource};
 use harness::mcp::{HostEnv, McpToolAnnotations};
@@ -103,6 +102,7 @@ fn print(agent: &harness::HarnessAgent, extensions: &Extensions, json: bool) -> 
             .find(|group| group.tools.contains(name))
             .map(|group| group.name.clone())
     };
+    let mut out = crate::output::Out::new();
     for spec in specs.iter() {
         let source = match extensions.source_of(&spec.name) {
             ToolSource::BuiltIn => "built-in".to_owned(),
@@ -119,7 +119,7 @@ fn print(agent: &harness::HarnessAgent, extensions: &Extensions, json: bool) -> 
                 "annotations": annotations,
                 "on_demand_group": group,
             });
-            println!("{line}");
+            out.line(&line.to_string())?;
         } else {
             let mut notes = annotations.summary();
             if let Some(group) = group {
@@ -128,7 +128,7 @@ fn print(agent: &harness::HarnessAgent, extensions: &Extensions, json: bool) -> 
                 }
                 notes.push_str(&format!("on demand ({group})"));
             }
-            println!("{:<40} {:<16} {notes}", spec.name, source);
+            out.line(&format!("{:<40} {:<16} {notes}", spec.name, source))?;
         }
     }
     for failure in extensions.failures() {
@@ -138,13 +138,12 @@ fn print(agent: &harness::HarnessAgent, extensions: &Extensions, json: bool) -> 
                 "disabled": failure.disabled,
                 "error": failure.reason,
             });
-            println!("{line}");
+            out.line(&line.to_string())?;
         } else if failure.disabled {
-            println!("server {}: skipped ({})", failure.server, failure.reason);
+            out.line(&format!("server {}: skipped ({})", failure.server, failure.reason))?;
         } else {
-            println!("server {}: FAILED: {}", failure.server, failure.reason);
+            out.line(&format!("server {}: FAILED: {}", failure.server, failure.reason))?;
         }
     }
-    std::io::Write::flush(&mut std::io::stdout()).context("stdout")?;
     Ok(())
 }

@@ -283,7 +283,8 @@ impl HarnessAgentBuilder {
             self.capabilities
                 .into_iter()
                 .chain(self.extensions.iter().map(|extensions| {
-                    Arc::new(crate::extensions::ExtensionsCapability::new(Arc::clone(extensions))) as Arc<dyn Capability>
+                    Arc::new(crate::extensions::ExtensionsCapability::new(Arc::clone(extensions)))
+                        as Arc<dyn Capability>
                 }))
                 .collect(),
         )?;

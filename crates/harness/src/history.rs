@@ -117,7 +117,8 @@ impl SessionReader {
         let session = session
             .cloned()
             .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION));
-        let scope = CallScope::new(self.isolation, self.agent.clone(), user.clone(), session).map_err(HistoryError::Id)?;
+        let scope =
+            CallScope::new(self.isolation, self.agent.clone(), user.clone(), session).map_err(HistoryError::Id)?;
         let prefix = scope.namespace().clone();
         Ok(if prefix.is_root() {
             Arc::clone(&self.fs)

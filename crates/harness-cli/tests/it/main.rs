@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
 mod cli;
-mod scope;
 mod newcomer;
 mod parity;
 mod readme;
+mod scope;
 mod tidy;
 mod tools_cmd;
