@@ -28,6 +28,8 @@
 //! several replicas `RedisStateStore` + `RedisLease` or `PostgresStateStore` +
 //! `PostgresLease`.
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod expiring_lease;
 mod fence;
 mod file_state;
 mod kv;

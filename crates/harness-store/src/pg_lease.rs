@@ -9,14 +9,12 @@
 //! renewal fails until the lease has run out, `lost()` fires. Release expires the row if it
 //! is still ours. Expiry uses the database's clock. Waiting is not FIFO across processes.
 
+use crate::expiring_lease::{HeldLease, guard, poll_acquire};
 use crate::pg_schema::{PostgresBackend, sql};
 use async_trait::async_trait;
-use harness_core::{CancellationToken, FencingToken, LeaseError, LeaseGuard, LeaseKey, LeaseRelease, SessionLease};
+use harness_core::{CancellationToken, LeaseError, LeaseGuard, LeaseKey, SessionLease};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
-
-const MAX_POLL: Duration = Duration::from_millis(50);
 
 /// A [`SessionLease`] on PostgreSQL with fencing tokens. Cheap to clone.
 #[derive(Clone)]
@@ -92,41 +90,22 @@ impl PostgresLease {
 #[async_trait]
 impl SessionLease for PostgresLease {
     async fn acquire(&self, key: &LeaseKey, cancel: &CancellationToken) -> Result<LeaseGuard, LeaseError> {
-        let mut delay = Duration::from_millis(2);
-        let token = loop {
-            if cancel.is_cancelled() {
-                return Err(LeaseError::Cancelled);
-            }
-            // Not raced against `cancel`: a reply dropped after the row was taken would leave
-            // the lease held by nobody until it expires.
+        let token = poll_acquire(cancel, || async {
             let token = sqlx::query_scalar::<_, i64>(clone_sql(&self.statements.acquire))
                 .bind(key.as_str())
                 .bind(millis(self.ttl))
                 .fetch_optional(&self.backend.pool)
                 .await
                 .map_err(backend)?;
-            if let Some(token) = token {
-                break u64::try_from(token).unwrap_or(0);
-            }
-            tokio::select! {
-                () = cancel.cancelled() => return Err(LeaseError::Cancelled),
-                () = tokio::time::sleep(delay) => {}
-            }
-            delay = (delay * 2).min(MAX_POLL);
-        };
-        let lost = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let held = Held {
+            // A held lease returns no row; its expiry is not known here.
+            Ok(token.map(|token| u64::try_from(token).unwrap_or(0)).ok_or(None))
+        })
+        .await?;
+        Ok(guard(Held {
             lease: self.clone(),
             key: key.as_str().to_owned(),
             token,
-        };
-        tokio::spawn(renew(held.clone(), lost.clone(), stop.clone()));
-        Ok(LeaseGuard::new(
-            Some(FencingToken::new(token)),
-            lost,
-            Box::new(Release { held, stop }),
-        ))
+        }))
     }
 }
 
@@ -138,14 +117,17 @@ struct Held {
 }
 
 impl Held {
-    fn token(&self) -> i64 {
+    fn token_param(&self) -> i64 {
         i64::try_from(self.token).unwrap_or(i64::MAX)
     }
+}
 
-    async fn renew_once(&self) -> Result<bool, sqlx::Error> {
+#[async_trait]
+impl HeldLease for Held {
+    async fn renew_once(&self) -> Result<bool, harness_core::BoxError> {
         let done = sqlx::query(clone_sql(&self.lease.statements.renew))
             .bind(&self.key)
-            .bind(self.token())
+            .bind(self.token_param())
             .bind(millis(self.lease.ttl))
             .execute(&self.lease.backend.pool)
             .await?;
@@ -155,7 +137,7 @@ impl Held {
     async fn release(&self) {
         let released = sqlx::query(clone_sql(&self.lease.statements.release))
             .bind(&self.key)
-            .bind(self.token())
+            .bind(self.token_param())
             .execute(&self.lease.backend.pool)
             .await;
         if let Err(err) = released {
@@ -163,51 +145,16 @@ impl Held {
             tracing::warn!(error = %err, "could not release a PostgreSQL session lease");
         }
     }
-}
 
-async fn renew(held: Held, lost: CancellationToken, stop: CancellationToken) {
-    let period = held.lease.ttl / 3;
-    let mut renewed = Instant::now();
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
-        match held.renew_once().await {
-            Ok(true) => renewed = Instant::now(),
-            Ok(false) => {
-                tracing::warn!(lease = %held.key, "session lease was taken by another holder");
-                lost.cancel();
-                return;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, lease = %held.key, "could not renew a session lease");
-                if renewed.elapsed() >= held.lease.ttl {
-                    lost.cancel();
-                    return;
-                }
-            }
-        }
-    }
-}
-
-struct Release {
-    held: Held,
-    stop: CancellationToken,
-}
-
-#[async_trait]
-impl LeaseRelease for Release {
-    async fn release(self: Box<Self>) {
-        self.stop.cancel();
-        self.held.release().await;
+    fn ttl(&self) -> Duration {
+        self.lease.ttl
     }
 
-    fn release_now(self: Box<Self>) {
-        self.stop.cancel();
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move { self.held.release().await });
-        }
-        // Without a runtime the lease expires after its TTL.
+    fn token(&self) -> u64 {
+        self.token
+    }
+
+    fn name(&self) -> &str {
+        &self.key
     }
 }

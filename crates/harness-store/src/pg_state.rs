@@ -213,18 +213,7 @@ impl StateStore for PostgresStateStore {
         fence: Option<FencingToken>,
     ) -> Result<Version, StateError> {
         let id = state_id(key);
-        let base = self
-            .cache
-            .get(key)
-            .filter(|c| c.version == expected && expected > 0)
-            .filter(|c| {
-                let old = &c.state.messages;
-                state.messages.len() >= old.len()
-                    && old
-                        .iter()
-                        .zip(&state.messages)
-                        .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
-            });
+        let base = self.cache.append_base(key, state, expected);
         let extensions = serde_json::to_string(&state.extensions).map_err(|err| StateError::Backend(Box::new(err)))?;
         let mut result = self
             .save_attempt(key, &id, state, expected, fence, base, &extensions)

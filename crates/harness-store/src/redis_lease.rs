@@ -12,15 +12,12 @@
 //! out, the guard's `lost()` token fires. Release deletes the holder only if it is still ours.
 //! Waiting is not FIFO across processes: whoever polls first after a release wins.
 
+use crate::expiring_lease::{HeldLease, guard, poll_acquire};
 use async_trait::async_trait;
-use harness_core::{CancellationToken, FencingToken, LeaseError, LeaseGuard, LeaseKey, LeaseRelease, SessionLease};
+use harness_core::{CancellationToken, FencingToken, LeaseError, LeaseGuard, LeaseKey, SessionLease};
 use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
-
-/// The longest pause between two attempts of a waiting acquirer.
-const MAX_POLL: Duration = Duration::from_millis(50);
 
 /// The counter key of lease `lease` under `prefix`.
 pub(crate) fn fence_key(prefix: &str, lease: &LeaseKey) -> String {
@@ -203,39 +200,19 @@ impl SessionLease for RedisLease {
     async fn acquire(&self, key: &LeaseKey, cancel: &CancellationToken) -> Result<LeaseGuard, LeaseError> {
         let holder = holder_key(&self.prefix, key);
         let fence = fence_key(&self.prefix, key);
-        let mut delay = Duration::from_millis(2);
-        let token = loop {
-            if cancel.is_cancelled() {
-                return Err(LeaseError::Cancelled);
-            }
-            // Not raced against `cancel`: a reply dropped after the lease was set would leave
-            // it held by nobody until it expires.
-            match self.try_acquire(&holder, &fence).await? {
-                Ok(token) => break token,
-                Err(left_ms) => {
-                    let left = Duration::from_millis(left_ms.max(1));
-                    tokio::select! {
-                        () = cancel.cancelled() => return Err(LeaseError::Cancelled),
-                        () = tokio::time::sleep(delay.min(left)) => {}
-                    }
-                    delay = (delay * 2).min(MAX_POLL);
-                }
-            }
-        };
-        let lost = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let held = Held {
+        let token = poll_acquire(cancel, || async {
+            Ok(self
+                .try_acquire(&holder, &fence)
+                .await?
+                .map_err(|left_ms| Some(Duration::from_millis(left_ms))))
+        })
+        .await?;
+        Ok(guard(Held {
             lease: self.clone(),
             holder,
             fence,
             token,
-        };
-        tokio::spawn(renew(held.clone(), lost.clone(), stop.clone()));
-        Ok(LeaseGuard::new(
-            Some(FencingToken::new(token)),
-            lost,
-            Box::new(Release { held, stop }),
-        ))
+        }))
     }
 }
 
@@ -247,8 +224,9 @@ struct Held {
     token: u64,
 }
 
-impl Held {
-    async fn renew_once(&self) -> Result<bool, redis::RedisError> {
+#[async_trait]
+impl HeldLease for Held {
+    async fn renew_once(&self) -> Result<bool, harness_core::BoxError> {
         let mut connection = self.lease.connection.clone();
         let ours: i64 = self
             .lease
@@ -278,53 +256,16 @@ impl Held {
             tracing::warn!(error = %err, "could not release a Redis session lease");
         }
     }
-}
 
-/// Renews the lease every `ttl / 3` until `stop`; fires `lost` when it is not ours any more
-/// or could not be renewed before it expired.
-async fn renew(held: Held, lost: CancellationToken, stop: CancellationToken) {
-    let period = held.lease.ttl / 3;
-    let mut renewed = Instant::now();
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
-        match held.renew_once().await {
-            Ok(true) => renewed = Instant::now(),
-            Ok(false) => {
-                tracing::warn!(lease = %held.holder, "session lease was taken by another holder");
-                lost.cancel();
-                return;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, lease = %held.holder, "could not renew a session lease");
-                if renewed.elapsed() >= held.lease.ttl {
-                    lost.cancel();
-                    return;
-                }
-            }
-        }
-    }
-}
-
-struct Release {
-    held: Held,
-    stop: CancellationToken,
-}
-
-#[async_trait]
-impl LeaseRelease for Release {
-    async fn release(self: Box<Self>) {
-        self.stop.cancel();
-        self.held.release().await;
+    fn ttl(&self) -> Duration {
+        self.lease.ttl
     }
 
-    fn release_now(self: Box<Self>) {
-        self.stop.cancel();
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move { self.held.release().await });
-        }
-        // Without a runtime the lease expires after its TTL.
+    fn token(&self) -> u64 {
+        self.token
+    }
+
+    fn name(&self) -> &str {
+        &self.holder
     }
 }

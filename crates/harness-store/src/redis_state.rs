@@ -312,18 +312,7 @@ impl StateStore for RedisStateStore {
         fence: Option<FencingToken>,
     ) -> Result<Version, StateError> {
         // Append when the state extends what this store last saw at `expected`.
-        let base = self
-            .cache
-            .get(key)
-            .filter(|c| c.version == expected && expected > 0)
-            .filter(|c| {
-                let old = &c.state.messages;
-                state.messages.len() >= old.len()
-                    && old
-                        .iter()
-                        .zip(&state.messages)
-                        .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
-            });
+        let base = self.cache.append_base(key, state, expected);
         match self.save_once(key, state, expected, fence, base).await? {
             Some(version) => Ok(version),
             // The session was deleted and created again since we saw it: send everything.

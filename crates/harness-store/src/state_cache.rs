@@ -114,6 +114,25 @@ impl<K: Hash + Eq + Clone, C: Clone> StateCache<K, C> {
         }
     }
 
+    /// The cached entry a save of `state` at `expected` can append to: the one saved at
+    /// `expected` whose messages `state` keeps, in order, as its prefix. `None` means the save
+    /// must write the whole state.
+    #[cfg(any(feature = "redis", feature = "postgres"))]
+    pub(crate) fn append_base(&self, key: &K, state: &AgentState, expected: Version) -> Option<CacheEntry<C>> {
+        if expected == 0 {
+            return None;
+        }
+        self.get(key).filter(|cached| {
+            let old = &cached.state.messages;
+            cached.version == expected
+                && state.messages.len() >= old.len()
+                && old
+                    .iter()
+                    .zip(&state.messages)
+                    .all(|(a, b)| std::sync::Arc::ptr_eq(a, b) || a == b)
+        })
+    }
+
     /// Forgets `key`.
     pub(crate) fn remove(&self, key: &K) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);

@@ -98,6 +98,11 @@ impl GitSkillRepository {
         }
     }
 
+    /// Where the repository's files are staged on the host.
+    pub fn stage_dir(&self) -> &Path {
+        &self.stage_dir
+    }
+
     /// The source name (its directory under `.skills-cache/`).
     pub fn source(&self) -> &str {
         &self.source

@@ -129,15 +129,15 @@ impl Skills {
             set.add(scan(fs, &WsPath::root(), &SkillLayer::Global, host).await);
         }
         for repo in &self.repositories {
-            let Ok(base) = WsPath::parse(&format!("{SKILLS_CACHE}/{}", repo.source())) else {
+            // Staged on the host by the sync (not part of the callers' shared layer, which
+            // holds only the workspace's shared entries); nothing staged yet → no skills.
+            let Ok(staged) = LocalFs::new(repo.stage_dir()) else {
                 continue;
             };
-            let host = self
-                .host_root
-                .as_ref()
-                .map(|root| root.join(SKILLS_CACHE).join(repo.source()));
+            let staged: Arc<dyn Filesystem> = Arc::new(staged);
+            let host = self.host_root.as_ref().map(|_| repo.stage_dir());
             let layer = SkillLayer::Repository(repo.source().to_owned());
-            set.add(scan(&workspace.shared, &base, &layer, host.as_deref()).await);
+            set.add(scan(&staged, &WsPath::root(), &layer, host).await);
         }
         let skills_dir = WsPath::parse(SKILLS_DIR).unwrap_or_else(|_| WsPath::root());
         let host = self.host_root.as_ref().map(|root| root.join(SKILLS_DIR));

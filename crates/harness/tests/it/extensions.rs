@@ -24,8 +24,14 @@ fn tool_names(request: &ChatRequest) -> Vec<String> {
 /// What a provider is sent on turn 1, as JSON bytes: system prompt, tool specs, messages.
 fn request_bytes(request: &ChatRequest) -> usize {
     let messages: Vec<&harness_core::Msg> = request.messages.iter().map(|m| m.as_ref()).collect();
+    // What a provider is sent of each tool: annotations stay local.
+    let tools: Vec<serde_json::Value> = request
+        .tools
+        .iter()
+        .map(|t| serde_json::json!({"name": t.name, "description": t.description, "parameters": t.input_schema}))
+        .collect();
     request.system.render().len()
-        + serde_json::to_vec(&*request.tools).unwrap().len()
+        + serde_json::to_vec(&tools).unwrap().len()
         + serde_json::to_vec(&messages).unwrap().len()
 }
 
