@@ -1,12 +1,13 @@
 //! The innermost `acting` layer and the step's tool scheduling: refuse calls to tools that
 //! were not offered, run the rest in batches by their concurrency-safety, keep call order.
 
-use crate::agent::{Kernel, Turn};
+use crate::agent::Kernel;
 use crate::event::EventKind;
 use crate::message::Msg;
 use crate::middleware::ActingNext;
 use crate::model::ToolSpec;
 use crate::tool::{ToolCall, ToolContext, ToolError, ToolOutput};
+use crate::turn::Turn;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

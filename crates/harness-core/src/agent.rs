@@ -9,8 +9,9 @@ use crate::message::{Msg, Role, Usage};
 use crate::middleware::{AgentNext, Chain, Middleware, ReasoningNext};
 use crate::model::{BoxError, ChatModel, ModelError, ToolSpec};
 use crate::session_state::SessionState;
-use crate::state::{AgentState, InMemoryStateStore, StateError, StateKey, StateStore, Version, repair_tool_pairs};
+use crate::state::{InMemoryStateStore, StateError, StateKey, StateStore, repair_tool_pairs};
 use crate::tool::{Tool, Toolkit, ToolkitError};
+use crate::turn::Turn;
 use futures::Stream;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -118,63 +119,6 @@ impl From<Msg> for AgentInput {
 impl From<Vec<Msg>> for AgentInput {
     fn from(msgs: Vec<Msg>) -> Self {
         Self(msgs)
-    }
-}
-
-/// Everything about one call in flight. Middlewares read and change it; it is dropped when
-/// the call ends (after the state was saved).
-#[derive(Debug)]
-pub struct Turn {
-    /// Who is calling.
-    pub ctx: RuntimeContext,
-    /// Which session.
-    pub key: StateKey,
-    /// The session state; `state.messages` is the context the model sees.
-    pub state: AgentState,
-    /// The version `state` was loaded at (0 = new session).
-    pub version: Version,
-    /// The messages this call was given.
-    pub input: Vec<Msg>,
-    /// Every message appended to the context during this call, in order (input, assistant
-    /// messages, tool results). Persistence capabilities write these.
-    pub appended: Vec<Arc<Msg>>,
-    /// How many of [`appended`](Self::appended) a persistence capability already wrote
-    /// durably (it advances this; the kernel never does).
-    pub persisted: usize,
-    /// Where events go.
-    pub events: EventSink,
-    /// The current step (1-based; 0 before the first).
-    pub step: u32,
-    /// Usage summed over the call's model calls.
-    pub usage: Usage,
-    /// The tools to offer on the next step. Middlewares may narrow them per step, or for the
-    /// whole call from the `agent` hook (a per-session filter).
-    pub tools: Arc<[ToolSpec]>,
-    /// The tools the model was actually offered on the latest step (set by the kernel when it
-    /// builds the request). A call to any other tool gets an error result and never runs. A
-    /// `reasoning` middleware that answers without running the inner layers sets it itself.
-    pub offered: Arc<[ToolSpec]>,
-    /// Typed per-session capability state ([`SessionSlot`](crate::SessionSlot)s), shared with
-    /// every tool call of the turn and written into `state.extensions` before the kernel saves.
-    pub session: SessionState,
-    /// Extra text for this step's system prompt that is not persisted (e.g. reminders).
-    pub step_notes: Vec<String>,
-    /// The final message, once there is one.
-    pub output: Option<Msg>,
-}
-
-impl Turn {
-    /// Appends a message to the context and records it in [`appended`](Self::appended).
-    pub fn push(&mut self, msg: Msg) -> Arc<Msg> {
-        let msg = Arc::new(msg);
-        self.state.messages.push(Arc::clone(&msg));
-        self.appended.push(Arc::clone(&msg));
-        msg
-    }
-
-    /// The last message of the context.
-    pub fn last_message(&self) -> Option<&Arc<Msg>> {
-        self.state.messages.last()
     }
 }
 

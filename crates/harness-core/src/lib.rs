@@ -35,10 +35,11 @@ mod session_state;
 mod state;
 mod tokens;
 mod tool;
+mod turn;
 
 pub use agent::{
     AgentError, AgentInput, AgentStream, BuildError, DEFAULT_MAX_ITERS, DEFAULT_SESSION, DEFAULT_TOOL_TIMEOUT,
-    DEFAULT_USER, ReActAgent, ReActAgentBuilder, Turn, error_chain,
+    DEFAULT_USER, ReActAgent, ReActAgentBuilder, error_chain,
 };
 pub use annotations::ToolAnnotations;
 pub use context::RuntimeContext;
@@ -62,6 +63,7 @@ pub use tokens::{
 pub use tool::{
     Tool, ToolCall, ToolContext, ToolError, ToolOutput, Toolkit, ToolkitError, TypedTool, excerpt, schema_of, typed,
 };
+pub use turn::Turn;
 
 /// Re-exported for middleware and tool implementations.
 pub use async_trait::async_trait;

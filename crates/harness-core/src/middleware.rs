@@ -21,9 +21,10 @@
 //! retry (e.g. compact and retry on overflow) clones it first — `Next` values are cheap
 //! copies of two references.
 
-use crate::agent::{AgentError, Kernel, Turn};
+use crate::agent::{AgentError, Kernel};
 use crate::model::{ChatRequest, ModelError, ModelStream, SystemPrompt};
 use crate::tool::{ToolCall, ToolContext, ToolOutput};
+use crate::turn::Turn;
 use async_trait::async_trait;
 use std::ops::BitOr;
 use std::sync::Arc;

@@ -1,13 +1,14 @@
 //! The innermost `reasoning` layer: build the request, call the model through the
 //! `model_call` onion, decode the stream, handle why the model stopped, append the reply.
 
-use crate::agent::{AgentError, Kernel, Turn};
+use crate::agent::{AgentError, Kernel};
 use crate::event::{EventKind, EventSink};
 use crate::message::{Block, Msg, Role, Usage};
 use crate::middleware::{ModelCallInfo, ModelNext};
 use crate::model::{
     ChatRequest, FinishReason, ModelChunk, ModelResponse, ResponseAccumulator, SystemPrompt, ToolChoice,
 };
+use crate::turn::Turn;
 use futures::StreamExt;
 use std::sync::Arc;
 use tracing::Instrument;

@@ -375,11 +375,11 @@ impl Memory {
         if !inner.config.enabled || inner.shutdown.is_cancelled() {
             return;
         }
-        let Some(workspace) = turn.ctx.get::<CallWorkspace>() else {
+        let Some(workspace) = turn.ctx().get::<CallWorkspace>() else {
             tracing::debug!("no CallWorkspace in the call context; memory skipped");
             return;
         };
-        let Some(key) = NamespaceKey::for_call(&turn.ctx) else {
+        let Some(key) = NamespaceKey::for_call(turn.ctx()) else {
             tracing::debug!("no CallScope in the call context; memory skipped");
             return;
         };
@@ -391,8 +391,8 @@ impl Memory {
                 inner,
                 &state,
                 &key,
-                &turn.key.session_id,
-                turn.appended.clone(),
+                &turn.key().session_id,
+                turn.appended().to_vec(),
                 inner.config.extraction_throttle,
             );
         } else {

@@ -283,19 +283,19 @@ impl Compaction {
     /// The pre-pass: cut oversized arguments when triggered (always when `forced`). Returns
     /// the context size afterwards.
     async fn truncate_pass(&self, turn: &mut Turn, forced: bool) -> u64 {
-        let boundary = CompactionState::boundary(&turn.state);
-        let size = context_size(&turn.state.messages, boundary.as_deref(), self.estimator);
+        let boundary = CompactionState::boundary(turn.state());
+        let size = context_size(&turn.state().messages, boundary.as_deref(), self.estimator);
         let Some(config) = &self.config.truncate_args else {
             return size.tokens;
         };
-        let count = message_count(&turn.state.messages);
+        let count = message_count(&turn.state().messages);
         let triggered = forced
             || (config.trigger_messages > 0 && count >= config.trigger_messages)
             || (config.trigger_tokens > 0 && size.tokens >= config.trigger_tokens);
         if !triggered {
             return size.tokens;
         }
-        let done = truncate::truncate_args(&mut turn.state.messages, config, self.estimator);
+        let done = truncate::truncate_args(&mut turn.state_mut().messages, config, self.estimator);
         if done.messages == 0 {
             return size.tokens;
         }
@@ -307,7 +307,7 @@ impl Compaction {
             .filter(|(at, _)| size.usage_index.is_some_and(|usage| *at < usage))
             .map(|(_, saved)| saved)
             .sum();
-        let after = context_size(&turn.state.messages, boundary.as_deref(), self.estimator)
+        let after = context_size(&turn.state().messages, boundary.as_deref(), self.estimator)
             .tokens
             .saturating_sub(counted);
         tracing::info!(
@@ -331,7 +331,7 @@ impl Compaction {
 
     fn triggered(&self, turn: &Turn, tokens: u64) -> Option<CompactionReason> {
         let config = &self.config;
-        if config.trigger_messages > 0 && message_count(&turn.state.messages) >= config.trigger_messages {
+        if config.trigger_messages > 0 && message_count(&turn.state().messages) >= config.trigger_messages {
             Some(CompactionReason::Messages)
         } else if config.trigger_tokens > 0 && tokens >= config.trigger_tokens {
             Some(CompactionReason::Tokens)
@@ -356,9 +356,9 @@ impl Compaction {
     /// # Errors
     /// [`AgentError::Cancelled`] when the call was cancelled during the summary.
     async fn compact(&self, turn: &mut Turn, reason: CompactionReason, tokens_before: u64) -> Result<bool, AgentError> {
-        let mut state = CompactionState::load(&turn.state);
-        let total = turn.state.messages.len();
-        let Some(plan) = plan(&turn.state.messages, self.keep(total, reason), self.estimator) else {
+        let mut state = CompactionState::load(turn.state());
+        let total = turn.state().messages.len();
+        let Some(plan) = plan(&turn.state().messages, self.keep(total, reason), self.estimator) else {
             tracing::debug!(
                 ?reason,
                 messages = total,
@@ -367,7 +367,10 @@ impl Compaction {
             return Ok(false);
         };
         let pick = |indices: &[usize]| -> Vec<Arc<Msg>> {
-            indices.iter().map(|at| Arc::clone(&turn.state.messages[*at])).collect()
+            indices
+                .iter()
+                .map(|at| Arc::clone(&turn.state().messages[*at]))
+                .collect()
         };
         let replaced = pick(&plan.replaced);
         let previous = pick(&plan.previous);
@@ -395,7 +398,7 @@ impl Compaction {
             Err(err) => {
                 let message = error_chain(&err);
                 tracing::warn!(?reason, error = %message, "compaction failed; the context is unchanged");
-                turn.events
+                turn.events()
                     .emit(EventKind::Warning {
                         code: WARNING_SUMMARY_FAILED.to_owned(),
                         message: format!("compaction failed, the context is unchanged: {message}"),
@@ -457,18 +460,18 @@ impl Compaction {
 
         let mut compacted = Vec::with_capacity(1 + plan.protected.len() + tail);
         compacted.push(Arc::new(summary_msg));
-        compacted.extend(plan.protected.iter().map(|at| Arc::clone(&turn.state.messages[*at])));
-        compacted.extend(turn.state.messages[plan.cut..].iter().cloned());
-        turn.state.messages = compacted;
+        compacted.extend(plan.protected.iter().map(|at| Arc::clone(&turn.state().messages[*at])));
+        compacted.extend(turn.state().messages[plan.cut..].iter().cloned());
+        turn.state_mut().messages = compacted;
 
         state.compactions = sequence;
-        state.boundary = turn.state.messages.last().map(|msg| msg.id.clone());
+        state.boundary = turn.state().messages.last().map(|msg| msg.id.clone());
         state.history.push(record.clone());
         let excess = state.history.len().saturating_sub(HISTORY_LIMIT);
         state.history.drain(..excess);
-        state.store(&mut turn.state);
+        state.store(turn.state_mut());
 
-        let after = context_size(&turn.state.messages, state.boundary.as_deref(), self.estimator);
+        let after = context_size(&turn.state().messages, state.boundary.as_deref(), self.estimator);
         tracing::info!(
             ?reason,
             sequence,
@@ -483,7 +486,7 @@ impl Compaction {
             outcome: CompactionOutcome::Compacted,
             reason,
             messages_before: total,
-            messages_after: turn.state.messages.len(),
+            messages_after: turn.state().messages.len(),
             replaced: replaced.len(),
             kept_verbatim: plan.protected.len(),
             tail,
@@ -522,7 +525,7 @@ impl Compaction {
             .map(|(at, msg)| summary::render_message(at + 1, msg))
             .collect();
         let previous_tokens = running.as_deref().map_or(0, estimate_text_tokens);
-        let cancel = turn.ctx.cancellation().clone();
+        let cancel = turn.ctx().cancellation().clone();
         let mut requests = 0;
         for run in summary::chunks(&rendered, previous_tokens, self.config.summary_chunk_tokens) {
             let request = summary::request(&self.config.summary_prompt, running.as_deref(), &rendered[run]);
@@ -546,14 +549,14 @@ impl Compaction {
     /// there is no workspace or the write failed (which is reported and otherwise ignored:
     /// the session log keeps every raw message anyway).
     async fn offload(&self, turn: &Turn, sequence: u64, sha256: &str, bytes: &[u8]) -> Option<String> {
-        let Some(workspace) = turn.ctx.get::<CallWorkspace>() else {
+        let Some(workspace) = turn.ctx().get::<CallWorkspace>() else {
             tracing::debug!("no call workspace; compaction offload skipped");
             return None;
         };
         let raw = format!(
             "agents/{}/compacted/{}/{sequence:04}-{}.jsonl",
-            turn.key.agent_id,
-            turn.key.session_id,
+            turn.key().agent_id,
+            turn.key().session_id,
             sha256.get(..12).unwrap_or(sha256)
         );
         let written = match WsPath::parse(&raw) {
@@ -569,7 +572,7 @@ impl Compaction {
             Err(err) => {
                 let message = error_chain(&err);
                 tracing::warn!(path = %raw, error = %message, "compaction offload failed");
-                turn.events
+                turn.events()
                     .emit(EventKind::Warning {
                         code: WARNING_OFFLOAD_FAILED.to_owned(),
                         message: format!("could not offload compacted messages to {raw}: {message}"),
@@ -597,17 +600,17 @@ impl Middleware for Compaction {
             self.compact(turn, reason, tokens).await?;
         }
         // The innermost layer consumes the step notes; a retry needs them again.
-        let notes = turn.step_notes.clone();
+        let notes = turn.step_notes().to_vec();
         match next.run(turn).await {
             Err(AgentError::Model(ModelError::ContextOverflow { message })) => {
-                tracing::warn!(step = turn.step, "context overflow; compacting and retrying once");
+                tracing::warn!(step = turn.step(), "context overflow; compacting and retrying once");
                 let tokens = self.truncate_pass(turn, true).await;
                 if !self.compact(turn, CompactionReason::Overflow, tokens).await? {
                     return Err(AgentError::Model(ModelError::ContextOverflow {
                         message: format!("{message}; compaction could not shrink the context"),
                     }));
                 }
-                turn.step_notes = notes;
+                *turn.step_notes_mut() = notes;
                 next.run(turn).await
             }
             other => other,
@@ -621,8 +624,8 @@ fn message_count(messages: &[Arc<Msg>]) -> usize {
 }
 
 async fn emit_notice(turn: &Turn, kind: &str, data: &impl Serialize) {
-    if turn.events.is_active() {
-        turn.events
+    if turn.events().is_active() {
+        turn.events()
             .emit(EventKind::Notice {
                 kind: kind.to_owned(),
                 data: serde_json::to_value(data).unwrap_or(serde_json::Value::Null),

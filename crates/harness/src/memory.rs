@@ -92,16 +92,16 @@ pub(crate) struct MemoryFlush(pub(crate) Memory);
 #[async_trait::async_trait]
 impl CompactionHook for MemoryFlush {
     async fn before_compaction(&self, turn: &harness_core::Turn, replaced: &[Arc<Msg>]) {
-        let Some(call) = turn.ctx.get::<harness_fs::CallWorkspace>() else {
+        let Some(call) = turn.ctx().get::<harness_fs::CallWorkspace>() else {
             return;
         };
-        let Some(namespace) = NamespaceKey::for_call(&turn.ctx) else {
+        let Some(namespace) = NamespaceKey::for_call(turn.ctx()) else {
             return;
         };
         self.0.flush_before_compaction(
             Arc::clone(&call.user),
             &namespace,
-            &turn.key.session_id,
+            &turn.key().session_id,
             replaced.to_vec(),
         );
     }

@@ -213,10 +213,10 @@ impl Middleware for WorkspaceContext {
     }
 
     async fn system_prompt(&self, prompt: &mut SystemPrompt, turn: &Turn) {
-        let Some(call) = turn.ctx.get::<CallWorkspace>() else {
+        let Some(call) = turn.ctx().get::<CallWorkspace>() else {
             return;
         };
-        let Some(scope) = turn.ctx.get::<CallScope>() else {
+        let Some(scope) = turn.ctx().get::<CallScope>() else {
             return;
         };
         let namespace = scope.namespace().clone();
@@ -312,7 +312,7 @@ impl Middleware for WorkspaceContext {
         }
 
         for skipped in warnings {
-            turn.events
+            turn.events()
                 .emit(EventKind::Warning {
                     code: "workspace.file_skipped".into(),
                     message: format!("{} was not injected: {}", skipped.path, skipped.reason),
@@ -383,7 +383,7 @@ fn session_facts(workspace: &WorkspaceManager, turn: &Turn) -> String {
         std::env::consts::OS,
         std::env::consts::ARCH,
         workspace.root().display(),
-        turn.key.session_id,
+        turn.key().session_id,
     )
 }
 

@@ -121,7 +121,7 @@ pub async fn read_index(fs: &dyn Filesystem, agent: &str) -> SessionIndex {
 }
 
 fn call_scope(turn: &Turn) -> Result<&CallScope, AgentError> {
-    turn.ctx
+    turn.ctx()
         .get::<CallScope>()
         .ok_or_else(|| session_error("the call has no scope bound"))
 }
@@ -345,30 +345,31 @@ impl SessionPersistence {
     }
 
     async fn flush(&self, turn: &mut Turn) -> Result<(), AgentError> {
-        if turn.persisted >= turn.appended.len() {
+        if turn.persisted() >= turn.appended().len() {
             return Ok(());
         }
         let call = turn
-            .ctx
+            .ctx()
             .get::<CallWorkspace>()
             .ok_or_else(|| session_error("the call has no workspace bound"))?;
-        let mut lines = Vec::with_capacity(256 * (turn.appended.len() - turn.persisted));
-        for msg in &turn.appended[turn.persisted..] {
+        let mut lines = Vec::with_capacity(256 * (turn.appended().len() - turn.persisted()));
+        for msg in &turn.appended()[turn.persisted()..] {
             serde_json::to_writer(&mut lines, msg.as_ref()).map_err(session_error)?;
             lines.push(b'\n');
         }
         let path = call_scope(turn)?.transcript_path();
         call.user.append(&path, &lines).await.map_err(session_error)?;
-        turn.state.transcript_offset += lines.len() as u64;
-        turn.persisted = turn.appended.len();
+        turn.state_mut().transcript_offset += lines.len() as u64;
+        turn.mark_persisted(turn.appended().len());
         Ok(())
     }
 
     /// Brings the state up to date with the transcript after a crash.
     async fn replay(&self, turn: &mut Turn) -> Result<(), AgentError> {
         let call = turn
-            .ctx
+            .ctx()
             .get::<CallWorkspace>()
+            .cloned()
             .ok_or_else(|| session_error("the call has no workspace bound"))?;
         let path = call_scope(turn)?.transcript_path();
         let size = match call.user.stat(&path).await {
@@ -376,33 +377,33 @@ impl SessionPersistence {
             Err(FsError::NotFound { .. }) => 0,
             Err(err) => return Err(session_error(err)),
         };
-        if size == turn.state.transcript_offset {
+        if size == turn.state().transcript_offset {
             return Ok(());
         }
         let bytes = call.user.read(&path).await.map_err(session_error)?;
-        let offset = usize::try_from(turn.state.transcript_offset).unwrap_or(usize::MAX);
+        let offset = usize::try_from(turn.state().transcript_offset).unwrap_or(usize::MAX);
         if bytes.len() < offset {
             // The transcript is shorter than the state believes (restored from an older
             // copy?): keep the state, resynchronise the offset.
             tracing::warn!(size = bytes.len(), offset, "transcript shorter than the state's offset");
-            turn.state.transcript_offset = bytes.len() as u64;
+            turn.state_mut().transcript_offset = bytes.len() as u64;
             return Ok(());
         }
         let (missing, torn) = parse_transcript(&bytes[offset..]);
-        let known: std::collections::HashSet<&str> = turn.state.messages.iter().map(|m| m.id.as_str()).collect();
+        let known: std::collections::HashSet<&str> = turn.state().messages.iter().map(|m| m.id.as_str()).collect();
         let missing: Vec<Msg> = missing.into_iter().filter(|m| !known.contains(m.id.as_str())).collect();
         let mut repaired = missing.len();
         for msg in missing {
-            turn.state.messages.push(Arc::new(msg));
+            turn.state_mut().messages.push(Arc::new(msg));
         }
-        repaired += repair_tool_pairs(&mut turn.state.messages);
+        repaired += repair_tool_pairs(&mut turn.state_mut().messages);
         // A torn last line: end it so the next record starts on a line of its own.
         let mut end = bytes.len() as u64;
         if bytes.last().is_some_and(|b| *b != b'\n') {
             call.user.append(&path, b"\n").await.map_err(session_error)?;
             end += 1;
         }
-        turn.state.transcript_offset = end;
+        turn.state_mut().transcript_offset = end;
         tracing::warn!(
             replayed = repaired,
             torn,
@@ -414,28 +415,28 @@ impl SessionPersistence {
     /// Queues this call's update of the session index.
     fn record_index(&self, turn: &Turn) -> Result<(), AgentError> {
         let call = turn
-            .ctx
+            .ctx()
             .get::<CallWorkspace>()
             .ok_or_else(|| session_error("the call has no workspace bound"))?;
         let path = call_scope(turn)?.session_index_path();
         let now = jiff::Timestamp::now();
         let summary = turn
-            .state
+            .state()
             .messages
             .iter()
-            .chain(turn.appended.iter())
+            .chain(turn.appended().iter())
             .find(|m| m.role == Role::User)
             .map(|m| harness_core::excerpt(&m.text().replace('\n', " "), 120))
             .unwrap_or_default();
         self.index.record(
             Arc::clone(&call.user),
             path,
-            turn.key.session_id.to_string(),
+            turn.key().session_id.to_string(),
             PendingEntry {
                 summary,
                 first_seen: now,
                 updated: now,
-                new_messages: turn.appended.len() as u64,
+                new_messages: turn.appended().len() as u64,
             },
         );
         Ok(())
@@ -458,13 +459,13 @@ impl Middleware for SessionPersistence {
             // The same message again after a failed turn: continue that turn instead of
             // adding the user's message twice.
             tracing::info!("the message repeats an unfinished turn's; continuing that turn");
-            turn.input.clear();
+            turn.discard_input();
         }
         let result = next.run(turn).await;
         // Write what the call produced even when it failed: the user's message and every
         // finished tool result are kept.
         let flushed = self.flush(turn).await;
-        let indexed = if turn.appended.is_empty() {
+        let indexed = if turn.appended().is_empty() {
             Ok(())
         } else {
             self.record_index(turn)
@@ -481,7 +482,7 @@ impl Middleware for SessionPersistence {
         // process killed during the next model call loses the finished tool results, and the
         // replay gives their calls an "interrupted" result. A failed model call still writes
         // them (the agent hook flushes on every exit).
-        if turn.persisted == 0 {
+        if turn.persisted() == 0 {
             self.flush(turn).await?;
         }
         let result = next.run(turn).await;
@@ -494,19 +495,19 @@ impl Middleware for SessionPersistence {
 /// session, and the turn that message started never ended with a final answer (an
 /// assistant message without tool calls).
 fn is_retry_of_unfinished_turn(turn: &Turn) -> bool {
-    let [input] = turn.input.as_slice() else {
+    let [input] = turn.input() else {
         return false;
     };
     if input.role != Role::User {
         return false;
     }
-    let Some(at) = turn.state.messages.iter().rposition(|m| m.role == Role::User) else {
+    let Some(at) = turn.state().messages.iter().rposition(|m| m.role == Role::User) else {
         return false;
     };
-    let unfinished = !turn.state.messages[at + 1..]
+    let unfinished = !turn.state().messages[at + 1..]
         .iter()
         .any(|m| m.role == Role::Assistant && !m.has_tool_calls());
-    unfinished && turn.state.messages[at].content == input.content
+    unfinished && turn.state().messages[at].content == input.content
 }
 
 #[cfg(test)]

@@ -241,15 +241,15 @@ impl Middleware for ToolGroupsLayer {
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
-        let mut state = ActiveGroups::of(&turn.state);
+        let mut state = ActiveGroups::of(turn.state());
         let before = state.clone();
-        let (groups, skills) = activations(&turn.state.messages);
+        let (groups, skills) = activations(&turn.state().messages);
         state
             .groups
             .extend(groups.into_iter().filter(|group| self.groups.get(group).is_some()));
         let new_skills: Vec<String> = skills.into_iter().filter(|s| !state.skills.contains(s)).collect();
         if !new_skills.is_empty() {
-            if let (Some(library), Some(workspace)) = (&self.skills, turn.ctx.get::<CallWorkspace>()) {
+            if let (Some(library), Some(workspace)) = (&self.skills, turn.ctx().get::<CallWorkspace>()) {
                 let set = library.resolve(workspace).await;
                 for name in &new_skills {
                     if let Some(skill) = set.get(name) {
@@ -266,7 +266,7 @@ impl Middleware for ToolGroupsLayer {
             state.skills.extend(new_skills);
         }
         if state != before {
-            state.store(&mut turn.state);
+            state.store(turn.state_mut());
         }
         next.run(turn).await
     }
@@ -277,7 +277,7 @@ impl Middleware for ToolGroupsLayer {
         info: ModelCallInfo<'_>,
         next: ModelNext<'_>,
     ) -> Result<ModelStream, ModelError> {
-        let active = ActiveGroups::of(&info.turn.state).groups;
+        let active = ActiveGroups::of(&info.turn.state()).groups;
         if request
             .tools
             .iter()

@@ -233,16 +233,16 @@ impl Middleware for Narrow {
     }
 
     async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
-        turn.tools = turn.tools.iter().filter(|t| t.name == self.keep).cloned().collect();
+        turn.set_tools(turn.tools().iter().filter(|t| t.name == self.keep).cloned().collect());
         next.run(turn).await
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
-        let all = Arc::clone(&turn.tools);
-        turn.tools = all.iter().filter(|t| t.name == self.keep).cloned().collect();
+        let all = Arc::clone(turn.tools());
+        turn.set_tools(all.iter().filter(|t| t.name == self.keep).cloned().collect());
         let result = next.run(turn).await;
         // Restoring the full set after the step must not widen what was offered.
-        turn.tools = all;
+        turn.set_tools(all);
         result
     }
 }

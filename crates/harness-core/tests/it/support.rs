@@ -164,14 +164,14 @@ impl Middleware for Recorder {
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
-        self.note(format_args!("reasoning> {}", turn.step));
+        self.note(format_args!("reasoning> {}", turn.step()));
         let result = next.run(turn).await;
-        self.note(format_args!("reasoning< {}", turn.step));
+        self.note(format_args!("reasoning< {}", turn.step()));
         result
     }
 
     async fn system_prompt(&self, prompt: &mut SystemPrompt, turn: &Turn) {
-        self.note(format_args!("system_prompt {}", turn.step));
+        self.note(format_args!("system_prompt {}", turn.step()));
         prompt.push_volatile(self.name, format!("from {}", self.name));
     }
 
@@ -181,9 +181,9 @@ impl Middleware for Recorder {
         info: ModelCallInfo<'_>,
         next: ModelNext<'_>,
     ) -> Result<ModelStream, ModelError> {
-        self.note(format_args!("model_call> {}", info.turn.step));
+        self.note(format_args!("model_call> {}", info.turn.step()));
         let result = next.run(request, info).await;
-        self.note(format_args!("model_call< {}", info.turn.step));
+        self.note(format_args!("model_call< {}", info.turn.step()));
         result
     }
 

@@ -38,7 +38,7 @@ impl Middleware for SkillsContext {
     }
 
     async fn system_prompt(&self, prompt: &mut SystemPrompt, turn: &Turn) {
-        if let Some(workspace) = turn.ctx.get::<CallWorkspace>() {
+        if let Some(workspace) = turn.ctx().get::<CallWorkspace>() {
             prompt.push_stable(CATALOGUE_PART, self.skills.resolve(workspace).await.catalogue());
         }
     }

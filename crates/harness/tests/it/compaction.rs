@@ -233,7 +233,7 @@ impl CompactionHook for RecordingHook {
         assert!(
             replaced
                 .iter()
-                .all(|msg| turn.state.messages.iter().any(|m| m.id == msg.id))
+                .all(|msg| turn.state().messages.iter().any(|m| m.id == msg.id))
         );
         self.batches
             .lock()

@@ -516,7 +516,7 @@ impl Middleware for TranscriptRecorder {
         self.messages
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .extend(turn.appended.iter().cloned());
+            .extend(turn.appended().iter().cloned());
         result
     }
 }
