@@ -12,4 +12,7 @@ export HARNESS_TEST_MCP_DIR
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 cargo check --workspace --all-targets --no-default-features --locked
-cargo test --workspace --all-features --locked
+# The binaries the CLI tests run (harness, mock-llm, bench-driver), built with the same features
+# as the tests so no test has to build them itself.
+cargo build --workspace --all-features --bins --locked
+cargo test --workspace --all-features --locked --no-fail-fast
