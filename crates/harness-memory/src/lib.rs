@@ -61,6 +61,7 @@ mod directive;
 mod error;
 mod extraction;
 mod facts;
+mod history;
 mod index;
 mod injection;
 mod layout;
@@ -75,6 +76,7 @@ pub use config::{DEFAULT_MAX_MEMORY_TOKENS, IndexConfig, MemoryConfig, MemoryMod
 pub use consolidation::ConsolidationOutcome;
 pub use error::MemoryError;
 pub use extraction::FlushOutcome;
+pub use history::{HISTORY_DIR, HISTORY_KEEP, REMOVAL_NOTE};
 pub use index::{IndexStats, SearchHit, SearchResults, SearchScope};
 pub use injection::{CUT_MARKER, MEMORY_TAG, cut_to_tokens, memory_block};
 pub use layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, daily_log_path};
