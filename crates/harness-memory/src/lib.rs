@@ -60,6 +60,7 @@ mod consolidation;
 mod directive;
 mod error;
 mod extraction;
+mod extraction_mark;
 mod facts;
 mod history;
 mod index;

@@ -1,8 +1,13 @@
 //! [`Memory`]: the shared memory capability and its background work.
 //!
+//! Extraction after calls reads the session's transcript past a persisted watermark
+//! (`extraction_mark`), so what one process leaves pending a later one catches up on; the
+//! throttle window and the consolidation gap are persisted too, and honoured the first time a
+//! process sees a session or namespace.
+//!
 //! Every background task is spawned on one `TaskTracker` and watches two tokens: `shutdown`
-//! (graceful: throttled extractions run now, the maintenance loop stops, nothing new is
-//! accepted) and `abort` (hard: in-flight work stops at its next await; it has written nothing
+//! (graceful: extractions that are due run now, those inside their throttle window are left
+//! to a later process, the maintenance loop stops, nothing new is accepted) and `abort` (hard: in-flight work stops at its next await; it has written nothing
 //! half-way, because every write is one append or one whole-file write).
 
 use crate::config::{MemoryConfig, MemoryMode};
@@ -14,7 +19,9 @@ use crate::lease::{Lease, LocalLease};
 use crate::middleware::MemoryMiddleware;
 use crate::namespace::NamespaceKey;
 use harness_core::{ChatModel, Middleware, Msg, SessionId, Tool, Turn};
-use harness_fs::{CallWorkspace, Filesystem};
+use crate::extraction_mark::{ExtractionMark, pending_messages};
+use crate::layout::{CONSOLIDATION_STATE, Watermark, path};
+use harness_fs::{CallScope, CallWorkspace, Filesystem};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -52,7 +59,12 @@ pub struct ShutdownReport {
 
 #[derive(Default)]
 struct Pending {
+    /// This process's messages of the session not extracted yet (the transcript has them
+    /// too once the session layer persisted them).
     messages: Vec<Arc<Msg>>,
+    /// The session's scope when extraction reads its transcript and keeps a persisted
+    /// watermark (calls through the harness); `None` for messages handed over directly.
+    scope: Option<CallScope>,
     running: bool,
     last_run: Option<Instant>,
 }
@@ -214,8 +226,9 @@ impl Memory {
         &self.inner.config
     }
 
-    /// The `agent` middleware: after a successful call it schedules extraction of the call's
-    /// new messages in the background (mode `after_call`) and asks for a throttled
+    /// The `agent` middleware: after a successful call it schedules extraction of what the
+    /// session has not had extracted (its transcript past the watermark, and the call's new
+    /// messages) in the background (mode `after_call`), no earlier than the throttle allows and asks for a throttled
     /// consolidation. The reply is never delayed. It does nothing when memory is disabled.
     pub fn middleware(&self) -> Arc<dyn Middleware> {
         Arc::new(MemoryMiddleware::new(self.clone()))
@@ -273,6 +286,60 @@ impl Memory {
         Ok(outcome)
     }
 
+    /// Extracts what of one session is pending — its transcript past the persisted watermark
+    /// — now, ignoring the throttle (`harness memory extract`), and advances the watermark
+    /// after the facts are written. Extractions of one namespace run one at a time.
+    ///
+    /// # Errors
+    /// [`MemoryError::Model`] or [`MemoryError::Fs`]; the watermark did not move then.
+    pub async fn extract_pending(
+        &self,
+        fs: Arc<dyn Filesystem>,
+        scope: &CallScope,
+    ) -> Result<FlushOutcome, MemoryError> {
+        let config = &self.inner.config;
+        if !config.enabled || config.mode == MemoryMode::Off {
+            return Ok(FlushOutcome::Skipped);
+        }
+        let namespace = NamespaceKey::for_scope(scope);
+        let state = self.inner.namespace(&namespace, &fs);
+        let outcome = self
+            .inner
+            .abortable(self.inner.extract_session(&state, fs, scope, &[]))
+            .await?;
+        if matches!(outcome, FlushOutcome::Written { .. }) {
+            self.inner.request_consolidation(&namespace);
+        }
+        Ok(outcome)
+    }
+
+    /// The sessions of `scope`'s agent with a transcript in the caller's layer (`fs`), in
+    /// name order: what [`extract_pending`](Self::extract_pending) can catch up on.
+    ///
+    /// # Errors
+    /// [`MemoryError::Fs`] when the sessions directory cannot be listed.
+    pub async fn sessions_with_transcripts(
+        &self,
+        fs: &dyn Filesystem,
+        scope: &CallScope,
+    ) -> Result<Vec<SessionId>, MemoryError> {
+        let entries = match fs.list(&scope.sessions_dir()).await {
+            Ok(entries) => entries,
+            Err(harness_fs::FsError::NotFound { .. }) => return Ok(Vec::new()),
+            Err(err) => return Err(err.into()),
+        };
+        let mut sessions: Vec<SessionId> = entries
+            .into_iter()
+            .filter(|info| !info.is_dir)
+            .filter_map(|info| {
+                let id = info.path.file_name().strip_suffix(".log.jsonl")?.to_owned();
+                SessionId::parse(&id).ok()
+            })
+            .collect();
+        sessions.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(sessions)
+    }
+
     /// For the compaction capability, before it summarises `messages` away: in mode
     /// `before_compaction` schedules an extraction of them in the background and returns at
     /// once; in any other mode does nothing (mode `after_call` already extracts every call).
@@ -288,7 +355,7 @@ impl Memory {
             return;
         }
         let state = self.inner.namespace(namespace, &fs);
-        Inner::enqueue(&self.inner, &state, namespace, session, messages, Duration::ZERO);
+        Inner::enqueue(&self.inner, &state, namespace, session, None, messages, Duration::ZERO);
     }
 
     /// Merges the daily entries past the watermark into `MEMORY.md` (see
@@ -346,9 +413,11 @@ impl Memory {
         self.inner.index.refresh(namespace, fs, None).await.1
     }
 
-    /// Stops accepting work, runs throttled extractions now, and waits up to `timeout` for
-    /// everything pending to finish; what is still running then is cancelled (before it
-    /// writes anything).
+    /// Stops accepting work, runs the extractions that are due now (those inside their
+    /// throttle window stay pending in the transcript for a later process; messages handed
+    /// over without a transcript run now), and waits up to `timeout` for everything pending
+    /// to finish; what is still running then is cancelled (before it writes anything, so its
+    /// watermark does not move).
     pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         let inner = &self.inner;
         inner.shutdown.cancel();
@@ -392,6 +461,7 @@ impl Memory {
                 &state,
                 &key,
                 &turn.key.session_id,
+                turn.ctx.get::<CallScope>().cloned(),
                 turn.appended.clone(),
                 inner.config.extraction_throttle,
             );
@@ -458,6 +528,39 @@ impl Inner {
         .await
     }
 
+    /// Extracts what of the session is not extracted yet (the transcript past the watermark
+    /// and `extra`), then advances the watermark — only after the facts were appended.
+    async fn extract_session(
+        &self,
+        state: &NsState,
+        fs: Arc<dyn Filesystem>,
+        scope: &CallScope,
+        extra: &[Arc<Msg>],
+    ) -> Result<FlushOutcome, MemoryError> {
+        let _one_at_a_time = state.extraction.lock().await;
+        let mark = ExtractionMark::read(&*fs, scope).await?;
+        let messages = pending_messages(&*fs, scope, &mark, extra).await?;
+        if messages.is_empty() {
+            return Ok(FlushOutcome::Empty);
+        }
+        let outcome = extraction::extract(
+            &*self.model,
+            &*fs,
+            scope.session(),
+            &messages,
+            usize::try_from(self.config.max_memory_tokens.get()).unwrap_or(usize::MAX),
+            &self.extraction_calls,
+        )
+        .await?;
+        let mut next = mark.advanced(&messages, jiff::Timestamp::now());
+        if outcome == FlushOutcome::Empty {
+            // No model call: the throttle window did not restart.
+            next.last_run = mark.last_run;
+        }
+        next.write(&*fs, scope).await?;
+        Ok(outcome)
+    }
+
     async fn consolidate(
         &self,
         fs: Arc<dyn Filesystem>,
@@ -477,21 +580,26 @@ impl Inner {
 
     /// Adds `messages` to the session's pending extraction and makes sure a task will run it
     /// no earlier than `throttle` after the previous one.
+    #[allow(clippy::too_many_arguments)] // one call site per mode; a struct would only rename them
     fn enqueue(
         this: &Arc<Self>,
         state: &Arc<NsState>,
         key: &NamespaceKey,
         session: &SessionId,
+        scope: Option<CallScope>,
         messages: Vec<Arc<Msg>>,
         throttle: Duration,
     ) {
         if messages.is_empty() {
             return;
         }
-        let due = {
+        let (due, first) = {
             let mut shared = lock(&state.shared);
             let pending = shared.sessions.entry(session.clone()).or_default();
             pending.messages.extend(messages);
+            if scope.is_some() {
+                pending.scope = scope;
+            }
             if pending.messages.len() > MAX_PENDING_MESSAGES {
                 let excess = pending.messages.len() - MAX_PENDING_MESSAGES;
                 pending.messages.drain(..excess);
@@ -501,7 +609,10 @@ impl Inner {
                 return;
             }
             pending.running = true;
-            pending.last_run.map_or_else(Instant::now, |last| last + throttle)
+            (
+                pending.last_run.map_or_else(Instant::now, |last| last + throttle),
+                pending.last_run.is_none(),
+            )
         };
         let span = tracing::debug_span!("memory_extraction", namespace = %key, session_id = %session);
         let task = SessionExtraction {
@@ -511,7 +622,7 @@ impl Inner {
             session: session.clone(),
             throttle,
         };
-        this.tasks.spawn(task.run(due).instrument(span));
+        this.tasks.spawn(task.run(due, first).instrument(span));
     }
 
     /// Spawns a consolidation of `key` unless one ran within the minimum interval.
@@ -522,7 +633,7 @@ impl Inner {
         let Some(state) = lock(&self.namespaces).get(key).cloned() else {
             return;
         };
-        let fs = {
+        let (fs, first) = {
             let mut shared = lock(&state.shared);
             let now = Instant::now();
             if shared
@@ -531,14 +642,20 @@ impl Inner {
             {
                 return;
             }
-            shared.last_consolidation = Some(now);
-            Arc::clone(&shared.fs)
+            let first = shared.last_consolidation.replace(now).is_none();
+            (Arc::clone(&shared.fs), first)
         };
         let inner = Arc::clone(self);
         let key = key.clone();
         let span = tracing::debug_span!("memory_consolidation", namespace = %key);
         self.tasks.spawn(
             async move {
+                // The gap holds across processes: the first request this process sees
+                // honours the last consolidation recorded in the watermark.
+                if first && inner.consolidated_recently(&*fs).await {
+                    tracing::debug!("memory consolidation ran recently (persisted); skipped");
+                    return;
+                }
                 match inner.abortable(inner.consolidate(fs, &key)).await {
                     Ok(outcome) => tracing::debug!(?outcome, "memory consolidation finished"),
                     Err(err) => {
@@ -548,6 +665,18 @@ impl Inner {
             }
             .instrument(span),
         );
+    }
+
+    /// Whether the namespace's watermark records a consolidation within the minimum interval.
+    async fn consolidated_recently(&self, fs: &dyn Filesystem) -> bool {
+        let Ok(bytes) = fs.read(&path(CONSOLIDATION_STATE)).await else {
+            return false;
+        };
+        let Some(at) = Watermark::parse(&String::from_utf8_lossy(&bytes)).consolidated_at else {
+            return false;
+        };
+        let elapsed = Duration::try_from(jiff::Timestamp::now().duration_since(at)).unwrap_or(Duration::ZERO);
+        elapsed < self.config.consolidation_min_interval
     }
 
     /// Starts the periodic maintenance loop once (needs a runtime, so it starts with the
@@ -630,14 +759,46 @@ struct SessionExtraction {
 }
 
 impl SessionExtraction {
-    async fn run(self, mut due: Instant) {
+    /// The session's scope, when its extraction reads the transcript.
+    fn scope(&self) -> Option<CallScope> {
+        let mut shared = lock(&self.state.shared);
+        shared.sessions.entry(self.session.clone()).or_default().scope.clone()
+    }
+
+    /// `due`, pushed back to the end of the persisted throttle window (a run by an earlier
+    /// process). Only read the first time this process sees the session; after that the
+    /// in-process clock governs.
+    async fn persisted_due(&self, due: Instant, scope: &CallScope) -> Instant {
+        let fs = Arc::clone(&lock(&self.state.shared).fs);
+        match ExtractionMark::read(&*fs, scope).await {
+            Ok(mark) => due.max(Instant::now() + mark.throttled_for(self.throttle, jiff::Timestamp::now())),
+            Err(err) => {
+                tracing::warn!(error = %harness_core::error_chain(&err), "memory extraction watermark unreadable; the throttle starts now");
+                due
+            }
+        }
+    }
+
+    async fn run(self, mut due: Instant, first: bool) {
         let inner = &self.inner;
+        let scope = self.scope();
+        if first && let Some(scope) = &scope {
+            due = self.persisted_due(due, scope).await;
+        }
         loop {
-            // At shutdown, pending work runs now instead of waiting out the throttle.
             tokio::select! {
                 biased;
                 () = inner.shutdown.cancelled() => {}
                 () = tokio::time::sleep_until(due) => {}
+            }
+            // At shutdown inside the throttle window nothing starts: the transcript and the
+            // watermark keep the work for a later process. Messages handed over directly
+            // (no transcript behind them) run now instead.
+            if scope.is_some() && Instant::now() < due {
+                tracing::debug!("memory extraction not due at shutdown; left to a later process");
+                let mut shared = lock(&self.state.shared);
+                shared.sessions.entry(self.session.clone()).or_default().running = false;
+                return;
             }
             let (messages, fs) = {
                 let mut shared = lock(&self.state.shared);
@@ -646,9 +807,18 @@ impl SessionExtraction {
                 pending.last_run = Some(Instant::now());
                 (std::mem::take(&mut pending.messages), fs)
             };
-            let outcome = inner
-                .abortable(inner.extract(&self.state, fs, &self.session, &messages))
-                .await;
+            let outcome = match &scope {
+                Some(scope) => {
+                    inner
+                        .abortable(inner.extract_session(&self.state, fs, scope, &messages))
+                        .await
+                }
+                None => {
+                    inner
+                        .abortable(inner.extract(&self.state, fs, &self.session, &messages))
+                        .await
+                }
+            };
             let failed = match outcome {
                 Ok(outcome) => {
                     tracing::debug!(?outcome, "memory extraction finished");
