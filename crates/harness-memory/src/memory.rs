@@ -626,8 +626,10 @@ impl Inner {
     }
 
     /// Spawns a consolidation of `key` unless one ran within the minimum interval.
+    /// During a graceful shutdown it still runs (an extraction that was due wrote facts;
+    /// the caller's shutdown timeout bounds it), but not after the hard stop.
     fn request_consolidation(self: &Arc<Self>, key: &NamespaceKey) {
-        if !self.config.enabled || self.shutdown.is_cancelled() {
+        if !self.config.enabled || self.abort.is_cancelled() {
             return;
         }
         let Some(state) = lock(&self.namespaces).get(key).cloned() else {

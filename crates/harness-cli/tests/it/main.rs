@@ -5,6 +5,7 @@
 mod cli;
 mod newcomer;
 mod parity;
+mod memory_cli;
 mod readme;
 mod scope;
 mod tidy;

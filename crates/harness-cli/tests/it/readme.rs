@@ -31,7 +31,7 @@ fn sh_blocks(readme: &str, heading: &str) -> Vec<String> {
 
 /// The directory holding `harness` and `mock-llm` (building `mock-llm` when this test runs
 /// alone, as with `cargo test -p harness-cli`).
-fn binaries() -> PathBuf {
+pub(crate) fn binaries() -> PathBuf {
     let harness = PathBuf::from(env!("CARGO_BIN_EXE_harness"));
     let dir = harness.parent().unwrap().to_owned();
     let needed = ["mock-llm", "bench-driver"];
