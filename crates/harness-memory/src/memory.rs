@@ -580,7 +580,6 @@ impl Inner {
 
     /// Adds `messages` to the session's pending extraction and makes sure a task will run it
     /// no earlier than `throttle` after the previous one.
-    #[allow(clippy::too_many_arguments)] // one call site per mode; a struct would only rename them
     fn enqueue(
         this: &Arc<Self>,
         state: &Arc<NsState>,
