@@ -299,7 +299,10 @@ fn describe_flush(outcome: &FlushOutcome) -> String {
         FlushOutcome::Empty => "nothing pending".to_owned(),
         FlushOutcome::NothingNew { .. } => "extracted; nothing new worth remembering".to_owned(),
         FlushOutcome::Written { path, facts, .. } => {
-            format!("{facts} new fact{} written to {path}", if *facts == 1 { "" } else { "s" })
+            format!(
+                "{facts} new fact{} written to {path}",
+                if *facts == 1 { "" } else { "s" }
+            )
         }
         _ => format!("{outcome:?}"),
     }

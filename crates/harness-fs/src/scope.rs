@@ -323,7 +323,10 @@ mod tests {
         assert_eq!(call.transcript_path().as_str(), "agents/main/sessions/v1.2.log.jsonl");
         assert_eq!(call.session_index_path().as_str(), "agents/main/sessions/sessions.json");
         assert_eq!(call.sessions_dir().as_str(), "agents/main/sessions");
-        assert_eq!(call.memory_extraction_path().as_str(), "memory/.extraction/main/v1.2.json");
+        assert_eq!(
+            call.memory_extraction_path().as_str(),
+            "memory/.extraction/main/v1.2.json"
+        );
         let other = call.with_session(SessionId::new("s2"))?;
         assert_eq!((other.user(), other.session().as_str()), (call.user(), "s2"));
         assert_eq!(other.namespace(), call.namespace());

@@ -28,8 +28,8 @@ pub(crate) const MIN_LINES_CHECKED: usize = 4;
 
 /// Words too common in facts to show that one was kept.
 const COMMON: &[&str] = &[
-    "the", "user", "users", "and", "with", "that", "this", "for", "has", "have", "are", "was", "were", "they",
-    "their", "from", "into", "about",
+    "the", "user", "users", "and", "with", "that", "this", "for", "has", "have", "are", "was", "were", "they", "their",
+    "from", "into", "about",
 ];
 
 /// The words of `text` that count for retention.
@@ -102,17 +102,20 @@ pub(crate) async fn save(fs: &dyn Filesystem, current: &str) -> Result<(), Memor
         return Ok(());
     }
     let mut versions = list(fs).await?;
-    if let Some(newest) = versions.last() {
-        if let Ok(bytes) = fs.read(&path(&format!("{HISTORY_DIR}/{newest}"))).await {
-            if bytes == current.as_bytes() {
-                return Ok(());
-            }
-        }
+    if let Some(newest) = versions.last()
+        && let Ok(bytes) = fs.read(&path(&format!("{HISTORY_DIR}/{newest}"))).await
+        && bytes == current.as_bytes()
+    {
+        return Ok(());
     }
     let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S%.9fZ").to_string();
     let name = format!("MEMORY-{stamp}.md");
     match fs
-        .write(&path(&format!("{HISTORY_DIR}/{name}")), current.as_bytes(), WriteMode::CreateNew)
+        .write(
+            &path(&format!("{HISTORY_DIR}/{name}")),
+            current.as_bytes(),
+            WriteMode::CreateNew,
+        )
         .await
     {
         Ok(()) | Err(FsError::AlreadyExists { .. }) => {}
@@ -177,7 +180,10 @@ mod tests {
     #[test]
     fn chinese_text_counts_by_character() {
         let current = "- 用户喜欢绿茶\n- 用户住在上海\n- 用户养了一只猫\n- 用户是工程师\n";
-        assert_eq!(retention(current, "- 用户喜欢绿茶，住在上海，养了一只猫，是工程师\n"), (4, 4));
+        assert_eq!(
+            retention(current, "- 用户喜欢绿茶，住在上海，养了一只猫，是工程师\n"),
+            (4, 4)
+        );
         assert_eq!(retention(current, "- 天气\n").0, 0);
     }
 }

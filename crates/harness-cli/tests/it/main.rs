@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
 mod cli;
+mod memory_cli;
 mod newcomer;
 mod parity;
-mod memory_cli;
 mod readme;
 mod scope;
 mod tidy;

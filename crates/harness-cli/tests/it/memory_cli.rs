@@ -25,7 +25,9 @@ impl Mock {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         let base = line.trim().rsplit(' ').next().unwrap().to_owned();
         assert!(base.starts_with("http://"), "{line}");
         Self { child, base }
@@ -103,12 +105,19 @@ fn twenty_cli_turns_cost_the_turns_plus_throttled_extraction_and_a_later_process
     }
     let (requests, memory) = mock.stats();
     let turns = requests - memory;
-    assert_eq!(turns % 20, 0, "every turn costs the same: {requests} requests, {memory} memory");
+    assert_eq!(
+        turns % 20,
+        0,
+        "every turn costs the same: {requests} requests, {memory} memory"
+    );
     // The first run extracts (and consolidates what it wrote); the other nineteen fall in the
     // persisted throttle window and the consolidation gap, so they start none.
     assert_eq!(memory, 2, "{requests} requests, {memory} of them memory");
     let log = daily_logs(&ws);
-    assert!(log.contains("fact number 1") && !log.contains("fact number 20"), "{log}");
+    assert!(
+        log.contains("fact number 1") && !log.contains("fact number 20"),
+        "{log}"
+    );
 
     // A later process catches up on what the throttle left pending, ignoring the throttle.
     let output = mock
@@ -118,10 +127,16 @@ fn twenty_cli_turns_cost_the_turns_plus_throttled_extraction_and_a_later_process
         .unwrap();
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stderr}");
-    assert!(stdout.contains("s1: ") && stdout.contains("new facts written"), "{stdout}");
+    assert!(
+        stdout.contains("s1: ") && stdout.contains("new facts written"),
+        "{stdout}"
+    );
     let log = daily_logs(&ws);
     for turn in 1..=20 {
-        assert!(log.contains(&format!("fact number {turn}")), "turn {turn} missing: {log}");
+        assert!(
+            log.contains(&format!("fact number {turn}")),
+            "turn {turn} missing: {log}"
+        );
     }
     assert_eq!(mock.stats().1, 3, "one extraction; the consolidation gap holds");
     // Nothing is pending any more.
@@ -186,7 +201,10 @@ fn consolidate_refuses_a_drastic_rewrite_and_keeps_previous_versions() {
     )
     .unwrap();
 
-    let drastic = script(dir.path(), r##"{"replies": [{"text": "# Memory\n- The user likes jazz.\n"}]}"##);
+    let drastic = script(
+        dir.path(),
+        r##"{"replies": [{"text": "# Memory\n- The user likes jazz.\n"}]}"##,
+    );
     let output = harness()
         .args(["memory", "consolidate", "--model", &drastic, "--workspace"])
         .arg(&ws)

@@ -94,11 +94,24 @@ async fn consolidation_merges_and_advances_the_watermark() {
     let writes: Vec<String> = fs
         .writes()
         .into_iter()
-        .map(|path| if path.starts_with("memory/.history/MEMORY-") { "history".to_owned() } else { path })
+        .map(|path| {
+            if path.starts_with("memory/.history/MEMORY-") {
+                "history".to_owned()
+            } else {
+                path
+            }
+        })
         .collect();
     assert_eq!(
         writes,
-        ["history", "MEMORY.md", CONSOLIDATION_STATE, "history", "MEMORY.md", CONSOLIDATION_STATE]
+        [
+            "history",
+            "MEMORY.md",
+            CONSOLIDATION_STATE,
+            "history",
+            "MEMORY.md",
+            CONSOLIDATION_STATE
+        ]
     );
 }
 
@@ -280,7 +293,10 @@ const HAND_EDITED: &str = "# Memory\n## Work\n- The user works on Harness, a Rus
 fn hand_edited() -> std::sync::Arc<MemFs> {
     let fs = MemFs::new();
     fs.put("MEMORY.md", HAND_EDITED);
-    fs.put(DAY_TWO, "- The user likes jazz. <!-- session=s2 at=2026-11-29T09:00:00Z -->\n");
+    fs.put(
+        DAY_TWO,
+        "- The user likes jazz. <!-- session=s2 at=2026-11-29T09:00:00Z -->\n",
+    );
     fs
 }
 
@@ -300,7 +316,10 @@ async fn a_drastic_output_is_refused_and_memory_md_stays() {
     let model = ScriptedModel::new().reply_text("# Memory\n- The user likes jazz.\n");
     let (memory, _dir) = memory(&model, MemoryConfig::default());
     let err = memory.consolidate(dyn_fs(&fs), &ns()).await.expect_err("refused");
-    assert!(matches!(err, MemoryError::DrasticRewrite { kept: 0, total: 4 }), "{err:?}");
+    assert!(
+        matches!(err, MemoryError::DrasticRewrite { kept: 0, total: 4 }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("MEMORY.md was left unchanged"), "{err}");
     assert_eq!(fs.text("MEMORY.md").as_deref(), Some(HAND_EDITED));
     assert_eq!(fs.text(CONSOLIDATION_STATE), None, "the watermark did not move");
@@ -330,7 +349,10 @@ async fn the_history_keeps_the_newest_ten_versions() {
     }
     let (memory, _dir) = memory(&model, MemoryConfig::default());
     for n in 1..=13 {
-        fs.put(DAY_TWO, &"- entry <!-- session=s at=2026-11-29T09:00:00Z -->\n".repeat(n));
+        fs.put(
+            DAY_TWO,
+            &"- entry <!-- session=s at=2026-11-29T09:00:00Z -->\n".repeat(n),
+        );
         memory.consolidate(dyn_fs(&fs), &ns()).await.expect("consolidate");
     }
     assert_eq!(fs.text("MEMORY.md").as_deref(), Some("- fact 13\n"));

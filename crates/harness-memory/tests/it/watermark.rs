@@ -1,12 +1,13 @@
 //! The persisted extraction watermark and throttle, and the persisted consolidation gap:
 //! what one process leaves pending, a later one catches up on.
 
-use crate::support::{MemFs, ctx, dyn_fs, extraction_requests, is_consolidation, memory, request_text, routed_model, today_log};
+use crate::support::{
+    MemFs, ctx, dyn_fs, extraction_requests, is_consolidation, memory, request_text, routed_model, today_log,
+};
 use harness_core::{Msg, ReActAgent};
 use harness_fs::{CallScope, IsolationScope};
 use harness_memory::{CONSOLIDATION_STATE, FlushOutcome, MemoryConfig};
 use harness_models::{Reply, ScriptedModel};
-use std::sync::Arc;
 use std::time::Duration;
 
 const TRANSCRIPT: &str = "agents/main/sessions/s1.log.jsonl";
@@ -33,7 +34,10 @@ fn mark_with_last_run(at: jiff::Timestamp) -> String {
 async fn a_later_process_catches_up_from_the_transcript() {
     let fs = MemFs::new();
     append_transcript(&fs, &[Msg::user("I am Ana."), Msg::assistant("Hi Ana")]);
-    let first = routed_model(vec![Reply::text("- The user is called Ana.")], vec![Reply::text("- The user is called Ana.")]);
+    let first = routed_model(
+        vec![Reply::text("- The user is called Ana.")],
+        vec![Reply::text("- The user is called Ana.")],
+    );
     let (memory, _dir) = memory(&first, MemoryConfig::default());
     let outcome = memory.extract_pending(dyn_fs(&fs), &scope()).await.unwrap();
     assert!(matches!(outcome, FlushOutcome::Written { facts: 1, .. }), "{outcome:?}");
@@ -49,10 +53,16 @@ async fn a_later_process_catches_up_from_the_transcript() {
     assert!(request.contains("[user]: I like jazz."), "{request}");
     assert!(!request.contains("[user]: I am Ana."), "already extracted: {request}");
     // Nothing left: no model call.
-    assert_eq!(memory.extract_pending(dyn_fs(&fs), &scope()).await.unwrap(), FlushOutcome::Empty);
+    assert_eq!(
+        memory.extract_pending(dyn_fs(&fs), &scope()).await.unwrap(),
+        FlushOutcome::Empty
+    );
     assert_eq!(extraction_requests(&later).len(), 1);
     let log = fs.text(&today_log()).unwrap();
-    assert!(log.contains("The user is called Ana.") && log.contains("The user likes jazz."), "{log}");
+    assert!(
+        log.contains("The user is called Ana.") && log.contains("The user likes jazz."),
+        "{log}"
+    );
     let sessions = memory.sessions_with_transcripts(&*dyn_fs(&fs), &scope()).await.unwrap();
     assert_eq!(sessions.iter().map(|s| s.as_str()).collect::<Vec<_>>(), ["s1"]);
 }
@@ -62,7 +72,10 @@ async fn the_watermark_moves_only_after_the_facts_are_written() {
     let fs = MemFs::new();
     append_transcript(&fs, &[Msg::user("I am Ana."), Msg::assistant("Hi Ana")]);
     let model = routed_model(
-        vec![Reply::text("- The user is called Ana."), Reply::text("- The user is called Ana.")],
+        vec![
+            Reply::text("- The user is called Ana."),
+            Reply::text("- The user is called Ana."),
+        ],
         vec![],
     );
     let (memory, _dir) = memory(&model, MemoryConfig::default());
@@ -72,7 +85,10 @@ async fn the_watermark_moves_only_after_the_facts_are_written() {
     fs.heal();
     memory.extract_pending(dyn_fs(&fs), &scope()).await.unwrap();
     let retry = request_text(&extraction_requests(&model)[1]);
-    assert!(retry.contains("[user]: I am Ana."), "the failed part is extracted again: {retry}");
+    assert!(
+        retry.contains("[user]: I am Ana."),
+        "the failed part is extracted again: {retry}"
+    );
     assert!(fs.text(MARK).is_some());
 }
 
@@ -96,13 +112,19 @@ async fn the_throttle_window_survives_processes() {
     append_transcript(&fs, &[Msg::user("I like jazz."), Msg::assistant("Nice")]);
     let report = memory.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
-    assert!(extraction_requests(&model).is_empty(), "inside the persisted throttle window");
+    assert!(
+        extraction_requests(&model).is_empty(),
+        "inside the persisted throttle window"
+    );
 
     // The window has passed (the last run was two hours ago): the next process extracts
     // the pending turn from the transcript along with its own.
     let two_hours_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(2);
     fs.put(MARK, &mark_with_last_run(two_hours_ago));
-    let model = routed_model(vec![Reply::text("- The user likes jazz.\n- The user cycles.")], vec![Reply::text("- x")]);
+    let model = routed_model(
+        vec![Reply::text("- The user likes jazz.\n- The user cycles.")],
+        vec![Reply::text("- x")],
+    );
     let (memory, _dir2) = crate::support::memory(&model, config);
     let agent = ReActAgent::builder()
         .model(ScriptedModel::new().reply_text("Good"))
@@ -114,7 +136,10 @@ async fn the_throttle_window_survives_processes() {
     let requests = extraction_requests(&model);
     assert_eq!(requests.len(), 1);
     let text = request_text(&requests[0]);
-    assert!(text.contains("[user]: I like jazz.") && text.contains("[user]: I cycle to work."), "{text}");
+    assert!(
+        text.contains("[user]: I like jazz.") && text.contains("[user]: I cycle to work."),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -123,9 +148,15 @@ async fn the_consolidation_gap_survives_processes() {
     append_transcript(&fs, &[Msg::user("I am Ana.")]);
     fs.put(
         CONSOLIDATION_STATE,
-        &format!("{{\"v\":1,\"consolidated_at\":\"{}\",\"files\":{{}}}}", jiff::Timestamp::now()),
+        &format!(
+            "{{\"v\":1,\"consolidated_at\":\"{}\",\"files\":{{}}}}",
+            jiff::Timestamp::now()
+        ),
     );
-    let model = routed_model(vec![Reply::text("- The user is called Ana.")], vec![Reply::text("- merged")]);
+    let model = routed_model(
+        vec![Reply::text("- The user is called Ana.")],
+        vec![Reply::text("- merged")],
+    );
     let (memory, _dir) = memory(&model, MemoryConfig::default());
     let outcome = memory.extract_pending(dyn_fs(&fs), &scope()).await.unwrap();
     assert!(matches!(outcome, FlushOutcome::Written { .. }));
@@ -138,7 +169,10 @@ async fn the_consolidation_gap_survives_processes() {
     // Without a recent consolidation on record, the same extraction asks for one.
     let fs = MemFs::new();
     append_transcript(&fs, &[Msg::user("I am Ana.")]);
-    let model = routed_model(vec![Reply::text("- The user is called Ana.")], vec![Reply::text("- merged")]);
+    let model = routed_model(
+        vec![Reply::text("- The user is called Ana.")],
+        vec![Reply::text("- merged")],
+    );
     let (memory, _dir2) = crate::support::memory(&model, MemoryConfig::default());
     memory.extract_pending(dyn_fs(&fs), &scope()).await.unwrap();
     assert!(memory.shutdown(Duration::from_secs(5)).await.completed);
