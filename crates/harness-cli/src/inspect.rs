@@ -9,7 +9,7 @@ use crate::{AgentArgs, WorkspaceArgs, env_lookup, parse_session, runtime, usage,
 use anyhow::Context as _;
 use harness::{HarnessAgent, WorkspaceLoader};
 use harness_core::{RuntimeContext, SessionId, UserId};
-use harness_memory::ConsolidationOutcome;
+use harness_memory::{ConsolidationOutcome, FlushOutcome};
 use std::sync::Arc;
 
 #[derive(clap::Subcommand)]
@@ -55,7 +55,16 @@ pub(crate) enum MemoryCommand {
         /// What to look for.
         query: String,
     },
-    /// Merge new daily-log entries into MEMORY.md now (uses the configured model).
+    /// Extract facts now from what is pending: every session of the user (or `--session`),
+    /// each from its transcript past the extraction watermark, ignoring the throttle (uses
+    /// the configured model).
+    Extract {
+        #[command(flatten)]
+        agent: AgentArgs,
+    },
+    /// Merge new daily-log entries into MEMORY.md now (uses the configured model). The
+    /// previous MEMORY.md is kept in memory/.history/ (the newest 10); an output that drops
+    /// most of the current content without a `<!-- removed: ... -->` note is refused.
     Consolidate {
         #[command(flatten)]
         agent: AgentArgs,
@@ -172,7 +181,8 @@ async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Opti
     if loaded.model.is_none() {
         if need_model && !memory_model {
             return Err(usage(
-                "consolidation needs a model: pass --model provider:model, set HARNESS_MODEL, or set [memory] model",
+                "memory extraction and consolidation need a model: pass --model provider:model, set HARNESS_MODEL, \
+                 or set [memory] model",
             ));
         }
         // Search makes no model call, and consolidation uses `[memory] model`: the agent's
@@ -196,12 +206,13 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             },
             false,
         ),
-        MemoryCommand::Consolidate { agent } => (agent.clone(), true),
+        MemoryCommand::Extract { agent } | MemoryCommand::Consolidate { agent } => (agent.clone(), true),
     };
     let mut out = Out::new();
     let Some(harness) = memory_agent(&args, need_model).await? else {
         return match command {
             MemoryCommand::Search { .. } => out.line("no matches").map_err(Into::into),
+            MemoryCommand::Extract { .. } => out.line("nothing to extract: no sessions").map_err(Into::into),
             MemoryCommand::Consolidate { .. } => out.line("nothing to consolidate").map_err(Into::into),
         };
     };
@@ -210,6 +221,7 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         .ok_or_else(|| usage("memory is disabled ([memory] enabled = false)"))?;
     let mut ctx = RuntimeContext::default();
     ctx.user_id = args.ws.user.clone();
+    ctx.session_id = args.session.clone();
     let ctx = harness
         .bind(ctx)
         .map_err(|err| usage(harness_core::error_chain(&err)))?;
@@ -239,6 +251,35 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                 }
             }
         }
+        MemoryCommand::Extract { .. } => {
+            let scope = ctx
+                .get::<harness_fs::CallScope>()
+                .context("call scope not bound")?
+                .clone();
+            let sessions = match &args.session {
+                Some(session) => vec![session.clone()],
+                None => memory
+                    .sessions_with_transcripts(&*call.user, &scope)
+                    .await
+                    .map_err(|err| runtime(&err))?,
+            };
+            if sessions.is_empty() {
+                out.line("nothing to extract: no sessions")?;
+            }
+            for session in sessions {
+                let scope = scope
+                    .with_session(session.clone())
+                    .map_err(|err| usage(harness_core::error_chain(&err)))?;
+                let outcome = memory
+                    .extract_pending(Arc::clone(&call.user), &scope)
+                    .await
+                    .map_err(|err| runtime(&err))?;
+                out.line(&format!("{session}: {}", describe_flush(&outcome)))?;
+                if out.closed() {
+                    break;
+                }
+            }
+        }
         MemoryCommand::Consolidate { .. } => {
             let outcome = memory
                 .consolidate(Arc::clone(&call.user), &namespace)
@@ -249,6 +290,22 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
     }
     crate::shutdown(&harness).await;
     Ok(())
+}
+
+/// An extraction outcome as a sentence.
+fn describe_flush(outcome: &FlushOutcome) -> String {
+    match outcome {
+        FlushOutcome::Skipped => "skipped: memory extraction is off ([memory] mode)".to_owned(),
+        FlushOutcome::Empty => "nothing pending".to_owned(),
+        FlushOutcome::NothingNew { .. } => "extracted; nothing new worth remembering".to_owned(),
+        FlushOutcome::Written { path, facts, .. } => {
+            format!(
+                "{facts} new fact{} written to {path}",
+                if *facts == 1 { "" } else { "s" }
+            )
+        }
+        _ => format!("{outcome:?}"),
+    }
 }
 
 /// A consolidation outcome as a sentence.

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 /// Harness: a runtime for long-running LLM agents.
 ///
-/// Commands: init, run, chat, sessions (list, show), memory (search, consolidate), demo.
+/// Commands: init, run, chat, tools, sessions (list, show, search), memory (search, extract, consolidate), demo.
 /// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error.
 #[derive(Parser)]
 #[command(name = "harness", version, about, long_about = None)]
@@ -152,9 +152,14 @@ fn env_lookup(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|value| !value.trim().is_empty())
 }
 
-/// How long background work (memory extraction) may run after the last turn; Ctrl-C ends
-/// the wait at once.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long background work (a due memory extraction) may run after the last turn; Ctrl-C
+/// ends the wait at once. Nothing is lost by not waiting: extraction works from the
+/// transcript past a persisted watermark, so a later process (or `harness memory extract`)
+/// catches up.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// After this long the wait is announced on stderr.
+const SHUTDOWN_ANNOUNCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Builds the agent: the library resolves harness.toml, flags go on top.
 async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)> {
@@ -190,10 +195,22 @@ fn context(args: &AgentArgs) -> RuntimeContext {
     ctx
 }
 
-/// Waits for background work, but never past a Ctrl-C.
+/// Waits for background work up to [`SHUTDOWN_GRACE`], says so after
+/// [`SHUTDOWN_ANNOUNCE`], and never waits past a Ctrl-C.
 async fn shutdown(agent: &HarnessAgent) {
+    let done = agent.shutdown(SHUTDOWN_GRACE);
+    tokio::pin!(done);
     tokio::select! {
-        () = agent.shutdown(SHUTDOWN_GRACE) => {}
+        () = &mut done => return,
+        _ = tokio::signal::ctrl_c() => return,
+        () = tokio::time::sleep(SHUTDOWN_ANNOUNCE) => {}
+    }
+    eprintln!(
+        "(finishing memory extraction, up to {} s; Ctrl-C skips it and a later run or `harness memory extract` catches up)",
+        SHUTDOWN_GRACE.as_secs()
+    );
+    tokio::select! {
+        () = &mut done => {}
         _ = tokio::signal::ctrl_c() => {}
     }
 }

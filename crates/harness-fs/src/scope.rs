@@ -174,6 +174,26 @@ impl CallScope {
         self.agent_path("sessions/sessions.json")
     }
 
+    /// The agent's transcripts directory: `agents/<agent>/sessions/`.
+    pub fn sessions_dir(&self) -> WsPath {
+        self.agent_path("sessions")
+    }
+
+    /// The scope of `session` for the same agent, caller and isolation scope (memory
+    /// catching up on every session of a caller).
+    ///
+    /// # Errors
+    /// As [`CallScope::new`].
+    pub fn with_session(&self, session: SessionId) -> Result<Self, ScopeError> {
+        Self::new(self.scope, self.agent.clone(), self.user.clone(), session)
+    }
+
+    /// The session's memory-extraction watermark (what of the transcript was extracted, and
+    /// when extraction last ran): `memory/.extraction/<agent>/<session>.json`.
+    pub fn memory_extraction_path(&self) -> WsPath {
+        WsPath::parse(&format!("memory/.extraction/{}/{}.json", self.agent, self.session)).unwrap_or_default()
+    }
+
     /// Messages compaction replaced: `agents/<agent>/compacted/<session>/`.
     pub fn compacted_dir(&self) -> WsPath {
         self.agent_path(&format!("compacted/{}", self.session))
@@ -302,6 +322,15 @@ mod tests {
         assert_eq!(call.approvals_path().as_str(), "agents/main/approvals/v1.2.jsonl");
         assert_eq!(call.transcript_path().as_str(), "agents/main/sessions/v1.2.log.jsonl");
         assert_eq!(call.session_index_path().as_str(), "agents/main/sessions/sessions.json");
+        assert_eq!(call.sessions_dir().as_str(), "agents/main/sessions");
+        assert_eq!(
+            call.memory_extraction_path().as_str(),
+            "memory/.extraction/main/v1.2.json"
+        );
+        let other = call.with_session(SessionId::new("s2"))?;
+        assert_eq!((other.user(), other.session().as_str()), (call.user(), "s2"));
+        assert_eq!(other.namespace(), call.namespace());
+        assert!(call.with_session(SessionId::new("../x")).is_err());
         Ok(())
     }
 }

@@ -86,13 +86,16 @@ pub struct MemoryConfig {
     pub enabled: bool,
     /// When extraction runs.
     pub mode: MemoryMode,
-    /// Minimum time between two extractions of one session. Messages of calls that end
-    /// inside the window are kept and extracted together when it ends (or at shutdown), so
+    /// Minimum time between two extractions of one session, across processes (the last run
+    /// is persisted with the session's extraction watermark). Messages of calls that end
+    /// inside the window stay in the transcript past the watermark and are extracted
+    /// together by the first extraction after it — in this process or a later one — so
     /// throttling batches work and never drops it. `0` extracts after every call.
     #[serde(with = "duration_text")]
     pub extraction_throttle: Duration,
     /// Minimum time between two consolidations of one namespace that are triggered by
-    /// requests (the first request after the window triggers one).
+    /// requests (the first request after the window triggers one). It holds across
+    /// processes: the last consolidation's time is kept in its watermark.
     #[serde(with = "duration_text")]
     pub consolidation_min_interval: Duration,
     /// Period of the background maintenance pass (consolidation and index refresh of every

@@ -25,6 +25,18 @@ pub enum MemoryError {
         /// What was wrong.
         detail: String,
     },
+    /// The consolidation output would drop most of the current `MEMORY.md` without a
+    /// removal note (see the crate's `history` rule). `MEMORY.md` was left unchanged.
+    #[error(
+        "the consolidated MEMORY.md would keep only {kept} of its {total} current lines and does not say why \
+         (no `<!-- removed: ... -->` note); MEMORY.md was left unchanged (edit it by hand, or retry)"
+    )]
+    DrasticRewrite {
+        /// Content lines of the current file the output kept.
+        kept: usize,
+        /// Content lines of the current file.
+        total: usize,
+    },
     /// The SQLite index failed. Searches fall back to a file scan and say so.
     #[error("memory index failed")]
     Index(#[source] BoxError),

@@ -4,6 +4,8 @@
 //! MEMORY.md                               curated memory (rewritten by consolidation only)
 //! memory/YYYY-MM-DD.md                    daily fact log (UTC date; append-only)
 //! memory/.consolidation_state             consolidation watermark (JSON, see `Watermark`)
+//! memory/.extraction/<agent>/<sid>.json   extraction watermark and last run (`extraction_mark`)
+//! memory/.history/MEMORY-<time>.md        previous MEMORY.md versions (`history`; newest 10)
 //! agents/<agentId>/sessions/<sid>.log.jsonl   transcripts (written by the harness; read here)
 //! agents/<agentId>/sessions/sessions.json     session index (written by the harness; read here)
 //! ```

@@ -9,13 +9,19 @@
 //! never sees another's memory. The tools read through the caller's layered view, where the
 //! workspace's shared `MEMORY.md` shows through unless the namespace has its own.
 //!
-//! - **Extraction** ([`Memory::flush`]): after a call, in the background, the model reads the
-//!   call's new messages plus today's log and `MEMORY.md`, and replies with new facts only, or
-//!   `NO_REPLY`. The reply is never delayed; per-session throttling batches calls; shutdown
-//!   runs what is pending. With memory off no extraction model call happens at all.
+//! - **Extraction** ([`Memory::flush`], [`Memory::extract_pending`]): after a call, in the
+//!   background, the model reads what of the session was not extracted yet (its transcript
+//!   past a persisted watermark, `memory/.extraction/<agent>/<session>.json`, plus the call's
+//!   new messages) with today's log and `MEMORY.md`, and replies with new facts only, or
+//!   `NO_REPLY`. The watermark moves only after the facts are appended. The reply is never
+//!   delayed; per-session throttling batches calls, and the throttle window is persisted, so
+//!   it holds across processes; shutdown runs what is due and leaves the rest for a later
+//!   process. With memory off no extraction model call happens at all.
 //! - **Consolidation** ([`Memory::consolidate`]): daily entries past the watermark
 //!   (`memory/.consolidation_state`) are merged into `MEMORY.md`, one consolidator per
-//!   namespace ([`Lease`]); a crash leaves the old file intact.
+//!   namespace ([`Lease`]); a crash leaves the old file intact. The replaced file is kept in
+//!   [`HISTORY_DIR`] (the newest [`HISTORY_KEEP`]), and an output that drops most of it
+//!   without a [`REMOVAL_NOTE`] is refused ([`MemoryError::DrasticRewrite`]).
 //! - **Index**: SQLite FTS5 per namespace over memory files and session transcripts, refreshed
 //!   incrementally by content hash; CJK text is indexed as character bigrams, so CJK terms of
 //!   any length match. A stale index says so in [`SearchResults`].
@@ -35,7 +41,8 @@
 //! `发给我`), does not look like a secret (passwords, API keys, tokens, `密码`, `密钥`,
 //! `sk-…`-shaped words), and is not already in today's log or `MEMORY.md`. HTML comment delimiters are removed from facts so
 //! provenance cannot be forged. Consolidation drops lines with injection markers. Memory
-//! never writes anything but `memory/*.md`, `memory/.consolidation_state` and `MEMORY.md`;
+//! never writes anything but `memory/*.md`, `memory/.history/`, its watermarks
+//! (`memory/.consolidation_state`, `memory/.extraction/`) and `MEMORY.md`;
 //! in particular never `AGENTS.md`.
 //!
 //! # Example
@@ -60,7 +67,9 @@ mod consolidation;
 mod directive;
 mod error;
 mod extraction;
+mod extraction_mark;
 mod facts;
+mod history;
 mod index;
 mod injection;
 mod layout;
@@ -75,6 +84,7 @@ pub use config::{DEFAULT_MAX_MEMORY_TOKENS, IndexConfig, MemoryConfig, MemoryMod
 pub use consolidation::ConsolidationOutcome;
 pub use error::MemoryError;
 pub use extraction::FlushOutcome;
+pub use history::{HISTORY_DIR, HISTORY_KEEP, REMOVAL_NOTE};
 pub use index::{IndexStats, SearchHit, SearchResults, SearchScope};
 pub use injection::{CUT_MARKER, MEMORY_TAG, cut_to_tokens, memory_block};
 pub use layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, daily_log_path};

@@ -1,20 +1,27 @@
 //! [`Memory`]: the shared memory capability and its background work.
 //!
+//! Extraction after calls reads the session's transcript past a persisted watermark
+//! (`extraction_mark`), so what one process leaves pending a later one catches up on; the
+//! throttle window and the consolidation gap are persisted too, and honoured the first time a
+//! process sees a session or namespace.
+//!
 //! Every background task is spawned on one `TaskTracker` and watches two tokens: `shutdown`
-//! (graceful: throttled extractions run now, the maintenance loop stops, nothing new is
-//! accepted) and `abort` (hard: in-flight work stops at its next await; it has written nothing
+//! (graceful: extractions that are due run now, those inside their throttle window are left
+//! to a later process, the maintenance loop stops, nothing new is accepted) and `abort` (hard: in-flight work stops at its next await; it has written nothing
 //! half-way, because every write is one append or one whole-file write).
 
 use crate::config::{MemoryConfig, MemoryMode};
 use crate::consolidation::{self, ConsolidationOutcome};
 use crate::error::MemoryError;
 use crate::extraction::{self, FlushOutcome};
+use crate::extraction_mark::{ExtractionMark, pending_messages};
 use crate::index::{Index, IndexStats, SearchResults, SearchScope};
+use crate::layout::{CONSOLIDATION_STATE, Watermark, path};
 use crate::lease::{Lease, LocalLease};
 use crate::middleware::MemoryMiddleware;
 use crate::namespace::NamespaceKey;
 use harness_core::{ChatModel, Middleware, Msg, SessionId, Tool, Turn};
-use harness_fs::{CallWorkspace, Filesystem};
+use harness_fs::{CallScope, CallWorkspace, Filesystem};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -25,6 +32,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
+
+mod session_task;
+use session_task::SessionExtraction;
 
 /// Messages kept per session while an extraction is throttled; older ones are dropped first
 /// (they remain in the transcript).
@@ -52,7 +62,12 @@ pub struct ShutdownReport {
 
 #[derive(Default)]
 struct Pending {
+    /// This process's messages of the session not extracted yet (the transcript has them
+    /// too once the session layer persisted them).
     messages: Vec<Arc<Msg>>,
+    /// The session's scope when extraction reads its transcript and keeps a persisted
+    /// watermark (calls through the harness); `None` for messages handed over directly.
+    scope: Option<CallScope>,
     running: bool,
     last_run: Option<Instant>,
 }
@@ -214,8 +229,9 @@ impl Memory {
         &self.inner.config
     }
 
-    /// The `agent` middleware: after a successful call it schedules extraction of the call's
-    /// new messages in the background (mode `after_call`) and asks for a throttled
+    /// The `agent` middleware: after a successful call it schedules extraction of what the
+    /// session has not had extracted (its transcript past the watermark, and the call's new
+    /// messages) in the background (mode `after_call`), no earlier than the throttle allows and asks for a throttled
     /// consolidation. The reply is never delayed. It does nothing when memory is disabled.
     pub fn middleware(&self) -> Arc<dyn Middleware> {
         Arc::new(MemoryMiddleware::new(self.clone()))
@@ -273,6 +289,60 @@ impl Memory {
         Ok(outcome)
     }
 
+    /// Extracts what of one session is pending — its transcript past the persisted watermark
+    /// — now, ignoring the throttle (`harness memory extract`), and advances the watermark
+    /// after the facts are written. Extractions of one namespace run one at a time.
+    ///
+    /// # Errors
+    /// [`MemoryError::Model`] or [`MemoryError::Fs`]; the watermark did not move then.
+    pub async fn extract_pending(
+        &self,
+        fs: Arc<dyn Filesystem>,
+        scope: &CallScope,
+    ) -> Result<FlushOutcome, MemoryError> {
+        let config = &self.inner.config;
+        if !config.enabled || config.mode == MemoryMode::Off {
+            return Ok(FlushOutcome::Skipped);
+        }
+        let namespace = NamespaceKey::for_scope(scope);
+        let state = self.inner.namespace(&namespace, &fs);
+        let outcome = self
+            .inner
+            .abortable(self.inner.extract_session(&state, fs, scope, &[]))
+            .await?;
+        if matches!(outcome, FlushOutcome::Written { .. }) {
+            self.inner.request_consolidation(&namespace);
+        }
+        Ok(outcome)
+    }
+
+    /// The sessions of `scope`'s agent with a transcript in the caller's layer (`fs`), in
+    /// name order: what [`extract_pending`](Self::extract_pending) can catch up on.
+    ///
+    /// # Errors
+    /// [`MemoryError::Fs`] when the sessions directory cannot be listed.
+    pub async fn sessions_with_transcripts(
+        &self,
+        fs: &dyn Filesystem,
+        scope: &CallScope,
+    ) -> Result<Vec<SessionId>, MemoryError> {
+        let entries = match fs.list(&scope.sessions_dir()).await {
+            Ok(entries) => entries,
+            Err(harness_fs::FsError::NotFound { .. }) => return Ok(Vec::new()),
+            Err(err) => return Err(err.into()),
+        };
+        let mut sessions: Vec<SessionId> = entries
+            .into_iter()
+            .filter(|info| !info.is_dir)
+            .filter_map(|info| {
+                let id = info.path.file_name().strip_suffix(".log.jsonl")?.to_owned();
+                SessionId::parse(&id).ok()
+            })
+            .collect();
+        sessions.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(sessions)
+    }
+
     /// For the compaction capability, before it summarises `messages` away: in mode
     /// `before_compaction` schedules an extraction of them in the background and returns at
     /// once; in any other mode does nothing (mode `after_call` already extracts every call).
@@ -288,7 +358,7 @@ impl Memory {
             return;
         }
         let state = self.inner.namespace(namespace, &fs);
-        Inner::enqueue(&self.inner, &state, namespace, session, messages, Duration::ZERO);
+        Inner::enqueue(&self.inner, &state, namespace, session, None, messages, Duration::ZERO);
     }
 
     /// Merges the daily entries past the watermark into `MEMORY.md` (see
@@ -346,9 +416,11 @@ impl Memory {
         self.inner.index.refresh(namespace, fs, None).await.1
     }
 
-    /// Stops accepting work, runs throttled extractions now, and waits up to `timeout` for
-    /// everything pending to finish; what is still running then is cancelled (before it
-    /// writes anything).
+    /// Stops accepting work, runs the extractions that are due now (those inside their
+    /// throttle window stay pending in the transcript for a later process; messages handed
+    /// over without a transcript run now), and waits up to `timeout` for everything pending
+    /// to finish; what is still running then is cancelled (before it writes anything, so its
+    /// watermark does not move).
     pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         let inner = &self.inner;
         inner.shutdown.cancel();
@@ -392,6 +464,7 @@ impl Memory {
                 &state,
                 &key,
                 &turn.key().session_id,
+                turn.ctx().get::<CallScope>().cloned(),
                 turn.appended().to_vec(),
                 inner.config.extraction_throttle,
             );
@@ -458,6 +531,39 @@ impl Inner {
         .await
     }
 
+    /// Extracts what of the session is not extracted yet (the transcript past the watermark
+    /// and `extra`), then advances the watermark — only after the facts were appended.
+    async fn extract_session(
+        &self,
+        state: &NsState,
+        fs: Arc<dyn Filesystem>,
+        scope: &CallScope,
+        extra: &[Arc<Msg>],
+    ) -> Result<FlushOutcome, MemoryError> {
+        let _one_at_a_time = state.extraction.lock().await;
+        let mark = ExtractionMark::read(&*fs, scope).await?;
+        let messages = pending_messages(&*fs, scope, &mark, extra).await?;
+        if messages.is_empty() {
+            return Ok(FlushOutcome::Empty);
+        }
+        let outcome = extraction::extract(
+            &*self.model,
+            &*fs,
+            scope.session(),
+            &messages,
+            usize::try_from(self.config.max_memory_tokens.get()).unwrap_or(usize::MAX),
+            &self.extraction_calls,
+        )
+        .await?;
+        let mut next = mark.advanced(&messages, jiff::Timestamp::now());
+        if outcome == FlushOutcome::Empty {
+            // No model call: the throttle window did not restart.
+            next.last_run = mark.last_run;
+        }
+        next.write(&*fs, scope).await?;
+        Ok(outcome)
+    }
+
     async fn consolidate(
         &self,
         fs: Arc<dyn Filesystem>,
@@ -482,16 +588,20 @@ impl Inner {
         state: &Arc<NsState>,
         key: &NamespaceKey,
         session: &SessionId,
+        scope: Option<CallScope>,
         messages: Vec<Arc<Msg>>,
         throttle: Duration,
     ) {
         if messages.is_empty() {
             return;
         }
-        let due = {
+        let (due, first) = {
             let mut shared = lock(&state.shared);
             let pending = shared.sessions.entry(session.clone()).or_default();
             pending.messages.extend(messages);
+            if scope.is_some() {
+                pending.scope = scope;
+            }
             if pending.messages.len() > MAX_PENDING_MESSAGES {
                 let excess = pending.messages.len() - MAX_PENDING_MESSAGES;
                 pending.messages.drain(..excess);
@@ -501,7 +611,10 @@ impl Inner {
                 return;
             }
             pending.running = true;
-            pending.last_run.map_or_else(Instant::now, |last| last + throttle)
+            (
+                pending.last_run.map_or_else(Instant::now, |last| last + throttle),
+                pending.last_run.is_none(),
+            )
         };
         let span = tracing::debug_span!("memory_extraction", namespace = %key, session_id = %session);
         let task = SessionExtraction {
@@ -511,18 +624,20 @@ impl Inner {
             session: session.clone(),
             throttle,
         };
-        this.tasks.spawn(task.run(due).instrument(span));
+        this.tasks.spawn(task.run(due, first).instrument(span));
     }
 
     /// Spawns a consolidation of `key` unless one ran within the minimum interval.
+    /// During a graceful shutdown it still runs (an extraction that was due wrote facts;
+    /// the caller's shutdown timeout bounds it), but not after the hard stop.
     fn request_consolidation(self: &Arc<Self>, key: &NamespaceKey) {
-        if !self.config.enabled || self.shutdown.is_cancelled() {
+        if !self.config.enabled || self.abort.is_cancelled() {
             return;
         }
         let Some(state) = lock(&self.namespaces).get(key).cloned() else {
             return;
         };
-        let fs = {
+        let (fs, first) = {
             let mut shared = lock(&state.shared);
             let now = Instant::now();
             if shared
@@ -531,14 +646,20 @@ impl Inner {
             {
                 return;
             }
-            shared.last_consolidation = Some(now);
-            Arc::clone(&shared.fs)
+            let first = shared.last_consolidation.replace(now).is_none();
+            (Arc::clone(&shared.fs), first)
         };
         let inner = Arc::clone(self);
         let key = key.clone();
         let span = tracing::debug_span!("memory_consolidation", namespace = %key);
         self.tasks.spawn(
             async move {
+                // The gap holds across processes: the first request this process sees
+                // honours the last consolidation recorded in the watermark.
+                if first && inner.consolidated_recently(&*fs).await {
+                    tracing::debug!("memory consolidation ran recently (persisted); skipped");
+                    return;
+                }
                 match inner.abortable(inner.consolidate(fs, &key)).await {
                     Ok(outcome) => tracing::debug!(?outcome, "memory consolidation finished"),
                     Err(err) => {
@@ -548,6 +669,18 @@ impl Inner {
             }
             .instrument(span),
         );
+    }
+
+    /// Whether the namespace's watermark records a consolidation within the minimum interval.
+    async fn consolidated_recently(&self, fs: &dyn Filesystem) -> bool {
+        let Ok(bytes) = fs.read(&path(CONSOLIDATION_STATE)).await else {
+            return false;
+        };
+        let Some(at) = Watermark::parse(&String::from_utf8_lossy(&bytes)).consolidated_at else {
+            return false;
+        };
+        let elapsed = Duration::try_from(jiff::Timestamp::now().duration_since(at)).unwrap_or(Duration::ZERO);
+        elapsed < self.config.consolidation_min_interval
     }
 
     /// Starts the periodic maintenance loop once (needs a runtime, so it starts with the
@@ -616,69 +749,6 @@ impl Inner {
                     () = pass => {}
                 }
             }
-        }
-    }
-}
-
-/// The owned task that runs one session's throttled extractions until nothing is pending.
-struct SessionExtraction {
-    inner: Arc<Inner>,
-    state: Arc<NsState>,
-    key: NamespaceKey,
-    session: SessionId,
-    throttle: Duration,
-}
-
-impl SessionExtraction {
-    async fn run(self, mut due: Instant) {
-        let inner = &self.inner;
-        loop {
-            // At shutdown, pending work runs now instead of waiting out the throttle.
-            tokio::select! {
-                biased;
-                () = inner.shutdown.cancelled() => {}
-                () = tokio::time::sleep_until(due) => {}
-            }
-            let (messages, fs) = {
-                let mut shared = lock(&self.state.shared);
-                let fs = Arc::clone(&shared.fs);
-                let pending = shared.sessions.entry(self.session.clone()).or_default();
-                pending.last_run = Some(Instant::now());
-                (std::mem::take(&mut pending.messages), fs)
-            };
-            let outcome = inner
-                .abortable(inner.extract(&self.state, fs, &self.session, &messages))
-                .await;
-            let failed = match outcome {
-                Ok(outcome) => {
-                    tracing::debug!(?outcome, "memory extraction finished");
-                    if matches!(outcome, FlushOutcome::Written { .. }) {
-                        inner.request_consolidation(&self.key);
-                    }
-                    false
-                }
-                Err(MemoryError::Cancelled) => true,
-                Err(err) => {
-                    tracing::warn!(error = %harness_core::error_chain(&err), "memory extraction failed; its messages are kept for the next attempt");
-                    let mut shared = lock(&self.state.shared);
-                    let pending = shared.sessions.entry(self.session.clone()).or_default();
-                    let mut kept = messages;
-                    kept.append(&mut pending.messages);
-                    pending.messages = kept;
-                    true
-                }
-            };
-            let mut shared = lock(&self.state.shared);
-            let pending = shared.sessions.entry(self.session.clone()).or_default();
-            // After a failure the next call schedules a retry, so a broken model is never
-            // hammered in a loop.
-            if failed || pending.messages.is_empty() || inner.abort.is_cancelled() {
-                // The entry stays (with `last_run`) so the throttle holds for the next call;
-                // maintenance forgets idle entries.
-                pending.running = false;
-                return;
-            }
-            due = pending.last_run.map_or_else(Instant::now, |last| last + self.throttle);
         }
     }
 }

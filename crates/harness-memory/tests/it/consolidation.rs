@@ -90,9 +90,28 @@ async fn consolidation_merges_and_advances_the_watermark() {
         request.contains("The user works on Harness."),
         "the current MEMORY.md is sent"
     );
+    // Each pass copies the file it replaces into the history first.
+    let writes: Vec<String> = fs
+        .writes()
+        .into_iter()
+        .map(|path| {
+            if path.starts_with("memory/.history/MEMORY-") {
+                "history".to_owned()
+            } else {
+                path
+            }
+        })
+        .collect();
     assert_eq!(
-        fs.writes(),
-        ["MEMORY.md", CONSOLIDATION_STATE, "MEMORY.md", CONSOLIDATION_STATE]
+        writes,
+        [
+            "history",
+            "MEMORY.md",
+            CONSOLIDATION_STATE,
+            "history",
+            "MEMORY.md",
+            CONSOLIDATION_STATE
+        ]
     );
 }
 
@@ -266,4 +285,81 @@ async fn injection_lines_in_the_reply_are_dropped() {
         fs.text("MEMORY.md").as_deref(),
         Some("## Facts\n- The user likes tea.\n")
     );
+}
+
+const HAND_EDITED: &str = "# Memory\n## Work\n- The user works on Harness, a Rust runtime.\n\
+    - The user prefers green tea.\n- The user's cat is called Miso.\n- The user lives in Lyon.\n";
+
+fn hand_edited() -> std::sync::Arc<MemFs> {
+    let fs = MemFs::new();
+    fs.put("MEMORY.md", HAND_EDITED);
+    fs.put(
+        DAY_TWO,
+        "- The user likes jazz. <!-- session=s2 at=2026-11-29T09:00:00Z -->\n",
+    );
+    fs
+}
+
+fn history_files(fs: &MemFs) -> Vec<String> {
+    fs.writes()
+        .into_iter()
+        .filter(|path| path.starts_with("memory/.history/"))
+        .filter(|path| fs.text(path).is_some())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+#[tokio::test]
+async fn a_drastic_output_is_refused_and_memory_md_stays() {
+    let fs = hand_edited();
+    let model = ScriptedModel::new().reply_text("# Memory\n- The user likes jazz.\n");
+    let (memory, _dir) = memory(&model, MemoryConfig::default());
+    let err = memory.consolidate(dyn_fs(&fs), &ns()).await.expect_err("refused");
+    assert!(
+        matches!(err, MemoryError::DrasticRewrite { kept: 0, total: 4 }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("MEMORY.md was left unchanged"), "{err}");
+    assert_eq!(fs.text("MEMORY.md").as_deref(), Some(HAND_EDITED));
+    assert_eq!(fs.text(CONSOLIDATION_STATE), None, "the watermark did not move");
+    assert!(history_files(&fs).is_empty());
+}
+
+#[tokio::test]
+async fn a_removal_that_says_so_is_accepted_and_the_old_file_is_kept() {
+    let fs = hand_edited();
+    let output = "# Memory\n<!-- removed: the old notes were obsolete -->\n- The user likes jazz.\n";
+    let model = ScriptedModel::new().reply_text(output);
+    let (memory, _dir) = memory(&model, MemoryConfig::default());
+    memory.consolidate(dyn_fs(&fs), &ns()).await.expect("consolidate");
+    assert_eq!(fs.text("MEMORY.md").as_deref(), Some(output));
+    let history = history_files(&fs);
+    assert_eq!(history.len(), 1);
+    assert_eq!(fs.text(&history[0]).as_deref(), Some(HAND_EDITED));
+}
+
+#[tokio::test]
+async fn the_history_keeps_the_newest_ten_versions() {
+    let fs = MemFs::new();
+    fs.put("MEMORY.md", "- fact 0\n");
+    let mut model = ScriptedModel::new();
+    for n in 1..=13 {
+        model = model.reply_text(format!("- fact {n}\n"));
+    }
+    let (memory, _dir) = memory(&model, MemoryConfig::default());
+    for n in 1..=13 {
+        fs.put(
+            DAY_TWO,
+            &"- entry <!-- session=s at=2026-11-29T09:00:00Z -->\n".repeat(n),
+        );
+        memory.consolidate(dyn_fs(&fs), &ns()).await.expect("consolidate");
+    }
+    assert_eq!(fs.text("MEMORY.md").as_deref(), Some("- fact 13\n"));
+    let history = history_files(&fs);
+    assert_eq!(history.len(), harness_memory::HISTORY_KEEP, "{history:?}");
+    let kept: Vec<String> = history.iter().filter_map(|path| fs.text(path)).collect();
+    // Versions 3..=12 are kept (13 is MEMORY.md itself); 0, 1 and 2 were pruned.
+    assert_eq!(kept.first().map(String::as_str), Some("- fact 3\n"));
+    assert_eq!(kept.last().map(String::as_str), Some("- fact 12\n"));
 }

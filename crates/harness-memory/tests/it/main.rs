@@ -7,3 +7,4 @@ mod extraction;
 mod search;
 mod support;
 mod tools;
+mod watermark;

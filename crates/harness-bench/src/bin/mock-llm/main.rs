@@ -1,7 +1,8 @@
 //! `mock-llm`: the project's fake OpenAI-compatible server, for demos, the README's commands
 //! and the benchmarks. Deterministic and stateless: the reply is a function of the request
 //! (see `policy`). Serves `POST /v1/chat/completions` (streaming and not, with usage),
-//! `GET /v1/models`, `GET /health` and `GET /stats`.
+//! `GET /v1/models`, `GET /health` and `GET /stats` (request counts, memory requests
+//! among them).
 //!
 //! `--port 0` binds a free port; the bound base URL is always printed on stdout as
 //! `mock-llm listening on http://127.0.0.1:PORT/v1`.
@@ -36,6 +37,10 @@ struct Args {
     /// Delay before every reply, in milliseconds.
     #[arg(long, env = "MOCK_LATENCY_MS", default_value_t = 0)]
     latency_ms: u64,
+    /// Extra delay before replies to memory extraction and consolidation requests, in
+    /// milliseconds (a slow memory model).
+    #[arg(long, env = "MOCK_MEMORY_LATENCY_MS", default_value_t = 0)]
+    memory_latency_ms: u64,
     /// The tool called with `{"key":"k<N>"}` when a request offers it.
     #[arg(long, env = "MOCK_TOOL", default_value = "lookup")]
     tool: String,
@@ -47,7 +52,9 @@ struct Args {
 struct Mock {
     tool: String,
     latency: Duration,
+    memory_latency: Duration,
     requests: AtomicU64,
+    memory_requests: AtomicU64,
     tool_calls: AtomicU64,
     texts: AtomicU64,
     bad_requests: AtomicU64,
@@ -65,6 +72,12 @@ async fn completions(State(mock): State<Arc<Mock>>, body: axum::body::Bytes) -> 
     };
     let request = policy::Request::from_openai(&parsed);
     let reply = policy::reply(&request, &mock.tool);
+    if request.is_memory() {
+        mock.memory_requests.fetch_add(1, Ordering::Relaxed);
+        if !mock.memory_latency.is_zero() {
+            tokio::time::sleep(mock.memory_latency).await;
+        }
+    }
     match reply {
         policy::Reply::ToolCall { .. } => mock.tool_calls.fetch_add(1, Ordering::Relaxed),
         policy::Reply::Text(_) => mock.texts.fetch_add(1, Ordering::Relaxed),
@@ -89,6 +102,7 @@ async fn completions(State(mock): State<Arc<Mock>>, body: axum::body::Bytes) -> 
 async fn stats(State(mock): State<Arc<Mock>>) -> axum::Json<Value> {
     axum::Json(json!({
         "requests": mock.requests.load(Ordering::Relaxed),
+        "memory_requests": mock.memory_requests.load(Ordering::Relaxed),
         "replies": {
             "text": mock.texts.load(Ordering::Relaxed),
             "tool_call": mock.tool_calls.load(Ordering::Relaxed),
@@ -105,7 +119,9 @@ async fn serve(args: Args) -> std::io::Result<()> {
     let mock = Arc::new(Mock {
         tool: args.tool,
         latency: Duration::from_millis(args.latency_ms),
+        memory_latency: Duration::from_millis(args.memory_latency_ms),
         requests: AtomicU64::new(0),
+        memory_requests: AtomicU64::new(0),
         tool_calls: AtomicU64::new(0),
         texts: AtomicU64::new(0),
         bad_requests: AtomicU64::new(0),

@@ -79,6 +79,13 @@ fn excerpt(text: &str, max: usize) -> String {
     harness_core::excerpt(&text.split_whitespace().collect::<Vec<_>>().join(" "), max)
 }
 
+impl Request {
+    /// Whether this is a memory extraction or consolidation request.
+    pub(crate) fn is_memory(&self) -> bool {
+        self.system.starts_with("You extract durable facts") || self.system.starts_with("You maintain MEMORY.md")
+    }
+}
+
 /// The reply to `request`; `prefer_tool` is the benchmark's tool.
 pub(crate) fn reply(request: &Request, prefer_tool: &str) -> Reply {
     if request.system.starts_with("You extract durable facts") {
