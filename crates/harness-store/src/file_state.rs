@@ -7,9 +7,10 @@
 //! Most saves only add messages at the end of the context. Rewriting the whole state for
 //! them costs bytes proportional to the history and a new file per turn (temp file +
 //! rename). Instead, when this store wrote the previous version itself (it remembers, per
-//! session, the version, the message count and a hash of the serialized messages) and the
-//! new state keeps those messages byte for byte, the same format and the same extensions,
-//! the save appends one line `{"version":V,"transcript_offset":T,"messages":[new…]}` to
+//! session, the version and the identity of each message it wrote) and the new state keeps
+//! those very messages (the same shared `Arc<Msg>`s, so the check compares pointers and
+//! serializes nothing), the same format and the same extensions, the save serializes only
+//! the new messages and appends one line `{"version":V,"transcript_offset":T,"messages":[new…]}` to
 //! `agent_state.log`. Anything else — another writer in between, an edited or removed
 //! message (compaction, eviction), changed extensions, or a log that grew past the snapshot
 //! size (at least `MIN_LOG_BYTES`, 64 KiB) — writes a full snapshot (temp file + rename) and
@@ -34,14 +35,14 @@ mod load;
 
 use crate::state_cache::{CacheEntry, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES, StateCache};
 use async_trait::async_trait;
-use harness_core::{AgentState, StateError, StateKey, StateStore, Version};
+use harness_core::{AgentState, Msg, StateError, StateKey, StateStore, Version};
 use load::{FileCursor, Stamp};
 use serde::Deserialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Maps a session key to its directory, relative to the store's root.
 pub type StateLayout = Arc<dyn Fn(&StateKey) -> PathBuf + Send + Sync>;
@@ -79,104 +80,79 @@ struct Written {
     snapshot: Option<Stamp>,
     snapshot_len: u64,
     log_len: u64,
-    messages: usize,
-    messages_hash: u64,
+    /// The messages on disk at `version`, by identity. A `Weak` keeps its allocation (not
+    /// the message) alive, so no other message can take its address while it is
+    /// remembered: a message at the same address is the same, unmodified message (`Msg`s
+    /// behind an `Arc` are immutable; `Arc::make_mut` moves a message that has weak
+    /// references to a new allocation).
+    messages: Vec<Weak<Msg>>,
     format: u32,
     extensions: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Written {
+    /// Whether `state` keeps every message this store wrote, in place, with the same format
+    /// and extensions: then only the messages after them are new.
+    fn is_prefix_of(&self, state: &AgentState) -> bool {
+        self.format == state.format
+            && state.messages.len() >= self.messages.len()
+            && self
+                .messages
+                .iter()
+                .zip(&state.messages)
+                .all(|(written, msg)| std::ptr::eq(written.as_ptr(), Arc::as_ptr(msg)))
+            && self.extensions == state.extensions
+    }
 }
 
 type Remembered = Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, Written>>>;
 
-/// A state serialized message by message, so a save can tell what is new.
-struct Serialized {
-    /// The messages, comma-separated.
-    messages: Vec<u8>,
-    /// Where each message ends in `messages` (excluding the comma).
-    ends: Vec<usize>,
-    format: u32,
-    transcript_offset: u64,
-    extensions: serde_json::Map<String, serde_json::Value>,
+/// Writes `messages` comma-separated.
+fn write_messages(out: &mut Vec<u8>, messages: &[Arc<Msg>]) -> Result<(), serde_json::Error> {
+    for (at, msg) in messages.iter().enumerate() {
+        if at > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, &**msg)?;
+    }
+    Ok(())
 }
 
-impl Serialized {
-    fn new(state: &AgentState) -> Result<Self, serde_json::Error> {
-        // Every field is named, so a new field is a compile error here, not a silent loss.
-        let AgentState {
-            format,
-            messages,
-            transcript_offset,
-            extensions,
-        } = state;
-        let mut bytes = Vec::with_capacity(512 * messages.len());
-        let mut ends = Vec::with_capacity(messages.len());
-        for msg in messages {
-            if !ends.is_empty() {
-                bytes.push(b',');
-            }
-            serde_json::to_writer(&mut bytes, &**msg)?;
-            ends.push(bytes.len());
-        }
-        Ok(Self {
-            messages: bytes,
-            ends,
-            format: *format,
-            transcript_offset: *transcript_offset,
-            extensions: extensions.clone(),
-        })
+/// `{"version":V,"state":{...}}\n`, the snapshot file.
+fn snapshot_bytes(state: &AgentState, version: Version) -> Result<Vec<u8>, serde_json::Error> {
+    // Every field is named, so a new field is a compile error here, not a silent loss.
+    let AgentState {
+        format,
+        messages,
+        transcript_offset,
+        extensions,
+    } = state;
+    let mut out = Vec::with_capacity(512 * messages.len() + 128);
+    out.extend_from_slice(format!("{{\"version\":{version},\"state\":{{\"format\":{format},\"messages\":[").as_bytes());
+    write_messages(&mut out, messages)?;
+    out.extend_from_slice(format!("],\"transcript_offset\":{transcript_offset}").as_bytes());
+    if !extensions.is_empty() {
+        out.extend_from_slice(b",\"extensions\":");
+        serde_json::to_writer(&mut out, extensions)?;
     }
+    out.extend_from_slice(b"}}\n");
+    Ok(out)
+}
 
-    /// A hash of the first `n` serialized messages.
-    fn hash_of(&self, n: usize) -> u64 {
-        use std::hash::Hasher;
-        let end = match n {
-            0 => 0,
-            n => self.ends.get(n - 1).copied().unwrap_or(self.messages.len()),
-        };
-        let mut hasher = std::hash::DefaultHasher::new();
-        hasher.write(&self.messages[..end]);
-        hasher.write_usize(n);
-        hasher.finish()
-    }
-
-    /// `{"version":V,"state":{...}}\n`, the snapshot file.
-    fn snapshot(&self, version: Version) -> Result<Vec<u8>, serde_json::Error> {
-        let mut out = Vec::with_capacity(self.messages.len() + 128);
-        out.extend_from_slice(
-            format!(
-                "{{\"version\":{version},\"state\":{{\"format\":{},\"messages\":[",
-                self.format
-            )
-            .as_bytes(),
-        );
-        out.extend_from_slice(&self.messages);
-        out.extend_from_slice(format!("],\"transcript_offset\":{}", self.transcript_offset).as_bytes());
-        if !self.extensions.is_empty() {
-            out.extend_from_slice(b",\"extensions\":");
-            serde_json::to_writer(&mut out, &self.extensions)?;
-        }
-        out.extend_from_slice(b"}}\n");
-        Ok(out)
-    }
-
-    /// One log line with the messages after the first `from`.
-    fn record(&self, version: Version, from: usize) -> Vec<u8> {
-        let start = match from {
-            0 => 0,
-            n => self.ends.get(n - 1).map_or(self.messages.len(), |end| end + 1),
-        };
-        let tail = self.messages.get(start..).unwrap_or_default();
-        let mut out = Vec::with_capacity(tail.len() + 64);
-        out.extend_from_slice(
-            format!(
-                "{{\"version\":{version},\"transcript_offset\":{},\"messages\":[",
-                self.transcript_offset
-            )
-            .as_bytes(),
-        );
-        out.extend_from_slice(tail);
-        out.extend_from_slice(b"]}\n");
-        out
-    }
+/// One log line with the messages after the first `from`: only those are serialized.
+fn record_bytes(state: &AgentState, version: Version, from: usize) -> Result<Vec<u8>, serde_json::Error> {
+    let tail = state.messages.get(from..).unwrap_or_default();
+    let mut out = Vec::with_capacity(512 * tail.len() + 64);
+    out.extend_from_slice(
+        format!(
+            "{{\"version\":{version},\"transcript_offset\":{},\"messages\":[",
+            state.transcript_offset
+        )
+        .as_bytes(),
+    );
+    write_messages(&mut out, tail)?;
+    out.extend_from_slice(b"]}\n");
+    Ok(out)
 }
 
 /// Agent state as JSON files under a root directory.
@@ -310,7 +286,7 @@ impl FileStateStore {
     fn save_blocking(
         dir: &Path,
         key: &StateKey,
-        state: &Serialized,
+        state: &AgentState,
         expected: Version,
         written: &Remembered,
     ) -> Result<(Version, FileCursor, u64), StateError> {
@@ -371,18 +347,16 @@ impl FileStateStore {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .remove(dir);
         };
-        let delta = ours.filter(|w| {
-            w.format == state.format
-                && w.extensions == state.extensions
-                && state.ends.len() >= w.messages
-                && state.hash_of(w.messages) == w.messages_hash
-        });
-        let next = if let Some(w) = delta {
-            let record = state.record(version, w.messages);
-            let budget = MIN_LOG_BYTES.max(w.snapshot_len);
-            (w.log_len + record.len() as u64 <= budget).then_some((w, record))
-        } else {
-            None
+        let encode = |err: serde_json::Error| StateError::Backend(Box::new(err));
+        let written_messages = || state.messages.iter().map(Arc::downgrade).collect::<Vec<_>>();
+        // Only the messages after ours are serialized for an append, not the whole history.
+        let next = match ours.filter(|w| w.is_prefix_of(state)) {
+            Some(w) => {
+                let record = record_bytes(state, version, w.messages.len()).map_err(encode)?;
+                let budget = MIN_LOG_BYTES.max(w.snapshot_len);
+                (w.log_len + record.len() as u64 <= budget).then_some((w, record))
+            }
+            None => None,
         };
         let remember = match next {
             Some((w, record)) => {
@@ -398,15 +372,12 @@ impl FileStateStore {
                 Written {
                     version,
                     log_len: w.log_len + record.len() as u64,
-                    messages: state.ends.len(),
-                    messages_hash: state.hash_of(state.ends.len()),
+                    messages: written_messages(),
                     ..w
                 }
             }
             None => {
-                let bytes = state
-                    .snapshot(version)
-                    .map_err(|err| StateError::Backend(Box::new(err)))?;
+                let bytes = snapshot_bytes(state, version).map_err(encode)?;
                 let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(backend)?;
                 temp.write_all(&bytes).map_err(backend)?;
                 temp.persist(&path).map_err(|err| backend(err.error))?;
@@ -426,8 +397,7 @@ impl FileStateStore {
                     snapshot: fs::metadata(&path).ok().map(|meta| Stamp::of(&meta)),
                     snapshot_len: bytes.len() as u64,
                     log_len: 0,
-                    messages: state.ends.len(),
-                    messages_hash: state.hash_of(state.ends.len()),
+                    messages: written_messages(),
                     format: state.format,
                     extensions: state.extensions.clone(),
                 }
@@ -516,17 +486,19 @@ impl StateStore for FileStateStore {
         _fence: Option<harness_core::FencingToken>,
     ) -> Result<Version, StateError> {
         let dir = self.dir_of(key)?;
-        // Serialize on the caller's thread (the state is borrowed); the envelope around it is
-        // written under the lock, with the version found there.
-        let serialized = Serialized::new(state).map_err(|err| StateError::Backend(Box::new(err)))?;
+        // The blocking task serializes under the lock what the disk lacks (usually only the
+        // new messages); the copy shares the messages, so it costs one pointer per message.
+        let state = state.clone();
         let key = key.clone();
         let written = Arc::clone(&self.written);
         let cache_key = dir.clone();
-        let saved = blocking(move || Self::save_blocking(&dir, &key, &serialized, expected, &written)).await;
+        let saved =
+            blocking(move || Self::save_blocking(&dir, &key, &state, expected, &written).map(|saved| (saved, state)))
+                .await;
         match saved {
-            Ok((version, cursor, bytes)) => {
+            Ok(((version, cursor, bytes), state)) => {
                 let entry = CacheEntry {
-                    state: state.clone(),
+                    state,
                     version,
                     cursor,
                     bytes,
@@ -689,6 +661,48 @@ mod tests {
         assert_eq!(other.load(&k).await.unwrap().unwrap(), (edited, 9));
         store.delete(&k).await.unwrap();
         assert!(store.load(&k).await.unwrap().is_none());
+    }
+
+    /// An append serializes only the messages after the ones this store wrote, which it
+    /// recognises by identity: a message replaced in place (eviction swaps a tool result for
+    /// a stub, the count unchanged) is not "ours" any more and the save writes a snapshot.
+    #[tokio::test]
+    async fn a_message_replaced_in_place_writes_a_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStateStore::new(dir.path());
+        let k = key("u", "s");
+        let session = dir.path().join("u/agents/a/context/s");
+        let mut state = AgentState::default();
+        state.messages.push(Arc::new(Msg::user("first")));
+        state.messages.push(Arc::new(Msg::user("second")));
+        assert_eq!(store.save(&k, &state, 0, None).await.unwrap(), 1);
+        state.messages.push(Arc::new(Msg::user("third")));
+        assert_eq!(store.save(&k, &state, 1, None).await.unwrap(), 2);
+        assert_eq!(
+            std::fs::read_to_string(session.join(LOG_FILE)).unwrap().lines().count(),
+            1,
+            "an unchanged prefix is an append"
+        );
+        // Replaced in place, and a new message after it.
+        state.messages[1] = Arc::new(Msg::user("stub"));
+        state.messages.push(Arc::new(Msg::user("fourth")));
+        assert_eq!(store.save(&k, &state, 2, None).await.unwrap(), 3);
+        assert!(!session.join(LOG_FILE).exists(), "a changed message is a snapshot");
+        assert_eq!(
+            FileStateStore::new(dir.path()).load(&k).await.unwrap().unwrap(),
+            (state.clone(), 3)
+        );
+        // An equal copy of a message is still a rewrite: identity, not content, is checked.
+        state.messages[0] = Arc::new((*state.messages[0]).clone());
+        assert_eq!(store.save(&k, &state, 3, None).await.unwrap(), 4);
+        assert!(!session.join(LOG_FILE).exists());
+        state.messages.push(Arc::new(Msg::user("fifth")));
+        assert_eq!(store.save(&k, &state, 4, None).await.unwrap(), 5);
+        assert!(session.join(LOG_FILE).exists());
+        assert_eq!(
+            FileStateStore::new(dir.path()).load(&k).await.unwrap().unwrap(),
+            (state, 5)
+        );
     }
 
     /// Overwrites `path` with garbage of the same length and restores its modification time:
