@@ -40,6 +40,7 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::compaction::capability::REGISTRATION,
     crate::eviction::REGISTRATION,
     crate::prompt::REGISTRATION,
+    crate::permissions::REGISTRATION,
 ];
 
 /// A middleware's slot in the onion, outermost first. Middlewares run in the order of their
@@ -57,6 +58,9 @@ pub enum Layer {
     Eviction,
     /// Workspace extensions: the skills catalogue and the on-demand tool-group filter.
     Extensions,
+    /// Permissions: the allow / ask / deny decision on each tool call, after the schema
+    /// check and right before the tool runs (the innermost acting layer).
+    Permissions,
     /// The system prompt from the workspace (innermost).
     Context,
 }

@@ -54,6 +54,7 @@ pub mod history;
 pub mod mcp;
 mod memory;
 pub mod model_config;
+pub mod permissions;
 pub mod prompt;
 pub mod session;
 pub mod skills;

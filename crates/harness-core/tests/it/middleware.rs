@@ -239,5 +239,9 @@ async fn an_acting_layer_can_check_arguments_and_read_annotations_first() {
     )
     .await;
     drop(checked);
-    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1, "only the valid read ran");
+    assert_eq!(
+        ran.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "only the valid read ran"
+    );
 }
