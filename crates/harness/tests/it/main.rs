@@ -12,6 +12,7 @@ mod extensions;
 mod gate;
 mod mcp;
 mod memory;
+mod permissions;
 mod scope;
 mod sessions;
 mod skills;
