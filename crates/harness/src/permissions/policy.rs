@@ -178,12 +178,12 @@ fn subject_of(tool: &str, hints: ToolAnnotations, input: &Value) -> Result<Subje
         let command = input.get("command").and_then(Value::as_str).unwrap_or_default();
         return Ok(Subject::Shell(simple_commands(command)));
     }
-    if !hints.is_open_world() {
-        if let Some(raw) = input.get("path").and_then(Value::as_str) {
-            return WsPath::parse(raw)
-                .map(|path| Subject::Path(path.as_str().to_owned()))
-                .map_err(|err| err.to_string());
-        }
+    if !hints.is_open_world()
+        && let Some(raw) = input.get("path").and_then(Value::as_str)
+    {
+        return WsPath::parse(raw)
+            .map(|path| Subject::Path(path.as_str().to_owned()))
+            .map_err(|err| err.to_string());
     }
     Ok(Subject::Arguments(input.to_string()))
 }
