@@ -58,6 +58,7 @@ pub mod permissions;
 pub mod prompt;
 pub mod session;
 pub mod skills;
+pub mod task_list;
 pub mod tool_groups;
 pub mod tools;
 pub mod tools_json;
