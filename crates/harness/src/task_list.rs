@@ -239,12 +239,19 @@ mod tests {
 
     #[test]
     fn validation_allows_at_most_one_task_in_progress_and_bounds_the_list() {
-        let ok = [task("a", TaskStatus::Completed), task("b", TaskStatus::InProgress), task("c", TaskStatus::Pending)];
+        let ok = [
+            task("a", TaskStatus::Completed),
+            task("b", TaskStatus::InProgress),
+            task("c", TaskStatus::Pending),
+        ];
         assert_eq!(TaskList::validate(&ok), Ok(()));
         assert_eq!(TaskList::validate(&[]), Ok(()));
         let two = [task("a", TaskStatus::InProgress), task("b", TaskStatus::InProgress)];
         let err = TaskList::validate(&two).unwrap_err();
-        assert!(err.contains("at most one task may be in_progress") && err.contains("a; b"), "{err}");
+        assert!(
+            err.contains("at most one task may be in_progress") && err.contains("a; b"),
+            "{err}"
+        );
         assert!(TaskList::validate(&[task(" ", TaskStatus::Pending)]).is_err());
         assert!(TaskList::validate(&[task(&"x".repeat(501), TaskStatus::Pending)]).is_err());
         let many: Vec<Task> = (0..51).map(|n| task(&n.to_string(), TaskStatus::Pending)).collect();

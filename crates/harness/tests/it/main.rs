@@ -17,5 +17,6 @@ mod scope;
 mod sessions;
 mod skills;
 mod support;
+mod task_list;
 mod tools;
 mod workspace;
