@@ -166,3 +166,27 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// The policy is readable from the built agent, so a child built from it keeps the parent's
+/// deny and ask rules and mode (`Policy::inherited`).
+#[test]
+fn the_policy_is_readable_for_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |config: &str| {
+        builder()
+            .workspace(dir.path())
+            .config(parse(config))
+            .model(ScriptedModel::new())
+            .build()
+            .unwrap()
+    };
+    assert!(build("").permission_policy().is_none());
+    let agent = build("[permissions]\nmode = \"explore\"\nallow = [\"execute\"]\ndeny = [\"write_file(src/**)\"]\n");
+    let child = agent.permission_policy().unwrap().inherited();
+    assert_eq!(child.mode, harness::permissions::Mode::Explore);
+    assert!(child.allow.is_empty());
+    assert_eq!(
+        child.deny.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["write_file(src/**)"]
+    );
+}
