@@ -13,7 +13,8 @@
 //!
 //! The capability is on when the section is present (or the builder sets a policy). There is
 //! no way to ask a person yet: a call that needs approval gets an error result saying so
-//! (with the rule that would allow it) and does not run.
+//! (with the rule that would allow it) and does not run. Denied calls and calls that needed
+//! approval are also reported as warning events ([`WARNING_DENIED`], [`WARNING_APPROVAL`]).
 
 mod command_line;
 pub mod policy;
@@ -114,6 +115,22 @@ impl Capability for Permissions {
     }
 }
 
+/// Code of the warning event sent when a call is denied.
+pub const WARNING_DENIED: &str = "permissions.denied";
+/// Code of the warning event sent when a call needed a person's approval and was not run.
+pub const WARNING_APPROVAL: &str = "permissions.approval_needed";
+
+async fn warn(ctx: &ToolContext, code: &str, message: String) {
+    if ctx.events.is_active() {
+        ctx.events
+            .emit(harness_core::EventKind::Warning {
+                code: code.to_owned(),
+                message,
+            })
+            .await;
+    }
+}
+
 /// Decides on each call before the tool runs.
 struct PermissionGate {
     policy: Arc<Policy>,
@@ -140,12 +157,22 @@ impl Middleware for PermissionGate {
             Decision::Invalid { message } => ToolOutput::error(message),
             Decision::Deny { reason } => {
                 tracing::info!(tool = %call.name, %reason, "permission denied");
+                warn(ctx, WARNING_DENIED, format!("`{}` was denied: {reason}", call.name)).await;
                 ToolOutput::error(format!(
                     "Permission denied: {reason}. The call was not run; do not retry it."
                 ))
             }
             Decision::Ask { reason, suggestion } => {
                 tracing::info!(tool = %call.name, %reason, "call needs approval");
+                warn(
+                    ctx,
+                    WARNING_APPROVAL,
+                    format!(
+                        "`{}` needs approval ({reason}); it was not run. Rule to allow it: {suggestion}",
+                        call.name
+                    ),
+                )
+                .await;
                 ToolOutput::error(format!(
                     "This call needs a person's approval ({reason}), and none can be asked here, so it was not run. \
                      A person can allow calls like it with the rule `{suggestion}` in [permissions] allow."

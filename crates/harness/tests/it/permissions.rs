@@ -48,7 +48,18 @@ async fn the_shell_asks_by_default_and_nothing_runs() {
         .reply_text("done");
     let agent = shell_agent(dir.path(), "[permissions]\n", &model);
     assert!(agent.middleware_order().contains(&"permissions"));
-    agent.call("make a marker", ctx("alice", "s1")).await.unwrap();
+    let events = crate::support::collect(agent.stream("make a marker", ctx("alice", "s1"))).await;
+    let warned: Vec<String> = events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            harness_core::EventKind::Warning { code, message } if code == harness::permissions::WARNING_APPROVAL => {
+                Some(message.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warned.len(), 1, "{events:?}");
+    assert!(warned[0].contains("execute(touch marker*)"), "{warned:?}");
     assert!(!dir.path().join("alice/marker").exists() && !dir.path().join("marker").exists());
     let results = tool_results(&model);
     assert!(results[0].contains("needs a person's approval"), "{results:?}");
@@ -79,7 +90,12 @@ async fn rules_and_modes_decide_before_the_tool_runs() {
         .reply_tool_call("write_file", json!({"path": "kept.txt", "content": "x"}))
         .reply_text("done");
     let agent = shell_agent(dir.path(), "[permissions]\nmode = \"dont_ask\"\n", &model);
-    agent.call("go", ctx("alice", "s2")).await.unwrap();
+    let events = crate::support::collect(agent.stream("go", ctx("alice", "s2"))).await;
+    assert!(
+        events.iter().any(|event| matches!(&event.kind,
+            harness_core::EventKind::Warning { code, .. } if code == harness::permissions::WARNING_DENIED)),
+        "{events:?}"
+    );
     assert!(!created("unattended"));
     assert!(created("kept.txt"), "closed-world writes run in dont_ask");
     let results = tool_results(&model);
