@@ -259,6 +259,22 @@ pub struct ActingNext<'a> {
 }
 
 impl ActingNext<'_> {
+    /// Checks `call` the way the innermost layer will before it runs the tool: the tool must
+    /// exist and the arguments must match its schema. Returns the tool's effect hints, so a
+    /// layer that decides whether a call may run (permissions) decides on valid arguments
+    /// and on the tool's declared effects, never on its name.
+    ///
+    /// # Errors
+    /// [`ToolError::UnknownTool`](crate::ToolError::UnknownTool) or
+    /// [`ToolError::InvalidArguments`](crate::ToolError::InvalidArguments): the error result
+    /// the call would get anyway.
+    pub fn check(&self, call: &ToolCall) -> Result<crate::ToolAnnotations, crate::ToolError> {
+        self.kernel
+            .toolkit
+            .prepare(&call.name, &call.input)
+            .map(|tool| tool.spec().annotations)
+    }
+
     /// Runs the inner layers and then the tool (validate, call, catch panics, time out).
     pub async fn run(self, call: ToolCall, ctx: &ToolContext) -> ToolOutput {
         match self.rest.split_first() {

@@ -269,7 +269,7 @@ impl HarnessAgentBuilder {
             ))
         });
 
-        let (capabilities, memory) = assemble_capabilities(
+        let (capabilities, mut provided) = assemble_capabilities(
             Setup {
                 config: &self.config,
                 settings: &mut self.settings,
@@ -288,6 +288,8 @@ impl HarnessAgentBuilder {
                 }))
                 .collect(),
         )?;
+        let memory = provided.remove::<Memory>();
+        let permissions = provided.remove::<Arc<crate::permissions::Policy>>();
         let mut kernel = ReActAgent::builder()
             .name(name)
             .shared_model(model)
@@ -337,6 +339,7 @@ impl HarnessAgentBuilder {
             lease,
             sessions,
             memory,
+            permissions,
             capabilities,
             onion,
         })
@@ -344,11 +347,12 @@ impl HarnessAgentBuilder {
 }
 
 /// Builds the registered capabilities in order, then the caller's; checks that no session
-/// slot is claimed twice. Also returns memory's handle when memory is on.
+/// slot is claimed twice. Also returns what the capabilities provided (memory's handle when
+/// memory is on, the permission policy when permissions are on).
 fn assemble_capabilities(
     mut setup: Setup<'_>,
     extra: Vec<Arc<dyn Capability>>,
-) -> Result<(Capabilities, Option<Memory>), BuildError> {
+) -> Result<(Capabilities, Settings), BuildError> {
     let mut built = Vec::new();
     for registration in REGISTRY {
         if let Some(capability) = (registration.build)(&mut setup)? {
@@ -368,8 +372,7 @@ fn assemble_capabilities(
             }
         }
     }
-    let memory = setup.provided::<Memory>().cloned();
-    Ok((Capabilities(built.into()), memory))
+    Ok((Capabilities(built.into()), setup.provided))
 }
 
 /// A ReAct agent with a file-based workspace, durable sessions and per-user isolation.
@@ -387,6 +390,7 @@ pub struct HarnessAgent {
     lease: Arc<dyn SessionLease>,
     sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
+    permissions: Option<Arc<crate::permissions::Policy>>,
     capabilities: Capabilities,
     onion: Arc<[&'static str]>,
 }
@@ -448,6 +452,12 @@ impl HarnessAgent {
     /// Long-term memory, when enabled.
     pub fn memory(&self) -> Option<&Memory> {
         self.memory.as_ref()
+    }
+
+    /// The permission policy, when permissions are on. A child agent built from this one
+    /// keeps [`Policy::inherited`](crate::permissions::Policy::inherited).
+    pub fn permission_policy(&self) -> Option<&Arc<crate::permissions::Policy>> {
+        self.permissions.as_ref()
     }
 
     /// Writes the queued session-index updates (`sessions.json` is written behind, at most

@@ -40,6 +40,8 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::compaction::capability::REGISTRATION,
     crate::eviction::REGISTRATION,
     crate::prompt::REGISTRATION,
+    crate::permissions::REGISTRATION,
+    crate::task_list::REGISTRATION,
 ];
 
 /// A middleware's slot in the onion, outermost first. Middlewares run in the order of their
@@ -57,6 +59,11 @@ pub enum Layer {
     Eviction,
     /// Workspace extensions: the skills catalogue and the on-demand tool-group filter.
     Extensions,
+    /// The task list reminder (and, later, plan mode).
+    Plan,
+    /// Permissions: the allow / ask / deny decision on each tool call, after the schema
+    /// check and right before the tool runs (the innermost acting layer).
+    Permissions,
     /// The system prompt from the workspace (innermost).
     Context,
 }

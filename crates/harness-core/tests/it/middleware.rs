@@ -171,3 +171,77 @@ async fn an_acting_layer_can_short_circuit_the_tool() {
     .await;
     assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
 }
+
+/// `ActingNext::check` validates the arguments against the schema before anything runs and
+/// hands the layer the tool's effect hints, so a deciding layer never decides on bad input.
+#[tokio::test]
+async fn an_acting_layer_can_check_arguments_and_read_annotations_first() {
+    struct Gate;
+    #[harness_core::async_trait]
+    impl harness_core::Middleware for Gate {
+        fn name(&self) -> &'static str {
+            "gate"
+        }
+        fn hooks(&self) -> Hooks {
+            Hooks::ACTING
+        }
+        async fn acting(
+            &self,
+            call: harness_core::ToolCall,
+            ctx: &harness_core::ToolContext,
+            next: harness_core::ActingNext<'_>,
+        ) -> harness_core::ToolOutput {
+            match next.check(&call) {
+                Err(err) => harness_core::ToolOutput::error(format!("checked: {err}")),
+                Ok(hints) if hints.is_read_only() => next.run(call, ctx).await,
+                Ok(_) => harness_core::ToolOutput::error("gate: writes are refused"),
+            }
+        }
+    }
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let reader = {
+        let ran = ran.clone();
+        crate::support::fn_tool("look", schema.clone(), move |_input, _ctx| {
+            ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok(harness_core::ToolOutput::text("looked")) }
+        })
+        .read_only()
+    };
+    let writer = {
+        let ran = ran.clone();
+        crate::support::fn_tool("write", schema, move |_input, _ctx| {
+            ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok(harness_core::ToolOutput::text("wrote")) }
+        })
+    };
+    let checked = crate::support::check(
+        ReActAgent::builder()
+            .tool(reader.shared())
+            .tool(writer.shared())
+            .middleware(std::sync::Arc::new(Gate)),
+        ScriptedModel::new()
+            .reply_tool_call("look", json!({"n": "x"}))
+            .reply_tool_call("look", json!({"n": 1}))
+            .reply_tool_call("write", json!({"n": 1}))
+            .reply_text("ok"),
+        "go",
+        "
+        user: go
+        assistant: call look {\"n\":\"x\"}
+        tool: error: checked: invalid arguments for `look`: at /n: \"x\" is not of type \"integer\"
+        assistant: call look {\"n\":1}
+        tool: ok: looked
+        assistant: call write {\"n\":1}
+        tool: error: gate: writes are refused
+        assistant: ok
+        ",
+    )
+    .await;
+    drop(checked);
+    assert_eq!(
+        ran.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "only the valid read ran"
+    );
+}

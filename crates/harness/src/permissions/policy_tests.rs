@@ -1,0 +1,150 @@
+//! The decision-order table: every branch of [`Policy::decide`].
+
+use super::{Decision, Mode, Policy};
+use crate::permissions::rule::Rule;
+use harness_core::ToolAnnotations;
+use serde_json::{Value, json};
+
+const READ: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
+const WRITE: ToolAnnotations = ToolAnnotations::new().destructive(true).closed_world();
+const SHELL: ToolAnnotations = ToolAnnotations::new().destructive(true).open_world(true);
+const MCP_UNHINTED: ToolAnnotations = ToolAnnotations::new();
+const MCP_READ_OPEN: ToolAnnotations = ToolAnnotations::new().read_only().open_world(true);
+
+fn rules(texts: &[&str]) -> Vec<Rule> {
+    texts
+        .iter()
+        .map(|text| Rule::parse(text).unwrap_or_else(|err| panic!("{text}: {err}")))
+        .collect()
+}
+
+fn policy(mode: Mode, allow: &[&str], ask: &[&str], deny: &[&str]) -> Policy {
+    Policy {
+        mode,
+        allow: rules(allow),
+        ask: rules(ask),
+        deny: rules(deny),
+    }
+}
+
+/// `A` allow, `?` ask, `D` deny, `!` invalid.
+fn short(decision: &Decision) -> char {
+    match decision {
+        Decision::Allow => 'A',
+        Decision::Ask { .. } => '?',
+        Decision::Deny { .. } => 'D',
+        Decision::Invalid { .. } => '!',
+    }
+}
+
+fn sh(command: &str) -> Value {
+    json!({ "command": command })
+}
+
+fn at(path: &str) -> Value {
+    json!({ "path": path, "content": "x" })
+}
+
+#[test]
+fn decision_order_table() {
+    use Mode::{Bypass, Default, DontAsk, Explore};
+    #[rustfmt::skip]
+    let table: &[(&str, Policy, &str, ToolAnnotations, Value, char)] = &[
+        // 1. deny rules come first: they beat allow rules and bypass.
+        ("deny beats allow", policy(Default, &["execute"], &[], &["execute(rm *)"]), "execute", SHELL, sh("rm -rf x"), 'D'),
+        ("deny beats bypass", policy(Bypass, &[], &[], &["write_file(src/**)"]), "write_file", WRITE, at("src/a/b.rs"), 'D'),
+        ("deny matches any simple command", policy(Bypass, &[], &[], &["execute(rm *)"]), "execute", SHELL, sh("ls; rm -rf ~"), 'D'),
+        ("whole-tool deny", policy(Bypass, &[], &[], &["read_file"]), "read_file", READ, at("a.txt"), 'D'),
+        // 2. ask rules next: they beat allow rules, bypass and read-only.
+        ("ask beats allow", policy(Default, &["execute"], &["execute(git push*)"], &[]), "execute", SHELL, sh("git push"), '?'),
+        ("ask beats read-only", policy(Bypass, &[], &["read_file(secrets/*)"], &[]), "read_file", READ, at("secrets/k"), '?'),
+        // 3. tool checks: explore denies what is not read-only, even when a rule allows it.
+        ("explore denies a write", policy(Explore, &["write_file"], &[], &[]), "write_file", WRITE, at("a.txt"), 'D'),
+        ("explore denies the shell", policy(Explore, &["execute"], &[], &[]), "execute", SHELL, sh("ls"), 'D'),
+        ("explore allows a read", policy(Explore, &[], &[], &[]), "read_file", READ, at("a.txt"), 'A'),
+        //    dangerous paths ask in every mode, bypass and allow rules included.
+        ("dangerous .git in bypass", policy(Bypass, &[], &[], &[]), "write_file", WRITE, at(".git/config"), '?'),
+        ("dangerous .env over an allow rule", policy(Default, &["write_file"], &[], &[]), "write_file", WRITE, at("app/.env"), '?'),
+        ("dangerous .env.local read", policy(Bypass, &[], &[], &[]), "read_file", READ, at(".env.local"), '?'),
+        ("dangerous .ssh", policy(Bypass, &[], &[], &[]), "read_file", READ, at("home/.ssh/known_hosts"), '?'),
+        ("dangerous rc file via the shell", policy(Bypass, &["execute"], &[], &[]), "execute", SHELL, sh("echo x >> ~/.bashrc"), '?'),
+        ("dangerous via --opt=path", policy(Bypass, &[], &[], &[]), "execute", SHELL, sh("tool --file=.env"), '?'),
+        ("dangerous glob argument", policy(Bypass, &[], &[], &[]), "grep_files", READ, json!({"pattern": "KEY", "glob": "**/.env"}), '?'),
+        ("dangerous and dont_ask", policy(DontAsk, &[], &[], &[]), "write_file", WRITE, at(".gitconfig"), 'D'),
+        //    a command line the splitter cannot see through asks, even in bypass.
+        ("unparseable over an allow rule", policy(Default, &["execute(echo *)"], &[], &[]), "execute", SHELL, sh("echo $(rm -rf ~)"), '?'),
+        ("unparseable in bypass", policy(Bypass, &["execute"], &[], &[]), "execute", SHELL, sh("echo `id`"), '?'),
+        // 4. allow rules.
+        ("allow rule for the shell", policy(Default, &["execute(git status*)"], &[], &[]), "execute", SHELL, sh("git status --short"), 'A'),
+        ("allow must cover every command", policy(Default, &["execute(git status*)"], &[], &[]), "execute", SHELL, sh("git status; rm -rf ~"), '?'),
+        ("two allow rules cover a list", policy(Default, &["execute(git status*)", "execute(ls*)"], &[], &[]), "execute", SHELL, sh("git status && ls -la"), 'A'),
+        ("allow rule for an MCP tool", policy(Default, &["mcp__x__run(*\"safe\"*)"], &[], &[]), "mcp__x__run", MCP_UNHINTED, json!({"mode": "safe"}), 'A'),
+        ("allow rule in dont_ask", policy(DontAsk, &["execute(make*)"], &[], &[]), "execute", SHELL, sh("make test"), 'A'),
+        // 5. the mode.
+        ("bypass runs the shell", policy(Bypass, &[], &[], &[]), "execute", SHELL, sh("rm -rf build"), 'A'),
+        ("default: read-only runs", policy(Default, &[], &[], &[]), "read_file", READ, at("a.txt"), 'A'),
+        ("default: closed-world write runs", policy(Default, &[], &[], &[]), "write_file", WRITE, at("notes/a.md"), 'A'),
+        ("default: read-only MCP tool, open world", policy(Default, &[], &[], &[]), "mcp__web__fetch", MCP_READ_OPEN, json!({"url": "x"}), 'A'),
+        ("default: the shell asks", policy(Default, &[], &[], &[]), "execute", SHELL, sh("touch marker"), '?'),
+        ("default: unhinted MCP tool asks", policy(Default, &[], &[], &[]), "mcp__x__run", MCP_UNHINTED, json!({}), '?'),
+        ("accept_edits: the shell asks", policy(Mode::AcceptEdits, &[], &[], &[]), "execute", SHELL, sh("ls"), '?'),
+        ("dont_ask: the shell is denied", policy(DontAsk, &[], &[], &[]), "execute", SHELL, sh("ls"), 'D'),
+        ("dont_ask: an ask rule denies", policy(DontAsk, &[], &["read_file"], &[]), "read_file", READ, at("a"), 'D'),
+        ("dont_ask: read-only still runs", policy(DontAsk, &[], &[], &[]), "read_file", READ, at("a"), 'A'),
+        // A path the file tool refuses is an error result, never a question; even a deny
+        // rule does not turn it into one.
+        ("refused path", policy(Default, &[], &[], &[]), "write_file", WRITE, at("../outside"), '!'),
+        ("refused path, denied tool", policy(Default, &[], &[], &["write_file"]), "write_file", WRITE, at("/etc/../../x"), '!'),
+    ];
+    let mut wrong = Vec::new();
+    for (name, policy, tool, hints, input, expected) in table {
+        let got = policy.decide(tool, *hints, input);
+        if short(&got) != *expected {
+            wrong.push(format!("{name}: expected {expected}, got {got:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn annotations_not_names_decide_what_is_read_only() {
+    let default = Policy::default();
+    // The same name with other hints gets another decision.
+    assert_eq!(
+        default.decide("read_file", MCP_UNHINTED, &json!({"path": "a"})).clone(),
+        ask_for("read_file")
+    );
+    assert_eq!(default.decide("execute_report", READ, &json!({})), Decision::Allow);
+}
+
+fn ask_for(tool: &str) -> Decision {
+    Decision::Ask {
+        reason: "this tool can change things outside your area".to_owned(),
+        suggestion: tool.to_owned(),
+    }
+}
+
+#[test]
+fn asks_suggest_a_rule_that_would_allow_the_call() {
+    let default = Policy::default();
+    let suggested = |tool: &str, hints, input: Value| match default.decide(tool, hints, &input) {
+        Decision::Ask { suggestion, .. } => suggestion,
+        other => panic!("{tool}: {other:?}"),
+    };
+    assert_eq!(
+        suggested("execute", SHELL, sh("git push origin main; ls")),
+        "execute(git push*)"
+    );
+    assert_eq!(suggested("mcp__x__run", MCP_UNHINTED, json!({"a": 1})), "mcp__x__run");
+    assert_eq!(suggested("write_file", WRITE, at(".env")), "write_file(.env)");
+}
+
+#[test]
+fn a_child_keeps_the_deny_and_ask_rules_and_the_mode_but_not_the_allow_rules() {
+    let parent = policy(Mode::DontAsk, &["execute"], &["read_file(x)"], &["write_file"]);
+    let child = parent.inherited();
+    assert_eq!(child.mode, Mode::DontAsk);
+    assert!(child.allow.is_empty());
+    assert_eq!(short(&child.decide("write_file", WRITE, &at("a"))), 'D');
+    assert_eq!(short(&child.decide("execute", SHELL, &sh("ls"))), 'D');
+}

@@ -1,0 +1,208 @@
+//! Permissions through the whole agent: `[permissions]` from harness.toml, the decision before
+//! the tool runs, the schema checked first, bad rules refused at build time.
+
+use crate::support::{builder, ctx};
+use harness_models::ScriptedModel;
+use serde_json::json;
+use std::sync::Arc;
+
+fn parse(text: &str) -> harness::HarnessConfig {
+    harness::HarnessConfig::parse(text, std::path::Path::new("harness.toml")).unwrap()
+}
+
+fn shell_agent(dir: &std::path::Path, config: &str, model: &ScriptedModel) -> harness::HarnessAgent {
+    let fs = harness_fs::LocalFs::new(dir)
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    builder()
+        .workspace(dir)
+        .filesystem(Arc::new(fs))
+        .config(parse(config))
+        .model(model.clone())
+        .build()
+        .unwrap()
+}
+
+fn tool_results(model: &ScriptedModel) -> Vec<String> {
+    let requests = model.requests();
+    requests
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .flat_map(|msg| msg.content.iter())
+        .filter_map(|block| match block {
+            block @ harness_core::Block::ToolResult { .. } => Some(format!("{block:?}")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// In mode `default` the shell asks; with no person to ask the command does not run, and
+/// the model is told why and which rule would allow it.
+#[tokio::test]
+async fn the_shell_asks_by_default_and_nothing_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("execute", json!({"command": "touch marker"}))
+        .reply_text("done");
+    let agent = shell_agent(dir.path(), "[permissions]\n", &model);
+    assert!(agent.middleware_order().contains(&"permissions"));
+    let events = crate::support::collect(agent.stream("make a marker", ctx("alice", "s1"))).await;
+    let warned: Vec<String> = events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            harness_core::EventKind::Warning { code, message } if code == harness::permissions::WARNING_APPROVAL => {
+                Some(message.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warned.len(), 1, "{events:?}");
+    assert!(warned[0].contains("execute(touch marker*)"), "{warned:?}");
+    assert!(!dir.path().join("alice/marker").exists() && !dir.path().join("marker").exists());
+    let results = tool_results(&model);
+    assert!(results[0].contains("needs a person's approval"), "{results:?}");
+    assert!(results[0].contains("execute(touch marker*)"), "{results:?}");
+}
+
+/// An allow rule lets exactly the commands it covers run; a list that hides another command
+/// behind an allowed one does not run; `dont_ask` denies; a deny rule wins over bypass.
+#[tokio::test]
+async fn rules_and_modes_decide_before_the_tool_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("execute", json!({"command": "touch allowed"}))
+        .reply_tool_call("execute", json!({"command": "touch allowed2; touch hidden"}))
+        .reply_text("done");
+    let agent = shell_agent(
+        dir.path(),
+        "[permissions]\nallow = [\"execute(touch allowed*)\"]\n",
+        &model,
+    );
+    agent.call("go", ctx("alice", "s1")).await.unwrap();
+    let created = |name: &str| walk(dir.path()).iter().any(|path| path.ends_with(name));
+    assert!(created("allowed"), "{:?}", walk(dir.path()));
+    assert!(!created("allowed2") && !created("hidden"), "{:?}", walk(dir.path()));
+
+    let model = ScriptedModel::new()
+        .reply_tool_call("execute", json!({"command": "touch unattended"}))
+        .reply_tool_call("write_file", json!({"path": "kept.txt", "content": "x"}))
+        .reply_text("done");
+    let agent = shell_agent(dir.path(), "[permissions]\nmode = \"dont_ask\"\n", &model);
+    let events = crate::support::collect(agent.stream("go", ctx("alice", "s2"))).await;
+    assert!(
+        events.iter().any(|event| matches!(&event.kind,
+            harness_core::EventKind::Warning { code, .. } if code == harness::permissions::WARNING_DENIED)),
+        "{events:?}"
+    );
+    assert!(!created("unattended"));
+    assert!(created("kept.txt"), "closed-world writes run in dont_ask");
+    let results = tool_results(&model);
+    assert!(
+        results[0].contains("Permission denied") && results[0].contains("dont_ask"),
+        "{results:?}"
+    );
+
+    let model = ScriptedModel::new()
+        .reply_tool_call("write_file", json!({"path": "src/a.rs", "content": "x"}))
+        .reply_tool_call("execute", json!({"command": "touch bypassed"}))
+        .reply_text("done");
+    let agent = shell_agent(
+        dir.path(),
+        "[permissions]\nmode = \"bypass\"\ndeny = [\"write_file(src/**)\"]\n",
+        &model,
+    );
+    agent.call("go", ctx("alice", "s3")).await.unwrap();
+    assert!(!created("a.rs"));
+    assert!(created("bypassed"));
+}
+
+/// Arguments are checked against the schema before any decision: an invalid call gets the
+/// schema error, not a question. A path the file tool refuses is an error, not a question.
+#[tokio::test]
+async fn schema_errors_and_refused_paths_are_errors_not_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("execute", json!({"command": 5}))
+        .reply_tool_call("write_file", json!({"path": "../bob/x", "content": "x"}))
+        .reply_text("done");
+    let agent = shell_agent(dir.path(), "[permissions]\n", &model);
+    agent.call("go", ctx("alice", "s1")).await.unwrap();
+    let results = tool_results(&model);
+    assert!(results[0].contains("invalid arguments"), "{results:?}");
+    assert!(!results[0].contains("approval"), "{results:?}");
+    assert!(
+        !results[1].contains("approval") && results[1].contains("is_error: true"),
+        "{results:?}"
+    );
+}
+
+/// A rule that cannot be read, or an unknown key, fails the build and names the section.
+#[test]
+fn bad_permission_settings_fail_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = builder()
+        .workspace(dir.path())
+        .model(ScriptedModel::new())
+        .config(parse("[permissions]\nallow = [\"execute(\"]\n"))
+        .build()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            err,
+            harness::BuildError::Capability {
+                capability: "permissions",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = harness::HarnessConfig::parse(
+        "[permissions]\nmod = \"bypass\"\n",
+        std::path::Path::new("harness.toml"),
+    )
+    .err()
+    .unwrap();
+    assert!(harness_core::error_chain(&err).contains("mod"), "{err}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(next).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path.clone());
+            }
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The policy is readable from the built agent, so a child built from it keeps the parent's
+/// deny and ask rules and mode (`Policy::inherited`).
+#[test]
+fn the_policy_is_readable_for_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |config: &str| {
+        builder()
+            .workspace(dir.path())
+            .config(parse(config))
+            .model(ScriptedModel::new())
+            .build()
+            .unwrap()
+    };
+    assert!(build("").permission_policy().is_none());
+    let agent = build("[permissions]\nmode = \"explore\"\nallow = [\"execute\"]\ndeny = [\"write_file(src/**)\"]\n");
+    let child = agent.permission_policy().unwrap().inherited();
+    assert_eq!(child.mode, harness::permissions::Mode::Explore);
+    assert!(child.allow.is_empty());
+    assert_eq!(
+        child.deny.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["write_file(src/**)"]
+    );
+}
