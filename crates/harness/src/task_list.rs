@@ -215,7 +215,7 @@ impl Middleware for TaskReminder {
     }
 
     async fn system_prompt(&self, prompt: &mut SystemPrompt, turn: &Turn) {
-        match turn.session.get::<TaskList>() {
+        match turn.session().get::<TaskList>() {
             Ok(list) => {
                 if let Some(reminder) = list.reminder() {
                     prompt.push_volatile("task_list", reminder);
