@@ -7,11 +7,17 @@
 //! the file. The result is a builder, so a caller can still override anything.
 //! [`WorkspaceLoader`] takes the overrides that must be known while resolving (the agent
 //! name, which the filesystem needs; the main model spec; a retry observer).
+//!
+//! `[model] context_window` overrides the main model's window (the table of known models
+//! otherwise; other models named in the file keep their own). When `[compaction]` is on
+//! and sets no `trigger_tokens`, the token trigger follows the main model's window
+//! ([`WINDOW_TRIGGER_PERCENT`] of it); a model with no known window keeps the default
+//! trigger, and nothing is refused for its size.
 
 use crate::agent::{DEFAULT_AGENT_NAME, HarnessAgent, HarnessAgentBuilder};
 use crate::config::{CONFIG_FILE, ConfigError, HarnessConfig};
 use harness_core::ChatModel;
-use harness_models::{ModelSpec, RetryObserver, TransportOptions};
+use harness_models::{ModelSpec, RetryObserver, TransportOptions, WithContextWindow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -114,8 +120,17 @@ impl<'a> WorkspaceLoader<'a> {
     /// [`ConfigError`]: an unreadable or invalid file, a value out of range, a model spec
     /// that cannot be used (naming where it came from), a filesystem that cannot be opened.
     pub async fn load(self) -> Result<LoadedWorkspace, ConfigError> {
-        let config = HarnessConfig::load(&self.dir)?;
         let file = self.dir.join(CONFIG_FILE);
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => Some(text),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(ConfigError::Read { path: file, source }),
+        };
+        let mut config = match &text {
+            Some(text) => HarnessConfig::parse(text, &file)?,
+            None => HarnessConfig::default(),
+        };
+        let window = config.model.as_ref().and_then(|model| model.context_window);
         let transport = config
             .model
             .clone()
@@ -155,7 +170,16 @@ impl<'a> WorkspaceLoader<'a> {
         };
         let model = match main {
             Some((spec, source, origin)) => {
-                builder = builder.shared_model(build(&spec, origin)?);
+                let mut model = build(&spec, origin)?;
+                if let Some(tokens) = window {
+                    model = Arc::new(WithContextWindow::new(model, tokens));
+                }
+                if !sets_token_trigger(text.as_deref())
+                    && let (Some(compaction), Some(tokens)) = (config.compaction.as_mut(), model.context_window())
+                {
+                    compaction.trigger_tokens = window_trigger(tokens);
+                }
+                builder = builder.shared_model(model);
                 Some((spec, source))
             }
             None => None,
@@ -167,6 +191,23 @@ impl<'a> WorkspaceLoader<'a> {
             model,
         })
     }
+}
+
+/// The percentage of the main model's context window at which compaction starts when
+/// `[compaction]` sets no `trigger_tokens`.
+pub const WINDOW_TRIGGER_PERCENT: u64 = 80;
+
+/// [`WINDOW_TRIGGER_PERCENT`] of `window` tokens (at least 1).
+fn window_trigger(window: u64) -> u64 {
+    (window / 100 * WINDOW_TRIGGER_PERCENT + window % 100 * WINDOW_TRIGGER_PERCENT / 100).max(1)
+}
+
+/// Whether the file's `[compaction]` section sets `trigger_tokens` itself (the parsed
+/// section cannot tell an explicit value from the default). The text has parsed already.
+fn sets_token_trigger(text: Option<&str>) -> bool {
+    text.and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|table| table.get("compaction")?.get("trigger_tokens").cloned())
+        .is_some()
 }
 
 /// Parses and builds one model spec; errors name `origin`.
@@ -206,5 +247,49 @@ impl HarnessAgent {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<HarnessAgentBuilder, ConfigError> {
         HarnessAgentBuilder::from_workspace(dir, env).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn trigger(toml: &str) -> Option<u64> {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap_or_else(|e| panic!("{e}"));
+        let env = |key: &str| (key == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
+        let loaded = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        loaded.config.compaction.map(|c| c.trigger_tokens)
+    }
+
+    #[tokio::test]
+    async fn the_token_trigger_follows_the_main_models_window_unless_set() {
+        // gpt-4o's window is in the table: 80% of 128,000.
+        let known = "[agent]\nmodel = \"openai:gpt-4o\"\n[compaction]\n";
+        assert_eq!(trigger(known).await, Some(102_400));
+        // `[model] context_window` overrides the table and reaches the model.
+        let overridden = "[agent]\nmodel = \"openai:gpt-4o\"\n[model]\ncontext_window = 10000\n[compaction]\n";
+        assert_eq!(trigger(overridden).await, Some(8_000));
+        // An explicit trigger wins over the window.
+        let explicit = "[agent]\nmodel = \"openai:gpt-4o\"\n[compaction]\ntrigger_tokens = 5000\n";
+        assert_eq!(trigger(explicit).await, Some(5_000));
+        // An unknown model has no window: the default trigger stays.
+        let unknown = "[agent]\nmodel = \"openai:my-finetune\"\n[compaction]\n";
+        assert_eq!(trigger(unknown).await, Some(crate::compaction::CompactionConfig::default().trigger_tokens));
+        // ... unless the file gives its window.
+        let unknown_sized = "[agent]\nmodel = \"openai:my-finetune\"\n[model]\ncontext_window = 32000\n[compaction]\n";
+        assert_eq!(trigger(unknown_sized).await, Some(25_600));
+        // No [compaction]: nothing to follow.
+        assert_eq!(trigger("[agent]\nmodel = \"openai:gpt-4o\"\n").await, None);
+    }
+
+    #[test]
+    fn the_window_trigger_is_eighty_percent_without_overflow() {
+        assert_eq!(window_trigger(128_000), 102_400);
+        assert_eq!(window_trigger(1), 1);
+        assert_eq!(window_trigger(u64::MAX), u64::MAX / 100 * 80 + 12);
     }
 }
