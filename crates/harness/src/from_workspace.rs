@@ -8,6 +8,11 @@
 //! [`WorkspaceLoader`] takes the overrides that must be known while resolving (the agent
 //! name, which the filesystem needs; the main model spec; a retry observer).
 //!
+//! The loader also reads `tools.json` at the workspace root (`${VAR}` through the same
+//! lookup) and the `[skills]` layers, starts the MCP servers and puts the resulting
+//! [`Extensions`] on the builder (the agent's shutdown stops the servers); see
+//! [`WorkspaceLoader::extensions`] to skip that.
+//!
 //! `[model] context_window` overrides the main model's window (the table of known models
 //! otherwise; other models named in the file keep their own). When `[compaction]` is on
 //! and sets no `trigger_tokens`, the token trigger follows the main model's window
@@ -16,6 +21,9 @@
 
 use crate::agent::{DEFAULT_AGENT_NAME, HarnessAgent, HarnessAgentBuilder};
 use crate::config::{CONFIG_FILE, ConfigError, HarnessConfig};
+use crate::extensions::{Extensions, ExtensionsConfig};
+use crate::mcp::{HostEnv, INHERITED_VARS};
+use crate::tools_json::{TOOLS_JSON, ToolsConfig};
 use harness_core::ChatModel;
 use harness_models::{ModelSpec, RetryObserver, TransportOptions, WithContextWindow};
 use std::path::{Path, PathBuf};
@@ -32,6 +40,8 @@ pub struct WorkspaceLoader<'a> {
     model: Option<String>,
     name: Option<String>,
     observer: Option<RetryObserver>,
+    host_env: Option<HostEnv>,
+    extensions: bool,
 }
 
 impl std::fmt::Debug for WorkspaceLoader<'_> {
@@ -67,6 +77,9 @@ pub struct LoadedWorkspace {
     pub name: String,
     /// The main model's spec and where it came from, when one was configured.
     pub model: Option<(String, ModelSource)>,
+    /// What `tools.json` and the skill layers add (already on the builder; the agent's
+    /// shutdown stops the MCP servers). `None` when [`WorkspaceLoader::extensions`] was off.
+    pub extensions: Option<Arc<Extensions>>,
 }
 
 impl std::fmt::Debug for LoadedWorkspace {
@@ -75,6 +88,7 @@ impl std::fmt::Debug for LoadedWorkspace {
             .field("config", &self.config)
             .field("name", &self.name)
             .field("model", &self.model)
+            .field("extensions", &self.extensions)
             .finish_non_exhaustive()
     }
 }
@@ -89,7 +103,24 @@ impl<'a> WorkspaceLoader<'a> {
             model: None,
             name: None,
             observer: None,
+            host_env: None,
+            extensions: true,
         }
+    }
+
+    /// The host environment stdio MCP servers inherit from (scrubbed, see
+    /// [`HostEnv::scrubbed`]). Without it, the variables of [`INHERITED_VARS`] (and `LC_ALL`,
+    /// `LC_CTYPE`) are looked up through `env`.
+    pub fn host_env(mut self, env: HostEnv) -> Self {
+        self.host_env = Some(env);
+        self
+    }
+
+    /// Whether to read `tools.json` and the skill layers and start the MCP servers (default
+    /// true). Off for callers that only need the configuration and the models.
+    pub fn extensions(mut self, load: bool) -> Self {
+        self.extensions = load;
+        self
     }
 
     /// The main model spec, over `HARNESS_MODEL` and `[agent] model`.
@@ -143,6 +174,7 @@ impl<'a> WorkspaceLoader<'a> {
             .or_else(|| config.agent.name.clone())
             .unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
         let mut builder = HarnessAgentBuilder::default().workspace(&self.dir).name(name.as_str());
+        let mut shell = false;
         if let Some(fs_config) = &config.filesystem {
             let fs = crate::filesystem::open(fs_config, &self.dir, &name)
                 .await
@@ -150,6 +182,7 @@ impl<'a> WorkspaceLoader<'a> {
                     path: file.clone(),
                     source,
                 })?;
+            shell = fs.shell().is_some();
             builder = builder.filesystem(fs);
         }
         if let Some(spec) = config.memory.as_ref().and_then(|m| m.model.as_deref()) {
@@ -184,12 +217,60 @@ impl<'a> WorkspaceLoader<'a> {
             }
             None => None,
         };
+        let extensions = if self.extensions {
+            let extensions = Arc::new(self.start_extensions(&config, shell).await?);
+            builder = builder.extensions(Arc::clone(&extensions));
+            Some(extensions)
+        } else {
+            None
+        };
         Ok(LoadedWorkspace {
             builder: builder.config(config.clone()),
             config,
             name,
             model,
+            extensions,
         })
+    }
+
+    /// Reads `<dir>/tools.json` (`${VAR}` through `env`), sets up `config`'s `[skills]`
+    /// layers and connects the MCP servers (a broken server is a warning, see
+    /// [`Extensions::failures`]); `shell` says whether the agent has a shell on the workspace
+    /// (for `<files-root>`). [`load`](Self::load) calls this; it is public for tools that
+    /// list the extensions without building models.
+    ///
+    /// # Errors
+    /// [`ConfigError::ToolsJsonRead`], [`ConfigError::ToolsJson`] (naming the file and the
+    /// line, key or variable), [`ConfigError::Skills`].
+    pub async fn start_extensions(&self, config: &HarnessConfig, shell: bool) -> Result<Extensions, ConfigError> {
+        let path = self.dir.join(TOOLS_JSON);
+        let text = match tokio::fs::read_to_string(&path).await {
+            Ok(text) => Some(text),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(ConfigError::ToolsJsonRead { path, source }),
+        };
+        let origin = path.display().to_string();
+        let tools = ToolsConfig::layered(text.as_deref().map(|text| (origin.as_str(), text)), None, self.env)?;
+        let skills = config
+            .skills
+            .clone()
+            .unwrap_or_default()
+            .resolve(&self.dir);
+        let host = self.host_env.clone().unwrap_or_else(|| {
+            let names = INHERITED_VARS.iter().copied().chain(["LC_ALL", "LC_CTYPE"]);
+            HostEnv::from_vars(names.filter_map(|name| (self.env)(name).map(|value| (name.to_owned(), value))))
+        });
+        let extensions = ExtensionsConfig {
+            tools,
+            skills,
+            ..ExtensionsConfig::default()
+        };
+        Extensions::start(extensions, &host, &self.dir, shell)
+            .await
+            .map_err(|source| ConfigError::Skills {
+                path: self.dir.join(CONFIG_FILE),
+                source,
+            })
     }
 }
 
