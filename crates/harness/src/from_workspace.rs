@@ -251,11 +251,7 @@ impl<'a> WorkspaceLoader<'a> {
         };
         let origin = path.display().to_string();
         let tools = ToolsConfig::layered(text.as_deref().map(|text| (origin.as_str(), text)), None, self.env)?;
-        let skills = config
-            .skills
-            .clone()
-            .unwrap_or_default()
-            .resolve(&self.dir);
+        let skills = config.skills.clone().unwrap_or_default().resolve(&self.dir);
         let host = self.host_env.clone().unwrap_or_else(|| {
             let names = INHERITED_VARS.iter().copied().chain(["LC_ALL", "LC_CTYPE"]);
             HostEnv::from_vars(names.filter_map(|name| (self.env)(name).map(|value| (name.to_owned(), value))))
@@ -359,7 +355,10 @@ mod tests {
         assert_eq!(trigger(explicit).await, Some(5_000));
         // An unknown model has no window: the default trigger stays.
         let unknown = "[agent]\nmodel = \"openai:my-finetune\"\n[compaction]\n";
-        assert_eq!(trigger(unknown).await, Some(crate::compaction::CompactionConfig::default().trigger_tokens));
+        assert_eq!(
+            trigger(unknown).await,
+            Some(crate::compaction::CompactionConfig::default().trigger_tokens)
+        );
         // ... unless the file gives its window.
         let unknown_sized = "[agent]\nmodel = \"openai:my-finetune\"\n[model]\ncontext_window = 32000\n[compaction]\n";
         assert_eq!(trigger(unknown_sized).await, Some(25_600));
@@ -372,5 +371,82 @@ mod tests {
         assert_eq!(window_trigger(128_000), 102_400);
         assert_eq!(window_trigger(1), 1);
         assert_eq!(window_trigger(u64::MAX), u64::MAX / 100 * 80 + 12);
+    }
+
+    #[tokio::test]
+    async fn tools_json_and_the_skills_section_reach_the_agent() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let global = dir.path().join("global-skills/pdf");
+        std::fs::create_dir_all(&global).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            global.join("SKILL.md"),
+            "---\nname: pdf\ndescription: PDFs\n---\nHow.\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[agent]\nmodel = \"openai:gpt-4o\"\n[skills]\nglobal_dir = \"global-skills\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(TOOLS_JSON),
+            "// comment\n{\"deny\": [\"write_file\"]}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let env = |key: &str| (key == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
+        let loaded = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let extensions = loaded.extensions.clone().unwrap_or_else(|| panic!("loaded by default"));
+        let agent = loaded.builder.build().unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = agent.kernel().tool_specs().iter().map(|s| s.name.clone()).collect();
+        assert!(!names.contains(&"write_file".to_owned()), "{names:?}");
+        assert!(names.contains(&crate::skills::LOAD_SKILL.to_owned()), "{names:?}");
+        let skills = extensions.skills().unwrap_or_else(|| panic!("skills on"));
+        assert!(format!("{skills:?}").contains("global-skills"), "{skills:?}");
+        // Off: nothing is read or started.
+        let bare = WorkspaceLoader::new(dir.path(), &env)
+            .extensions(false)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(bare.extensions.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_bad_tools_json_or_skills_section_is_a_configuration_error() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let env = |_: &str| None;
+        std::fs::write(
+            dir.path().join(TOOLS_JSON),
+            r#"{"mcpServers": {"s": {"transport": "streamableHttp", "url": "${NOPE_URL}"}}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let err = WorkspaceLoader::new(dir.path(), &env).load().await.err();
+        assert!(
+            matches!(&err, Some(ConfigError::ToolsJson(_)))
+                && err.as_ref().is_some_and(|e| e.to_string().contains("NOPE_URL")),
+            "{err:?}"
+        );
+        std::fs::remove_file(dir.path().join(TOOLS_JSON)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[skills]\nrepositories = [{ url = \"u\", path = \"p\" }]\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let message = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(message.contains("[skills] repositories[0]"), "{message}");
+        std::fs::write(dir.path().join(CONFIG_FILE), "[skills]\nenabled = false\n").unwrap_or_else(|e| panic!("{e}"));
+        let loaded = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(loaded.extensions.is_some_and(|e| e.skills().is_none()));
     }
 }

@@ -88,10 +88,9 @@ mod tests {
 
     #[test]
     fn entries_resolve_against_the_workspace_and_bad_ones_are_named() {
-        let section: SkillsSection = toml::from_str(
-            "global_dir = \"g\"\nrepositories = [{ url = \"https://h/x.git\" }, { path = \"../r\" }]\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let section: SkillsSection =
+            toml::from_str("global_dir = \"g\"\nrepositories = [{ url = \"https://h/x.git\" }, { path = \"../r\" }]\n")
+                .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(section.check(), Ok(()));
         let config = section.resolve(Path::new("/ws")).unwrap_or_default();
         assert_eq!(config.global_dir, Some(PathBuf::from("/ws/g")));

@@ -284,7 +284,10 @@ async fn a_guessed_call_to_a_hidden_group_tool_is_refused_and_never_runs() {
         panic!("{:?}", requests[1].messages.last())
     };
     let text = harness_core::join_text(content);
-    assert!(*is_error && text.contains("secret_tool") && text.contains("not available"), "{text}");
+    assert!(
+        *is_error && text.contains("secret_tool") && text.contains("not available"),
+        "{text}"
+    );
     // Once the group is active, the same call runs.
     assert!(tool_names(&requests[2]).contains(&"secret_tool".to_owned()));
     let Block::ToolResult { is_error, .. } = &requests[3].messages.last().unwrap().content[0] else {
@@ -292,5 +295,9 @@ async fn a_guessed_call_to_a_hidden_group_tool_is_refused_and_never_runs() {
     };
     assert!(!is_error);
     // Two calls were made; only the one after activation ran.
-    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1, "the guessed call never ran");
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the guessed call never ran"
+    );
 }
