@@ -58,6 +58,10 @@ pub struct ActiveGroups {
     pub skills: BTreeSet<String>,
 }
 
+impl harness_core::SessionSlot for ActiveGroups {
+    const KEY: &'static str = STATE_KEY;
+}
+
 impl ActiveGroups {
     /// The session's state (empty when none was recorded).
     pub fn of(state: &AgentState) -> Self {
