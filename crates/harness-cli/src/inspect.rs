@@ -173,6 +173,7 @@ async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Opti
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(crate::progress::retry_observer()))
+        .extensions(false)
         .load()
         .await
         .map_err(|err| usage(harness_core::error_chain(&err)))?;

@@ -169,6 +169,7 @@ async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)>
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(progress::retry_observer()))
+        .host_env(harness::mcp::HostEnv::from_vars(std::env::vars()))
         .load()
         .await
         .map_err(|err| usage(harness_core::error_chain(&err)))?;
@@ -178,9 +179,9 @@ async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)>
              or set [agent] model in harness.toml (`harness init DIR --model SPEC` writes it); `harness demo` runs offline",
         ));
     };
+    // The loader started tools.json's MCP servers and the skill layers; the agent's shutdown
+    // stops the servers.
     let mut builder = loaded.builder;
-    // tools.json + skills; the agent's shutdown stops the MCP servers.
-    builder = builder.extensions(tools_cmd::load_extensions(&workspace.dir, false).await?);
     if let Some(max) = args.max_iters {
         builder = builder.max_iters(max);
     }

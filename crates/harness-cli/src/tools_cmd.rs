@@ -2,12 +2,10 @@
 //! allow/deny), with its source and annotations, and why a configured server offers none.
 
 use harness::HarnessConfig;
-use harness::extensions::{Extensions, ExtensionsConfig, ToolSource};
+use harness::extensions::{Extensions, ToolSource};
 use harness::mcp::{HostEnv, McpToolAnnotations};
-use harness::skills::SkillsConfig;
-use harness::tools_json::{TOOLS_JSON, ToolsConfig};
 use harness_core::Tool as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Arguments of `harness tools`.
@@ -22,33 +20,6 @@ pub(crate) struct ToolsArgs {
     /// One JSON object per tool (and per failed server) instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Reads `<workspace>/tools.json` (when present) with `${VAR}` from the process environment
-/// and starts its MCP servers and the workspace's skill layers. A bad file is a usage error
-/// (exit 2) naming the file, the line, the key or the variable.
-pub(crate) async fn load_extensions(dir: &Path, shell: bool) -> anyhow::Result<Arc<Extensions>> {
-    let env = HostEnv::from_vars(std::env::vars());
-    let path = dir.join(TOOLS_JSON);
-    let text = match tokio::fs::read_to_string(&path).await {
-        Ok(text) => Some(text),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => return Err(crate::usage(format!("{}: {err}", path.display()))),
-    };
-    let origin = path.display().to_string();
-    let tools = ToolsConfig::layered(text.as_deref().map(|text| (origin.as_str(), text)), None, &|name| {
-        env.get(name)
-    })
-    .map_err(|err| crate::usage(err.to_string()))?;
-    let config = ExtensionsConfig {
-        tools,
-        skills: Some(SkillsConfig::default()),
-        ..ExtensionsConfig::default()
-    };
-    let extensions = Extensions::start(config, &env, dir, shell)
-        .await
-        .map_err(|err| crate::usage(harness_core::error_chain(&err)))?;
-    Ok(Arc::new(extensions))
 }
 
 /// Runs `harness tools`.
@@ -72,7 +43,14 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
         shell = fs.shell().is_some();
         builder = builder.filesystem(fs);
     }
-    let extensions = load_extensions(&dir, shell).await?;
+    // tools.json and [skills] exactly as the agent reads them, without building its models.
+    let env = |key: &str| std::env::var(key).ok();
+    let extensions = harness::WorkspaceLoader::new(&dir, &env)
+        .host_env(HostEnv::from_vars(std::env::vars()))
+        .start_extensions(&config, shell)
+        .await
+        .map(Arc::new)
+        .map_err(|err| crate::usage(harness_core::error_chain(&err)))?;
     let agent = builder
         .config(config)
         .model(harness_models::ScriptedModel::new())

@@ -363,6 +363,7 @@ fn assemble_capabilities(
     let mut slots: std::collections::HashMap<&'static str, &'static str> = std::collections::HashMap::new();
     for capability in &built {
         for slot in capability.session_slots() {
+            let slot = slot.key();
             if let Some(first) = slots.insert(slot, capability.name()) {
                 return Err(BuildError::SlotClash {
                     slot,

@@ -44,6 +44,35 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::task_list::REGISTRATION,
 ];
 
+/// The key of a typed session slot a capability keeps: only made from a
+/// [`SessionSlot`](harness_core::SessionSlot) type, so a declaration names the type whose
+/// `KEY` it stores under, never a free-standing string.
+///
+/// ```
+/// use harness::capability::SlotKey;
+/// #[derive(Default, serde::Serialize, serde::Deserialize)]
+/// struct Todos(Vec<String>);
+/// impl harness_core::SessionSlot for Todos {
+///     const KEY: &'static str = "todos";
+/// }
+/// const SLOTS: &[SlotKey] = &[SlotKey::of::<Todos>()];
+/// assert_eq!(SLOTS[0].key(), "todos");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SlotKey(&'static str);
+
+impl SlotKey {
+    /// The key of slot type `S`.
+    pub const fn of<S: harness_core::SessionSlot>() -> Self {
+        Self(S::KEY)
+    }
+
+    /// The key in the session's state.
+    pub const fn key(self) -> &'static str {
+        self.0
+    }
+}
+
 /// A middleware's slot in the onion, outermost first. Middlewares run in the order of their
 /// layer (user middlewares outside all of them); two in one layer keep registration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -93,9 +122,9 @@ pub trait Capability: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// The keys of the session state this capability keeps (in `AgentState::extensions`
-    /// until the typed session slots land). No two capabilities may share a key.
-    fn session_slots(&self) -> &'static [&'static str] {
+    /// The session-state slots this capability keeps, by type ([`SlotKey::of`]). No two
+    /// capabilities may claim one key (a build error).
+    fn session_slots(&self) -> &'static [SlotKey] {
         &[]
     }
 

@@ -147,7 +147,7 @@ pub struct ArgsTruncatedNotice {
 
 /// Compaction's per-session state, kept in [`AgentState::extensions`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct CompactionState {
+pub(crate) struct CompactionState {
     /// Compactions done in the session.
     #[serde(default)]
     compactions: u64,
@@ -158,6 +158,10 @@ struct CompactionState {
     /// The most recent summary records, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     history: Vec<SummaryRecord>,
+}
+
+impl harness_core::SessionSlot for CompactionState {
+    const KEY: &'static str = STATE_KEY;
 }
 
 impl CompactionState {

@@ -64,6 +64,27 @@ pub enum ConfigError {
         #[source]
         source: harness_models::ModelConfigError,
     },
+    /// `tools.json` exists but could not be read.
+    #[error("cannot read {path}")]
+    ToolsJsonRead {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `tools.json` is invalid (names the file and the line, the key or the variable).
+    #[error(transparent)]
+    ToolsJson(#[from] crate::tools_json::ToolsConfigError),
+    /// The `[skills]` layers cannot be set up.
+    #[error("{path} [skills]")]
+    Skills {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::skills::SkillsError,
+    },
     /// The `[filesystem]` section cannot be opened.
     #[error("{path} [filesystem]")]
     Filesystem {
@@ -101,6 +122,10 @@ pub struct HarnessConfig {
     /// `[model]`: transport settings of every model (idle timeout, retries, context window).
     #[serde(default)]
     pub model: Option<crate::model_config::ModelSection>,
+    /// `[skills]`: the global skills directory and git skill repositories (skills are on,
+    /// with only the workspace's and the user's `skills/`, when absent).
+    #[serde(default)]
+    pub skills: Option<crate::skills::SkillsSection>,
 }
 
 /// `[agent]`.
@@ -162,6 +187,9 @@ impl HarnessConfig {
         if let Some(model) = &self.model {
             model.check().map_err(|message| value("model", message))?;
         }
+        if let Some(skills) = &self.skills {
+            skills.check().map_err(|message| value("skills", message))?;
+        }
         Ok(())
     }
 
@@ -211,6 +239,12 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # idle_timeout = "120s"           # no byte for this long ends an attempt
 # max_retries = 3                 # retries after the first attempt
 # max_retry_time = "300s"         # no retry starts after this much time on one call
+
+# Skill layers below the workspace's skills/ and the user's <user>/skills/ (on by default).
+# [skills]
+# enabled = true
+# global_dir = "/opt/harness/skills"      # relative paths are from the workspace
+# repositories = [{ url = "https://example.com/skills.git" }, { path = "../team-skills" }]
 
 # Which filesystem serves the workspace. The host shell (`execute`) is only exposed with local_shell.
 # [filesystem]

@@ -217,6 +217,12 @@ impl crate::capability::Capability for ExtensionsCapability {
         self.0.tools()
     }
 
+    fn session_slots(&self) -> &'static [crate::capability::SlotKey] {
+        const SLOTS: &[crate::capability::SlotKey] =
+            &[crate::capability::SlotKey::of::<crate::tool_groups::ActiveGroups>()];
+        SLOTS
+    }
+
     fn middleware(
         &self,
         _assembly: &crate::capability::Assembly,

@@ -7,11 +7,25 @@
 //! the file. The result is a builder, so a caller can still override anything.
 //! [`WorkspaceLoader`] takes the overrides that must be known while resolving (the agent
 //! name, which the filesystem needs; the main model spec; a retry observer).
+//!
+//! The loader also reads `tools.json` at the workspace root (`${VAR}` through the same
+//! lookup) and the `[skills]` layers, starts the MCP servers and puts the resulting
+//! [`Extensions`] on the builder (the agent's shutdown stops the servers); see
+//! [`WorkspaceLoader::extensions`] to skip that.
+//!
+//! `[model] context_window` overrides the main model's window (the table of known models
+//! otherwise; other models named in the file keep their own). When `[compaction]` is on
+//! and sets no `trigger_tokens`, the token trigger follows the main model's window
+//! ([`WINDOW_TRIGGER_PERCENT`] of it); a model with no known window keeps the default
+//! trigger, and nothing is refused for its size.
 
 use crate::agent::{DEFAULT_AGENT_NAME, HarnessAgent, HarnessAgentBuilder};
 use crate::config::{CONFIG_FILE, ConfigError, HarnessConfig};
+use crate::extensions::{Extensions, ExtensionsConfig};
+use crate::mcp::{HostEnv, INHERITED_VARS};
+use crate::tools_json::{TOOLS_JSON, ToolsConfig};
 use harness_core::ChatModel;
-use harness_models::{ModelSpec, RetryObserver, TransportOptions};
+use harness_models::{ModelSpec, RetryObserver, TransportOptions, WithContextWindow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,6 +40,8 @@ pub struct WorkspaceLoader<'a> {
     model: Option<String>,
     name: Option<String>,
     observer: Option<RetryObserver>,
+    host_env: Option<HostEnv>,
+    extensions: bool,
 }
 
 impl std::fmt::Debug for WorkspaceLoader<'_> {
@@ -61,6 +77,9 @@ pub struct LoadedWorkspace {
     pub name: String,
     /// The main model's spec and where it came from, when one was configured.
     pub model: Option<(String, ModelSource)>,
+    /// What `tools.json` and the skill layers add (already on the builder; the agent's
+    /// shutdown stops the MCP servers). `None` when [`WorkspaceLoader::extensions`] was off.
+    pub extensions: Option<Arc<Extensions>>,
 }
 
 impl std::fmt::Debug for LoadedWorkspace {
@@ -69,6 +88,7 @@ impl std::fmt::Debug for LoadedWorkspace {
             .field("config", &self.config)
             .field("name", &self.name)
             .field("model", &self.model)
+            .field("extensions", &self.extensions)
             .finish_non_exhaustive()
     }
 }
@@ -83,7 +103,24 @@ impl<'a> WorkspaceLoader<'a> {
             model: None,
             name: None,
             observer: None,
+            host_env: None,
+            extensions: true,
         }
+    }
+
+    /// The host environment stdio MCP servers inherit from (scrubbed, see
+    /// [`HostEnv::scrubbed`]). Without it, the variables of [`INHERITED_VARS`] (and `LC_ALL`,
+    /// `LC_CTYPE`) are looked up through `env`.
+    pub fn host_env(mut self, env: HostEnv) -> Self {
+        self.host_env = Some(env);
+        self
+    }
+
+    /// Whether to read `tools.json` and the skill layers and start the MCP servers (default
+    /// true). Off for callers that only need the configuration and the models.
+    pub fn extensions(mut self, load: bool) -> Self {
+        self.extensions = load;
+        self
     }
 
     /// The main model spec, over `HARNESS_MODEL` and `[agent] model`.
@@ -114,8 +151,17 @@ impl<'a> WorkspaceLoader<'a> {
     /// [`ConfigError`]: an unreadable or invalid file, a value out of range, a model spec
     /// that cannot be used (naming where it came from), a filesystem that cannot be opened.
     pub async fn load(self) -> Result<LoadedWorkspace, ConfigError> {
-        let config = HarnessConfig::load(&self.dir)?;
         let file = self.dir.join(CONFIG_FILE);
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => Some(text),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(ConfigError::Read { path: file, source }),
+        };
+        let mut config = match &text {
+            Some(text) => HarnessConfig::parse(text, &file)?,
+            None => HarnessConfig::default(),
+        };
+        let window = config.model.as_ref().and_then(|model| model.context_window);
         let transport = config
             .model
             .clone()
@@ -128,6 +174,7 @@ impl<'a> WorkspaceLoader<'a> {
             .or_else(|| config.agent.name.clone())
             .unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
         let mut builder = HarnessAgentBuilder::default().workspace(&self.dir).name(name.as_str());
+        let mut shell = false;
         if let Some(fs_config) = &config.filesystem {
             let fs = crate::filesystem::open(fs_config, &self.dir, &name)
                 .await
@@ -135,6 +182,7 @@ impl<'a> WorkspaceLoader<'a> {
                     path: file.clone(),
                     source,
                 })?;
+            shell = fs.shell().is_some();
             builder = builder.filesystem(fs);
         }
         if let Some(spec) = config.memory.as_ref().and_then(|m| m.model.as_deref()) {
@@ -155,18 +203,88 @@ impl<'a> WorkspaceLoader<'a> {
         };
         let model = match main {
             Some((spec, source, origin)) => {
-                builder = builder.shared_model(build(&spec, origin)?);
+                let mut model = build(&spec, origin)?;
+                if let Some(tokens) = window {
+                    model = Arc::new(WithContextWindow::new(model, tokens));
+                }
+                if !sets_token_trigger(text.as_deref())
+                    && let (Some(compaction), Some(tokens)) = (config.compaction.as_mut(), model.context_window())
+                {
+                    compaction.trigger_tokens = window_trigger(tokens);
+                }
+                builder = builder.shared_model(model);
                 Some((spec, source))
             }
             None => None,
+        };
+        let extensions = if self.extensions {
+            let extensions = Arc::new(self.start_extensions(&config, shell).await?);
+            builder = builder.extensions(Arc::clone(&extensions));
+            Some(extensions)
+        } else {
+            None
         };
         Ok(LoadedWorkspace {
             builder: builder.config(config.clone()),
             config,
             name,
             model,
+            extensions,
         })
     }
+
+    /// Reads `<dir>/tools.json` (`${VAR}` through `env`), sets up `config`'s `[skills]`
+    /// layers and connects the MCP servers (a broken server is a warning, see
+    /// [`Extensions::failures`]); `shell` says whether the agent has a shell on the workspace
+    /// (for `<files-root>`). [`load`](Self::load) calls this; it is public for tools that
+    /// list the extensions without building models.
+    ///
+    /// # Errors
+    /// [`ConfigError::ToolsJsonRead`], [`ConfigError::ToolsJson`] (naming the file and the
+    /// line, key or variable), [`ConfigError::Skills`].
+    pub async fn start_extensions(&self, config: &HarnessConfig, shell: bool) -> Result<Extensions, ConfigError> {
+        let path = self.dir.join(TOOLS_JSON);
+        let text = match tokio::fs::read_to_string(&path).await {
+            Ok(text) => Some(text),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(ConfigError::ToolsJsonRead { path, source }),
+        };
+        let origin = path.display().to_string();
+        let tools = ToolsConfig::layered(text.as_deref().map(|text| (origin.as_str(), text)), None, self.env)?;
+        let skills = config.skills.clone().unwrap_or_default().resolve(&self.dir);
+        let host = self.host_env.clone().unwrap_or_else(|| {
+            let names = INHERITED_VARS.iter().copied().chain(["LC_ALL", "LC_CTYPE"]);
+            HostEnv::from_vars(names.filter_map(|name| (self.env)(name).map(|value| (name.to_owned(), value))))
+        });
+        let extensions = ExtensionsConfig {
+            tools,
+            skills,
+            ..ExtensionsConfig::default()
+        };
+        Extensions::start(extensions, &host, &self.dir, shell)
+            .await
+            .map_err(|source| ConfigError::Skills {
+                path: self.dir.join(CONFIG_FILE),
+                source,
+            })
+    }
+}
+
+/// The percentage of the main model's context window at which compaction starts when
+/// `[compaction]` sets no `trigger_tokens`.
+pub const WINDOW_TRIGGER_PERCENT: u64 = 80;
+
+/// [`WINDOW_TRIGGER_PERCENT`] of `window` tokens (at least 1).
+fn window_trigger(window: u64) -> u64 {
+    (window / 100 * WINDOW_TRIGGER_PERCENT + window % 100 * WINDOW_TRIGGER_PERCENT / 100).max(1)
+}
+
+/// Whether the file's `[compaction]` section sets `trigger_tokens` itself (the parsed
+/// section cannot tell an explicit value from the default). The text has parsed already.
+fn sets_token_trigger(text: Option<&str>) -> bool {
+    text.and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|table| table.get("compaction")?.get("trigger_tokens").cloned())
+        .is_some()
 }
 
 /// Parses and builds one model spec; errors name `origin`.
@@ -206,5 +324,129 @@ impl HarnessAgent {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<HarnessAgentBuilder, ConfigError> {
         HarnessAgentBuilder::from_workspace(dir, env).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn trigger(toml: &str) -> Option<u64> {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap_or_else(|e| panic!("{e}"));
+        let env = |key: &str| (key == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
+        let loaded = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        loaded.config.compaction.map(|c| c.trigger_tokens)
+    }
+
+    #[tokio::test]
+    async fn the_token_trigger_follows_the_main_models_window_unless_set() {
+        // gpt-4o's window is in the table: 80% of 128,000.
+        let known = "[agent]\nmodel = \"openai:gpt-4o\"\n[compaction]\n";
+        assert_eq!(trigger(known).await, Some(102_400));
+        // `[model] context_window` overrides the table and reaches the model.
+        let overridden = "[agent]\nmodel = \"openai:gpt-4o\"\n[model]\ncontext_window = 10000\n[compaction]\n";
+        assert_eq!(trigger(overridden).await, Some(8_000));
+        // An explicit trigger wins over the window.
+        let explicit = "[agent]\nmodel = \"openai:gpt-4o\"\n[compaction]\ntrigger_tokens = 5000\n";
+        assert_eq!(trigger(explicit).await, Some(5_000));
+        // An unknown model has no window: the default trigger stays.
+        let unknown = "[agent]\nmodel = \"openai:my-finetune\"\n[compaction]\n";
+        assert_eq!(
+            trigger(unknown).await,
+            Some(crate::compaction::CompactionConfig::default().trigger_tokens)
+        );
+        // ... unless the file gives its window.
+        let unknown_sized = "[agent]\nmodel = \"openai:my-finetune\"\n[model]\ncontext_window = 32000\n[compaction]\n";
+        assert_eq!(trigger(unknown_sized).await, Some(25_600));
+        // No [compaction]: nothing to follow.
+        assert_eq!(trigger("[agent]\nmodel = \"openai:gpt-4o\"\n").await, None);
+    }
+
+    #[test]
+    fn the_window_trigger_is_eighty_percent_without_overflow() {
+        assert_eq!(window_trigger(128_000), 102_400);
+        assert_eq!(window_trigger(1), 1);
+        assert_eq!(window_trigger(u64::MAX), u64::MAX / 100 * 80 + 12);
+    }
+
+    #[tokio::test]
+    async fn tools_json_and_the_skills_section_reach_the_agent() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let global = dir.path().join("global-skills/pdf");
+        std::fs::create_dir_all(&global).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            global.join("SKILL.md"),
+            "---\nname: pdf\ndescription: PDFs\n---\nHow.\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[agent]\nmodel = \"openai:gpt-4o\"\n[skills]\nglobal_dir = \"global-skills\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(TOOLS_JSON),
+            "// comment\n{\"deny\": [\"write_file\"]}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let env = |key: &str| (key == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
+        let loaded = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let extensions = loaded.extensions.clone().unwrap_or_else(|| panic!("loaded by default"));
+        let agent = loaded.builder.build().unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = agent.kernel().tool_specs().iter().map(|s| s.name.clone()).collect();
+        assert!(!names.contains(&"write_file".to_owned()), "{names:?}");
+        assert!(names.contains(&crate::skills::LOAD_SKILL.to_owned()), "{names:?}");
+        let skills = extensions.skills().unwrap_or_else(|| panic!("skills on"));
+        assert!(format!("{skills:?}").contains("global-skills"), "{skills:?}");
+        // Off: nothing is read or started.
+        let bare = WorkspaceLoader::new(dir.path(), &env)
+            .extensions(false)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(bare.extensions.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_bad_tools_json_or_skills_section_is_a_configuration_error() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let env = |_: &str| None;
+        std::fs::write(
+            dir.path().join(TOOLS_JSON),
+            r#"{"mcpServers": {"s": {"transport": "streamableHttp", "url": "${NOPE_URL}"}}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let err = WorkspaceLoader::new(dir.path(), &env).load().await.err();
+        assert!(
+            matches!(&err, Some(ConfigError::ToolsJson(_)))
+                && err.as_ref().is_some_and(|e| e.to_string().contains("NOPE_URL")),
+            "{err:?}"
+        );
+        std::fs::remove_file(dir.path().join(TOOLS_JSON)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[skills]\nrepositories = [{ url = \"u\", path = \"p\" }]\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let message = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(message.contains("[skills] repositories[0]"), "{message}");
+        std::fs::write(dir.path().join(CONFIG_FILE), "[skills]\nenabled = false\n").unwrap_or_else(|e| panic!("{e}"));
+        let loaded = WorkspaceLoader::new(dir.path(), &env)
+            .load()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(loaded.extensions.is_some_and(|e| e.skills().is_none()));
     }
 }

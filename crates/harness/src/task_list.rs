@@ -196,10 +196,13 @@ impl Capability for TaskListCapability {
         vec![(Layer::Plan, Arc::new(TaskReminder) as Arc<dyn Middleware>)]
     }
 
-    fn session_slots(&self) -> &'static [&'static str] {
-        &[TaskList::KEY]
+    fn session_slots(&self) -> &'static [crate::capability::SlotKey] {
+        SLOTS
     }
 }
+
+/// The task list lives in one session slot.
+const SLOTS: &[crate::capability::SlotKey] = &[crate::capability::SlotKey::of::<TaskList>()];
 
 /// Puts the task list into the volatile tail of every step's system prompt.
 struct TaskReminder;

@@ -9,14 +9,15 @@
 //! restarts).
 //!
 //! [`ToolGroupsLayer`] does both halves: before each reasoning step it records activations
-//! found in the conversation, and around the model call it removes inactive groups' tools
-//! from the request.
+//! found in the conversation, then narrows the step's `Turn::tools` to leave out inactive
+//! groups' tools, so the kernel neither offers them to the model nor runs a call to one (a
+//! guessed call gets the "not available on this step" error result).
 
 use crate::skills::{LOAD_SKILL, Skills};
 use async_trait::async_trait;
 use harness_core::{
-    AgentError, AgentState, Block, ChatRequest, Hooks, JsonSchema, Middleware, ModelCallInfo, ModelError, ModelNext,
-    ModelStream, ReasoningNext, Role, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, Turn, schema_of,
+    AgentError, AgentState, Block, Hooks, JsonSchema, Middleware, ReasoningNext, Role, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec, Turn, schema_of,
 };
 use harness_fs::CallWorkspace;
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,10 @@ pub struct ActiveGroups {
     /// Skills whose groups were already taken into account.
     #[serde(default)]
     pub skills: BTreeSet<String>,
+}
+
+impl harness_core::SessionSlot for ActiveGroups {
+    const KEY: &'static str = STATE_KEY;
 }
 
 impl ActiveGroups {
@@ -237,7 +242,7 @@ impl Middleware for ToolGroupsLayer {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::REASONING | Hooks::MODEL_CALL
+        Hooks::REASONING
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
@@ -268,29 +273,23 @@ impl Middleware for ToolGroupsLayer {
         if state != before {
             state.store(turn.state_mut());
         }
-        next.run(turn).await
-    }
-
-    async fn model_call(
-        &self,
-        mut request: ChatRequest,
-        info: ModelCallInfo<'_>,
-        next: ModelNext<'_>,
-    ) -> Result<ModelStream, ModelError> {
-        let active = ActiveGroups::of(&info.turn.state()).groups;
-        if request
-            .tools
-            .iter()
-            .any(|spec| !self.groups.offers(&spec.name, &active))
-        {
-            request.tools = request
-                .tools
-                .iter()
+        // Narrow what the kernel offers (and so enforces) on this step, not just what the
+        // provider sees: a guessed call to a hidden tool is refused like any tool not offered.
+        // The call's full set is restored afterwards so a later step can widen it again.
+        let active = state.groups;
+        if !turn.tools().iter().any(|spec| !self.groups.offers(&spec.name, &active)) {
+            return next.run(turn).await;
+        }
+        let all = Arc::clone(turn.tools());
+        turn.set_tools(
+            all.iter()
                 .filter(|spec| self.groups.offers(&spec.name, &active))
                 .cloned()
-                .collect();
-        }
-        next.run(request, info).await
+                .collect(),
+        );
+        let result = next.run(turn).await;
+        turn.set_tools(all);
+        result
     }
 }
 

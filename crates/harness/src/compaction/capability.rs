@@ -2,8 +2,9 @@
 //! `[compaction]` (or [`HarnessAgentBuilder::compaction`]) turns it on. When memory is on, the messages a compaction replaces are flushed into
 //! memory extraction first.
 
-use super::{Compaction, CompactionConfig, STATE_KEY};
+use super::{Compaction, CompactionConfig, CompactionState};
 use crate::HarnessAgentBuilder;
+use crate::capability::SlotKey;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 use harness_core::{ChatModel, Middleware};
 use harness_memory::Memory;
@@ -49,14 +50,17 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     }
     Ok(Some(Arc::new(CompactionCapability {
         layer: Arc::new(layer),
-        slots: &[STATE_KEY],
+        slots: SLOTS,
     })))
 }
+
+/// Compaction keeps its summaries and boundary in one session slot.
+const SLOTS: &[SlotKey] = &[SlotKey::of::<CompactionState>()];
 
 /// The capability: compaction.
 struct CompactionCapability {
     layer: Arc<dyn Middleware>,
-    slots: &'static [&'static str],
+    slots: &'static [SlotKey],
 }
 
 impl Capability for CompactionCapability {
@@ -68,7 +72,7 @@ impl Capability for CompactionCapability {
         vec![(Layer::Compaction, Arc::clone(&self.layer))]
     }
 
-    fn session_slots(&self) -> &'static [&'static str] {
+    fn session_slots(&self) -> &'static [SlotKey] {
         self.slots
     }
 }

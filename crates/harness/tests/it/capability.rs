@@ -3,7 +3,7 @@
 
 use crate::support::{builder, ctx};
 use harness::BuildError;
-use harness::capability::{Assembly, Capability, Layer};
+use harness::capability::{Assembly, Capability, Layer, SlotKey};
 use harness_core::{
     Hooks, JsonSchema, Middleware, PromptPart, Tool, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, typed,
 };
@@ -41,10 +41,27 @@ impl Middleware for Named {
     }
 }
 
+/// Session slot types the probes claim (the third shares compaction's key).
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct ProbeSlot;
+impl harness_core::SessionSlot for ProbeSlot {
+    const KEY: &'static str = "probe";
+}
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct OtherSlot;
+impl harness_core::SessionSlot for OtherSlot {
+    const KEY: &'static str = "other";
+}
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct NamedLikeCompaction;
+impl harness_core::SessionSlot for NamedLikeCompaction {
+    const KEY: &'static str = "compaction";
+}
+
 /// A capability contributing one of everything.
 struct Probe {
     layer: Layer,
-    slots: &'static [&'static str],
+    slots: &'static [SlotKey],
     shut_down: Arc<AtomicBool>,
     hang_at_shutdown: bool,
     offers_tool: bool,
@@ -54,7 +71,7 @@ impl Probe {
     fn at(layer: Layer) -> Self {
         Self {
             layer,
-            slots: &["probe"],
+            slots: const { &[SlotKey::of::<ProbeSlot>()] },
             shut_down: Arc::default(),
             hang_at_shutdown: false,
             offers_tool: true,
@@ -95,7 +112,7 @@ impl Capability for Probe {
         ]
     }
 
-    fn session_slots(&self) -> &'static [&'static str] {
+    fn session_slots(&self) -> &'static [SlotKey] {
         self.slots
     }
 
@@ -180,7 +197,7 @@ fn two_capabilities_cannot_claim_one_session_slot() {
         .model(ScriptedModel::new())
         .compaction(harness::compaction::CompactionConfig::default())
         .capability(Arc::new(Probe {
-            slots: &["compaction"],
+            slots: const { &[SlotKey::of::<NamedLikeCompaction>()] },
             ..Probe::at(Layer::Memory)
         }))
         .build()
@@ -205,7 +222,7 @@ async fn shutdown_runs_every_capability_and_keeps_the_deadline() {
     let finished = Probe::at(Layer::Memory);
     let finished_flag = Arc::clone(&finished.shut_down);
     let hanging = Probe {
-        slots: &["other"],
+        slots: const { &[SlotKey::of::<OtherSlot>()] },
         hang_at_shutdown: true,
         offers_tool: false,
         ..Probe::at(Layer::Memory)

@@ -190,7 +190,7 @@ async fn a_skill_activates_the_groups_it_declares() {
 #[tokio::test]
 #[allow(clippy::print_stderr)]
 async fn turn_one_request_bytes_with_and_without_on_demand_groups() {
-    let mut sizes = Vec::new();
+    let (mut sizes, mut counts) = (Vec::new(), Vec::new());
     for (label, text) in [
         ("default tools", "{}".to_owned()),
         (
@@ -219,12 +219,91 @@ async fn turn_one_request_bytes_with_and_without_on_demand_groups() {
         let bytes = request_bytes(request);
         eprintln!("turn-1 request bytes, {label}: {bytes} ({} tools)", request.tools.len());
         sizes.push(bytes);
+        counts.push(request.tools.len());
         ext.shutdown().await;
     }
     assert!(sizes[1] > sizes[0] + 1000, "{sizes:?}");
     assert!(sizes[2] < sizes[1], "{sizes:?}");
+    // On demand costs only the activation tool (its description lists the group), a small
+    // fraction of what the server's tools cost.
+    assert_eq!(counts[2], counts[0] + 1, "{counts:?}");
     assert!(
-        sizes[2] - sizes[0] < 400,
+        (sizes[2] - sizes[0]) * 5 < sizes[1] - sizes[0],
         "on demand costs only the activation tool: {sizes:?}"
+    );
+}
+
+/// Counts its calls; grouped, so hidden until its group is active.
+struct Counted(harness_core::ToolSpec, Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl harness_core::Tool for Counted {
+    fn spec(&self) -> &harness_core::ToolSpec {
+        &self.0
+    }
+
+    async fn call(
+        &self,
+        _input: serde_json::Value,
+        _ctx: &harness_core::ToolContext,
+    ) -> Result<harness_core::ToolOutput, harness_core::ToolError> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(harness_core::ToolOutput::text("ran"))
+    }
+}
+
+#[tokio::test]
+async fn a_guessed_call_to_a_hidden_group_tool_is_refused_and_never_runs() {
+    use harness::tool_groups::{ToolGroup, ToolGroups, ToolGroupsLayer};
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let spec = harness_core::ToolSpec {
+        name: "secret_tool".into(),
+        description: "hidden until its group is active".into(),
+        input_schema: json!({"type": "object"}),
+        annotations: harness_core::ToolAnnotations::new(),
+    };
+    let mut groups = ToolGroups::new();
+    groups.add(ToolGroup {
+        name: "secrets".into(),
+        description: "secret tools".into(),
+        tools: ["secret_tool".to_owned()].into(),
+    });
+    let groups = Arc::new(groups);
+    let model = ScriptedModel::new()
+        .reply_tool_call("secret_tool", json!({}))
+        .reply_tool_call("activate_tool_group", json!({"group": "secrets"}))
+        .reply_tool_call("secret_tool", json!({}))
+        .reply_text("done");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .tool(Arc::new(Counted(spec, Arc::clone(&runs))))
+        .tool(groups.activation_tool())
+        .middleware(Arc::new(ToolGroupsLayer::new(Arc::clone(&groups), None)))
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    let requests = model.requests();
+    assert!(!tool_names(&requests[0]).contains(&"secret_tool".to_owned()));
+    let Block::ToolResult { content, is_error, .. } = &requests[1].messages.last().unwrap().content[0] else {
+        panic!("{:?}", requests[1].messages.last())
+    };
+    let text = harness_core::join_text(content);
+    assert!(
+        *is_error && text.contains("secret_tool") && text.contains("not available"),
+        "{text}"
+    );
+    // Once the group is active, the same call runs.
+    assert!(tool_names(&requests[2]).contains(&"secret_tool".to_owned()));
+    let Block::ToolResult { is_error, .. } = &requests[3].messages.last().unwrap().content[0] else {
+        panic!()
+    };
+    assert!(!is_error);
+    // Two calls were made; only the one after activation ran.
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the guessed call never ran"
     );
 }

@@ -1,0 +1,106 @@
+//! `[skills]` in harness.toml: the skill layers below the workspace's and the user's.
+//!
+//! ```toml
+//! [skills]
+//! enabled = true                          # false: no catalogue, no load_skill_through_path
+//! global_dir = "/opt/harness/skills"      # lowest layer; relative paths are from the workspace
+//! repositories = [
+//!   { url = "https://example.com/team-skills.git" },
+//!   { path = "../shared-skills" },        # a local git repository, relative to the workspace
+//! ]
+//! ```
+//!
+//! A repository is staged from its HEAD; pinning a branch or tag is not supported yet, so an
+//! entry with `ref` is refused (naming the key) rather than silently ignored.
+
+use super::library::SkillsConfig;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// `[skills]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillsSection {
+    /// Whether skills are on. Default true.
+    pub enabled: bool,
+    /// The global skills directory (lowest layer).
+    pub global_dir: Option<PathBuf>,
+    /// Git skill repositories, in priority order (a later one shadows an earlier).
+    pub repositories: Vec<SkillRepositoryEntry>,
+}
+
+impl Default for SkillsSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            global_dir: None,
+            repositories: Vec::new(),
+        }
+    }
+}
+
+/// One entry of `[skills] repositories`: exactly one of `url` or `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillRepositoryEntry {
+    /// A remote repository URL.
+    pub url: Option<String>,
+    /// A local repository path (relative to the workspace).
+    pub path: Option<PathBuf>,
+}
+
+impl SkillsSection {
+    /// What is out of range, as `key: reason`.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        for (index, entry) in self.repositories.iter().enumerate() {
+            if entry.url.is_some() == entry.path.is_some() {
+                return Err(format!("repositories[{index}] needs exactly one of `url` or `path`"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The skill layers for a workspace at `workspace_root`, or `None` when skills are off.
+    /// Relative paths are resolved against the workspace.
+    pub fn resolve(&self, workspace_root: &Path) -> Option<SkillsConfig> {
+        if !self.enabled {
+            return None;
+        }
+        let repositories = self
+            .repositories
+            .iter()
+            .filter_map(|entry| match (&entry.url, &entry.path) {
+                (Some(url), _) => Some(url.clone()),
+                (None, Some(path)) => Some(workspace_root.join(path).display().to_string()),
+                (None, None) => None,
+            })
+            .collect();
+        Some(SkillsConfig {
+            global_dir: self.global_dir.as_ref().map(|dir| workspace_root.join(dir)),
+            repositories,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_resolve_against_the_workspace_and_bad_ones_are_named() {
+        let section: SkillsSection =
+            toml::from_str("global_dir = \"g\"\nrepositories = [{ url = \"https://h/x.git\" }, { path = \"../r\" }]\n")
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(section.check(), Ok(()));
+        let config = section.resolve(Path::new("/ws")).unwrap_or_default();
+        assert_eq!(config.global_dir, Some(PathBuf::from("/ws/g")));
+        assert_eq!(config.repositories, ["https://h/x.git", "/ws/../r"]);
+        let off: SkillsSection = toml::from_str("enabled = false\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(off.resolve(Path::new("/ws")), None);
+        let both: SkillsSection =
+            toml::from_str("repositories = [{ url = \"u\", path = \"p\" }]\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(both.check().is_err_and(|e| e.contains("repositories[0]")));
+        let pinned = toml::from_str::<SkillsSection>("repositories = [{ url = \"u\", ref = \"main\" }]\n").err();
+        assert!(pinned.map(|e| e.to_string()).unwrap_or_default().contains("ref"));
+    }
+}
