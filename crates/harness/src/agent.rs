@@ -262,14 +262,27 @@ impl HarnessAgentBuilder {
             scope,
             agent_id.clone(),
         ));
-        let store: Arc<dyn StateStore> = self.state_store.unwrap_or_else(|| {
+        let store: Arc<dyn StateStore> = self.state_store.clone().unwrap_or_else(|| {
             Arc::new(harness_store::FileStateStore::with_layout(
                 root.clone(),
                 harness_fs::state_layout(),
             ))
         });
 
-        let (capabilities, memory) = assemble_capabilities(
+        // What a subagent inherits: the parent's own tools, middlewares and capabilities (a
+        // permission capability or middleware on the parent applies to its children).
+        self.settings.insert(crate::subagents::Inherited {
+            tools: self.tools.clone(),
+            middleware: self.middleware.clone(),
+            capabilities: self.capabilities.clone(),
+            extensions: self.extensions.clone(),
+            sys_prompt: self.sys_prompt.clone().or_else(|| file.sys_prompt.clone()),
+            max_iters: self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)),
+            session_lease: self.session_lease.clone(),
+            state_store: self.state_store.clone(),
+        });
+        let allow = self.settings.remove::<crate::subagents::ToolAllowList>();
+        let (capabilities, memory, subagents) = assemble_capabilities(
             Setup {
                 config: &self.config,
                 settings: &mut self.settings,
@@ -300,6 +313,10 @@ impl HarnessAgentBuilder {
         // tools.json's allow/deny applies after every tool is registered, built-ins included.
         if let Some(extensions) = &self.extensions {
             tools = extensions.filter().apply(tools);
+        }
+        // A subagent's declared allow-list narrows what it inherited.
+        if let Some(crate::subagents::ToolAllowList(allow)) = allow {
+            tools.retain(|tool| allow.iter().any(|name| *name == tool.spec().name));
         }
         kernel = kernel.tools(tools);
         if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
@@ -337,6 +354,7 @@ impl HarnessAgentBuilder {
             lease,
             sessions,
             memory,
+            subagents,
             capabilities,
             onion,
         })
@@ -348,7 +366,7 @@ impl HarnessAgentBuilder {
 fn assemble_capabilities(
     mut setup: Setup<'_>,
     extra: Vec<Arc<dyn Capability>>,
-) -> Result<(Capabilities, Option<Memory>), BuildError> {
+) -> Result<(Capabilities, Option<Memory>, Option<crate::subagents::Handle>), BuildError> {
     let mut built = Vec::new();
     for registration in REGISTRY {
         if let Some(capability) = (registration.build)(&mut setup)? {
@@ -369,7 +387,8 @@ fn assemble_capabilities(
         }
     }
     let memory = setup.provided::<Memory>().cloned();
-    Ok((Capabilities(built.into()), memory))
+    let subagents = setup.provided::<crate::subagents::Handle>().cloned();
+    Ok((Capabilities(built.into()), memory, subagents))
 }
 
 /// A ReAct agent with a file-based workspace, durable sessions and per-user isolation.
@@ -387,6 +406,7 @@ pub struct HarnessAgent {
     lease: Arc<dyn SessionLease>,
     sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
+    subagents: Option<crate::subagents::Handle>,
     capabilities: Capabilities,
     onion: Arc<[&'static str]>,
 }
@@ -443,6 +463,11 @@ impl HarnessAgent {
     /// builder's own middlewares, which run outside all of them, are not listed).
     pub fn middleware_order(&self) -> &[&'static str] {
         &self.onion
+    }
+
+    /// The subagent runtime, when subagents are on.
+    pub(crate) fn subagents_handle(&self) -> Option<&crate::subagents::Handle> {
+        self.subagents.as_ref()
     }
 
     /// Long-term memory, when enabled.
