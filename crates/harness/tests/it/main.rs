@@ -15,6 +15,7 @@ mod memory;
 mod scope;
 mod sessions;
 mod skills;
+mod subagents;
 mod support;
 mod tools;
 mod workspace;
