@@ -385,6 +385,28 @@ impl HarnessAgent {
         }
     }
 
+    /// The subagent tasks of the session in `ctx` (bound like a call: default ids apply), as
+    /// recorded in its task file; empty when subagents are off or none ran.
+    ///
+    /// # Errors
+    /// [`harness_core::AgentError`] for bad ids, or when the task file cannot be read.
+    pub async fn tasks(&self, ctx: harness_core::RuntimeContext) -> Result<Vec<TaskRecord>, harness_core::AgentError> {
+        if self.subagents_handle().is_none() {
+            return Ok(Vec::new());
+        }
+        let ctx = self.bind(ctx)?;
+        let capability_error = |err: SpawnError| harness_core::AgentError::Capability {
+            capability: "subagents",
+            source: Box::new(err),
+        };
+        let store = Runtime::store_for(&ctx).map_err(capability_error)?;
+        let file = store
+            .load()
+            .await
+            .map_err(|err| capability_error(SpawnError::Store(err)))?;
+        Ok(file.tasks.into_values().collect())
+    }
+
     /// The malformed subagent spec files skipped at build (each names its file and key).
     pub fn subagent_warnings(&self) -> Vec<DeclarationWarning> {
         self.subagents_handle()

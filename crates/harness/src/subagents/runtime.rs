@@ -314,6 +314,14 @@ impl Runtime {
         let limit = self.config.task_timeout;
         self.tracker.spawn(async move {
             let outcome = run_child(child, task, child_ctx, &running, source, limit).await;
+            let outcome = if outcome.status == TaskStatus::Cancelled && runtime.shutdown.is_cancelled() {
+                Outcome {
+                    status: TaskStatus::Cancelled,
+                    result: "cancelled: the agent shut down before the task finished (the CLI waits for tasks only with `harness run --wait-tasks`)".to_owned(),
+                }
+            } else {
+                outcome
+            };
             runtime.finish(&running, outcome, &done_tx).await;
         });
         Ok(Started {
@@ -512,7 +520,7 @@ async fn run_child(
         },
         _ if live.cancel.is_cancelled() => Outcome {
             status: TaskStatus::Cancelled,
-            result: "cancelled: task_cancel or the agent shut down before the task finished".to_owned(),
+            result: "cancelled before the task finished (task_cancel, or the parent's call was cancelled while it waited)".to_owned(),
         },
         Some(Err(message)) => Outcome {
             status: TaskStatus::Failed,
