@@ -137,7 +137,9 @@ async fn chat_loop(
                 continue;
             }
             _ if line.starts_with('/') => {
-                out.line(&format!("unknown command {line}; use /session ID, /new, /tasks or /exit"))?;
+                out.line(&format!(
+                    "unknown command {line}; use /session ID, /new, /tasks or /exit"
+                ))?;
                 continue;
             }
             _ => {}
@@ -243,6 +245,7 @@ pub(crate) fn child_line(source: &harness_core::EventSource, kind: &EventKind) -
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod child_tests {
     use super::*;
 

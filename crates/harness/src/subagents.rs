@@ -29,8 +29,8 @@ pub use declaration::{DeclarationWarning, GENERAL_PURPOSE, SubagentDeclaration, 
 use harness_core::{ChatModel, Middleware, PromptPart, SessionLease, StateStore, Tool};
 use harness_fs::{Filesystem, IsolationScope};
 pub use records::{TaskFile, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
-pub use runtime::SpawnError;
 use runtime::Runtime;
+pub use runtime::SpawnError;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
@@ -137,7 +137,10 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     if config.max_depth > MAX_DEPTH_LIMIT {
         return Err(CapabilityError::new(
             "subagents",
-            format!("max_depth = {} is above the limit of {MAX_DEPTH_LIMIT}", config.max_depth),
+            format!(
+                "max_depth = {} is above the limit of {MAX_DEPTH_LIMIT}",
+                config.max_depth
+            ),
         ));
     }
     if !config.enabled || depth >= config.max_depth {
@@ -155,7 +158,10 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         if !declaration::valid_id(&declaration.id) {
             return Err(CapabilityError::new(
                 "subagents",
-                format!("subagent id `{}` may hold letters, digits, `-`, `_` and `.` only", declaration.id),
+                format!(
+                    "subagent id `{}` may hold letters, digits, `-`, `_` and `.` only",
+                    declaration.id
+                ),
             ));
         }
         declarations.insert(declaration.id.clone(), declaration);

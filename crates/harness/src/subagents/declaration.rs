@@ -186,7 +186,9 @@ pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
         && !id.starts_with('.')
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 fn split_front_matter(text: &str) -> Option<(&str, &str)> {
@@ -210,6 +212,7 @@ fn unknown_key(message: &str) -> Option<&str> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -239,10 +242,18 @@ mod tests {
     #[test]
     fn malformed_files_are_warnings_naming_file_and_key() {
         let missing = parse_spec("r", "subagents/r.md", "---\nhidden: true\n---\nbody").unwrap_err();
-        assert_eq!((missing.file.as_str(), missing.key.as_str()), ("subagents/r.md", "description"));
+        assert_eq!(
+            (missing.file.as_str(), missing.key.as_str()),
+            ("subagents/r.md", "description")
+        );
         let unknown = parse_spec("r", "subagents/r.md", "---\ndescription: d\ncolour: red\n---\n").unwrap_err();
         assert_eq!(unknown.key, "colour", "{unknown}");
-        let mode = parse_spec("r", "subagents/r.md", "---\ndescription: d\nworkspace:\n  mode: weird\n---\n").unwrap_err();
+        let mode = parse_spec(
+            "r",
+            "subagents/r.md",
+            "---\ndescription: d\nworkspace:\n  mode: weird\n---\n",
+        )
+        .unwrap_err();
         assert!(mode.to_string().contains("weird"), "{mode}");
         let none = parse_spec("r", "subagents/r.md", "no front matter").unwrap_err();
         assert_eq!(none.key, "front matter");

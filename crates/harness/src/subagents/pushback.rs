@@ -114,20 +114,30 @@ pub(crate) async fn bounded(ctx: &harness_core::RuntimeContext, record: &TaskRec
     }
     let preview: String = result.chars().take(INLINE_RESULT_CHARS).collect();
     let (Some(scope), Some(workspace)) = (ctx.get::<CallScope>(), ctx.get::<CallWorkspace>()) else {
-        return format!("{preview}\n[... result truncated: {} characters in all]", result.chars().count());
+        return format!(
+            "{preview}\n[... result truncated: {} characters in all]",
+            result.chars().count()
+        );
     };
     let path = scope
         .large_tool_results_dir()
         .join(&format!("{}.txt", record.task_id))
         .unwrap_or_else(|_| WsPath::root());
-    match workspace.user.write(&path, result.as_bytes(), WriteMode::Overwrite).await {
+    match workspace
+        .user
+        .write(&path, result.as_bytes(), WriteMode::Overwrite)
+        .await
+    {
         Ok(()) => format!(
             "{preview}\n[... {} characters in all; the whole result is in `{path}` (read it with read_file)]",
             result.chars().count()
         ),
         Err(err) => {
             tracing::warn!(error = %err, "long task result not written");
-            format!("{preview}\n[... result truncated: {} characters in all]", result.chars().count())
+            format!(
+                "{preview}\n[... result truncated: {} characters in all]",
+                result.chars().count()
+            )
         }
     }
 }

@@ -132,7 +132,9 @@ pub struct TaskStore {
 
 impl std::fmt::Debug for TaskStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TaskStore").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("TaskStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 

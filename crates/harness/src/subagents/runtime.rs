@@ -69,7 +69,9 @@ pub(crate) struct LiveTask {
 #[non_exhaustive]
 pub enum SpawnError {
     /// The caller is a leaf.
-    #[error("spawn refused: max_depth = {limit} reached (this agent is at depth {depth}; subagents cannot spawn further subagents)")]
+    #[error(
+        "spawn refused: max_depth = {limit} reached (this agent is at depth {depth}; subagents cannot spawn further subagents)"
+    )]
     Depth {
         /// The configured limit.
         limit: u32,
@@ -520,7 +522,9 @@ async fn run_child(
         },
         _ if live.cancel.is_cancelled() => Outcome {
             status: TaskStatus::Cancelled,
-            result: "cancelled before the task finished (task_cancel, or the parent's call was cancelled while it waited)".to_owned(),
+            result:
+                "cancelled before the task finished (task_cancel, or the parent's call was cancelled while it waited)"
+                    .to_owned(),
         },
         Some(Err(message)) => Outcome {
             status: TaskStatus::Failed,

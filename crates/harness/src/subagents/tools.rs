@@ -240,8 +240,7 @@ struct AgentSend(Shared);
 #[async_trait]
 impl TypedTool for AgentSend {
     const NAME: &'static str = "agent_send";
-    const DESCRIPTION: &'static str =
-        "Send a follow-up message to a subagent instance started earlier (by agent_key or label); it keeps its conversation.";
+    const DESCRIPTION: &'static str = "Send a follow-up message to a subagent instance started earlier (by agent_key or label); it keeps its conversation.";
     const ANNOTATIONS: ToolAnnotations = WAITS;
     type Args = SendArgs;
 
@@ -265,7 +264,9 @@ impl TypedTool for AgentSend {
                     .values()
                     .find(|record| record.label.as_deref() == Some(label.as_str()))
                     .map(|record| record.agent_id.clone())
-                    .ok_or_else(|| ToolError::failed(format!("no subagent was spawned with label `{label}` in this session")))?;
+                    .ok_or_else(|| {
+                        ToolError::failed(format!("no subagent was spawned with label `{label}` in this session"))
+                    })?;
                 (agent_id, label.clone())
             }
             (None, None) => return Err(ToolError::failed("give `agent_key` or `label`")),
@@ -306,7 +307,10 @@ impl TypedTool for AgentList {
         let file = store(ctx)?.load().await.map_err(failed)?;
         let mut instances: Vec<(&str, &TaskRecord)> = Vec::new();
         for record in file.tasks.values() {
-            match instances.iter_mut().find(|(session, _)| *session == record.child_session) {
+            match instances
+                .iter_mut()
+                .find(|(session, _)| *session == record.child_session)
+            {
                 Some(entry) => entry.1 = record,
                 None => instances.push((&record.child_session, record)),
             }
@@ -358,14 +362,17 @@ impl TypedTool for TaskOutput {
             )));
         }
         if args.block.unwrap_or(true) {
-            let _: Option<Option<Outcome>> = self.0.runtime.wait_live(&args.task_id, Duration::from_millis(timeout)).await;
+            let _: Option<Option<Outcome>> = self
+                .0
+                .runtime
+                .wait_live(&args.task_id, Duration::from_millis(timeout))
+                .await;
         }
         let store = store(ctx)?;
-        let record = self
-            .0
-            .record(&store, &args.task_id, true)
-            .await?
-            .ok_or_else(|| ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id)))?;
+        let record =
+            self.0.record(&store, &args.task_id, true).await?.ok_or_else(|| {
+                ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id))
+            })?;
         Ok(ToolOutput::text(describe(ctx, &record).await))
     }
 
@@ -421,7 +428,11 @@ impl TypedTool for TaskList {
                     record.task_id,
                     record.agent_id,
                     record.status.as_str(),
-                    record.label.as_ref().map(|label| format!(" label={label}")).unwrap_or_default()
+                    record
+                        .label
+                        .as_ref()
+                        .map(|label| format!(" label={label}"))
+                        .unwrap_or_default()
                 )
             })
             .collect();
@@ -456,11 +467,10 @@ impl TypedTool for TaskCancel {
             let _ = self.0.runtime.wait_live(&args.task_id, TOOL_LIMIT).await;
         }
         let store = store(ctx)?;
-        let record = self
-            .0
-            .record(&store, &args.task_id, true)
-            .await?
-            .ok_or_else(|| ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id)))?;
+        let record =
+            self.0.record(&store, &args.task_id, true).await?.ok_or_else(|| {
+                ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id))
+            })?;
         if record.status == TaskStatus::Running {
             return Err(ToolError::failed(format!(
                 "task `{}` runs in another process (runner {}); it cannot be cancelled from here",
@@ -510,7 +520,11 @@ impl TypedTool for WaitAsyncResults {
                     .map(|record| record.task_id.clone())
                     .collect()
             }
-            _ => return Err(ToolError::failed("give `task_ids` (comma-separated) or `wait_all: true`")),
+            _ => {
+                return Err(ToolError::failed(
+                    "give `task_ids` (comma-separated) or `wait_all: true`",
+                ));
+            }
         };
         if ids.is_empty() {
             return Ok(ToolOutput::text("No unfinished tasks in this session."));

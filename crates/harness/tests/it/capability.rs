@@ -117,7 +117,12 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
         .unwrap();
     assert_eq!(
         agent.middleware_order(),
-        ["session_persistence", "tool_result_eviction", "subagents", "workspace_context"]
+        [
+            "session_persistence",
+            "tool_result_eviction",
+            "subagents",
+            "workspace_context"
+        ]
     );
     let capabilities = agent.capabilities();
     assert_eq!(capabilities.first(), Some(&"file_tools"));

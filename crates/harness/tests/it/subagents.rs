@@ -128,7 +128,10 @@ fn tool_results(message_lists: &[ChatRequest]) -> Vec<(String, bool)> {
 }
 
 fn task_file(dir: &Path, user: &str, session: &str) -> TaskFile {
-    let path = dir.join(user).join("agents/harness/tasks").join(format!("{session}.json"));
+    let path = dir
+        .join(user)
+        .join("agents/harness/tasks")
+        .join(format!("{session}.json"));
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
@@ -147,12 +150,18 @@ fn reminders(requests: &[ChatRequest]) -> Vec<String> {
 async fn a_sync_spawn_returns_the_childs_answer_and_streams_its_events_with_source() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|request| Reply::text(format!("found: {}", last_user_text(request))));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "the moon"}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "the moon"}),
+    )]));
     let agent = parent(dir.path(), &model);
     let events = collect(agent.stream("go", ctx("u1", "s1"))).await;
     let results = tool_results(&models.parent_requests());
     assert_eq!(results.len(), 1);
-    assert!(results[0].0.contains("status: completed") && results[0].0.contains("found: the moon"), "{results:?}");
+    assert!(
+        results[0].0.contains("status: completed") && results[0].0.contains("found: the moon"),
+        "{results:?}"
+    );
     assert!(!results[0].1);
     let child_events: Vec<_> = events.iter().filter(|event| event.source.is_some()).collect();
     assert!(!child_events.is_empty(), "child events are forwarded");
@@ -160,13 +169,26 @@ async fn a_sync_spawn_returns_the_childs_answer_and_streams_its_events_with_sour
     assert_eq!(source.agent_id, "researcher");
     assert_eq!(source.depth, 1);
     assert_eq!(source.path, "harness/researcher");
-    assert!(source.session_id.starts_with("sub.s1.researcher."), "{}", source.session_id);
-    assert!(child_events.iter().any(|event| matches!(event.kind, EventKind::Final { .. })));
+    assert!(
+        source.session_id.starts_with("sub.s1.researcher."),
+        "{}",
+        source.session_id
+    );
+    assert!(
+        child_events
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::Final { .. }))
+    );
     // The parent's own stream ends with its own final message.
     let last = events.last().unwrap();
     assert!(last.source.is_none() && matches!(last.kind, EventKind::Final { .. }));
     // The sync result was delivered as the tool result: never pushed back.
-    assert!(task_file(dir.path(), "u1", "s1").tasks.values().all(|record| record.delivered));
+    assert!(
+        task_file(dir.path(), "u1", "s1")
+            .tasks
+            .values()
+            .all(|record| record.delivered)
+    );
     agent.call("again", ctx("u1", "s1")).await.unwrap();
     assert!(reminders(&models.parent_requests()).is_empty());
 }
@@ -185,20 +207,33 @@ async fn three_sync_spawns_in_one_step_take_the_longest_not_the_sum() {
     let started = tokio::time::Instant::now();
     agent.call("go", ctx("u1", "s1")).await.unwrap();
     let took = started.elapsed();
-    assert!(took >= Duration::from_secs(10) && took < Duration::from_secs(20), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
     assert_eq!(models.child_count(), 3);
-    assert!(tool_results(&models.parent_requests()).iter().all(|(text, error)| !error && text.contains("ok")));
+    assert!(
+        tool_results(&models.parent_requests())
+            .iter()
+            .all(|(text, error)| !error && text.contains("ok"))
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_background_result_is_pushed_back_exactly_once_on_the_next_call() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::text("background answer").delayed(Duration::from_secs(5)));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
     let agent = parent(dir.path(), &model);
     agent.call("go", ctx("u1", "s1")).await.unwrap();
     let first = tool_results(&models.parent_requests());
-    assert!(first[0].0.contains("status: running") && first[0].0.contains("task_id: task-"), "{first:?}");
+    assert!(
+        first[0].0.contains("status: running") && first[0].0.contains("task_id: task-"),
+        "{first:?}"
+    );
     agent.wait_for_tasks().await;
     let record = task_file(dir.path(), "u1", "s1").tasks.into_values().next().unwrap();
     assert_eq!((record.status, record.delivered), (TaskStatus::Completed, false));
@@ -222,7 +257,10 @@ async fn a_background_result_is_pushed_back_exactly_once_on_the_next_call() {
 async fn a_result_that_finished_before_a_restart_is_delivered_once_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::text("kept across restarts"));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
     {
         let agent = parent(dir.path(), &model);
         agent.call("go", ctx("u1", "s1")).await.unwrap();
@@ -242,13 +280,19 @@ async fn a_result_that_finished_before_a_restart_is_delivered_once_after_it() {
 async fn an_expired_sync_wait_is_promoted_and_its_result_pushed_back() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::text("slow answer").delayed(Duration::from_secs(100)));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 5}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 5}),
+    )]));
     let agent = parent(dir.path(), &model);
     let started = tokio::time::Instant::now();
     agent.call("go", ctx("u1", "s1")).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(100));
     let result = &tool_results(&models.parent_requests())[0];
-    assert!(result.0.contains("status: timeout_promoted") && result.0.contains("task_id: task-"), "{result:?}");
+    assert!(
+        result.0.contains("status: timeout_promoted") && result.0.contains("task_id: task-"),
+        "{result:?}"
+    );
     agent.wait_for_tasks().await;
     agent.call("next", ctx("u1", "s1")).await.unwrap();
     let pushed = reminders(&models.parent_requests());
@@ -263,15 +307,24 @@ async fn task_output_and_wait_async_results_deliver_so_nothing_is_pushed_back() 
         Reply::text(format!("answer to {}", last_user_text(request))).delayed(Duration::from_secs(3))
     });
     models.then(calls(&[
-        ("agent_spawn", json!({"agent_id": "researcher", "task": "a", "timeout_seconds": 0, "label": "one"})),
-        ("agent_spawn", json!({"agent_id": "researcher", "task": "b", "timeout_seconds": 0})),
+        (
+            "agent_spawn",
+            json!({"agent_id": "researcher", "task": "a", "timeout_seconds": 0, "label": "one"}),
+        ),
+        (
+            "agent_spawn",
+            json!({"agent_id": "researcher", "task": "b", "timeout_seconds": 0}),
+        ),
     ]));
     models.then(calls(&[("wait_async_results", json!({"wait_all": true}))]));
     let agent = parent(dir.path(), &model);
     agent.call("go", ctx("u1", "s1")).await.unwrap();
     let results = tool_results(&models.parent_requests());
     let waited = &results[2].0;
-    assert!(waited.contains("answer to a") && waited.contains("answer to b"), "{waited}");
+    assert!(
+        waited.contains("answer to a") && waited.contains("answer to b"),
+        "{waited}"
+    );
     let ids: Vec<String> = task_file(dir.path(), "u1", "s1").tasks.into_keys().collect();
 
     models.then(calls(&[("task_output", json!({"task_id": ids[0], "block": false}))]));
@@ -279,7 +332,10 @@ async fn task_output_and_wait_async_results_deliver_so_nothing_is_pushed_back() 
     agent.call("check", ctx("u1", "s1")).await.unwrap();
     let results = tool_results(&models.parent_requests());
     let output = &results[results.len() - 2].0;
-    assert!(output.contains("status: completed") && output.contains("answer to"), "{output}");
+    assert!(
+        output.contains("status: completed") && output.contains("answer to"),
+        "{output}"
+    );
     let listed = &results[results.len() - 1].0;
     assert!(ids.iter().all(|id| listed.contains(id.as_str())), "{listed}");
     assert!(reminders(&models.parent_requests()).is_empty());
@@ -287,14 +343,20 @@ async fn task_output_and_wait_async_results_deliver_so_nothing_is_pushed_back() 
     models.then(calls(&[("agent_list", json!({}))]));
     agent.call("list", ctx("u1", "s1")).await.unwrap();
     let listing = tool_results(&models.parent_requests()).pop().unwrap().0;
-    assert!(listing.contains("researcher") && listing.contains("agent:researcher:one"), "{listing}");
+    assert!(
+        listing.contains("researcher") && listing.contains("agent:researcher:one"),
+        "{listing}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn task_cancel_stops_a_child_mid_tool_and_it_makes_no_further_model_calls() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::tool_call("sleep", json!({"ms": 1_000_000})));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
     let agent = parent(dir.path(), &model);
     agent.call("go", ctx("u1", "s1")).await.unwrap();
     let task_id = task_file(dir.path(), "u1", "s1").tasks.into_keys().next().unwrap();
@@ -306,7 +368,10 @@ async fn task_cancel_stops_a_child_mid_tool_and_it_makes_no_further_model_calls(
     agent.call("stop it", ctx("u1", "s1")).await.unwrap();
     let result = tool_results(&models.parent_requests()).pop().unwrap();
     assert!(result.0.contains("status: cancelled"), "{result:?}");
-    assert_eq!(task_file(dir.path(), "u1", "s1").tasks[&task_id].status, TaskStatus::Cancelled);
+    assert_eq!(
+        task_file(dir.path(), "u1", "s1").tasks[&task_id].status,
+        TaskStatus::Cancelled
+    );
     tokio::time::sleep(Duration::from_secs(5_000)).await;
     assert_eq!(models.child_count(), 1, "no model call after the cancel");
 }
@@ -315,11 +380,18 @@ async fn task_cancel_stops_a_child_mid_tool_and_it_makes_no_further_model_calls(
 async fn a_failing_child_is_the_spawns_error_result_not_a_stream_error() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::error(ScriptedError::InvalidRequest));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t"}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t"}),
+    )]));
     let agent = parent(dir.path(), &model);
     let events = collect(agent.stream("go", ctx("u1", "s1"))).await;
     assert!(matches!(events.last().unwrap().kind, EventKind::Final { .. }));
-    assert!(!events.iter().any(|event| event.source.is_none() && matches!(event.kind, EventKind::Error { .. })));
+    assert!(
+        !events
+            .iter()
+            .any(|event| event.source.is_none() && matches!(event.kind, EventKind::Error { .. }))
+    );
     let result = tool_results(&models.parent_requests()).pop().unwrap();
     assert!(result.1 && result.0.contains("status: failed"), "{result:?}");
 }
@@ -328,7 +400,10 @@ async fn a_failing_child_is_the_spawns_error_result_not_a_stream_error() {
 async fn a_task_past_its_time_limit_ends_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::text("too late").delayed(Duration::from_secs(1_000)));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
     let config = SubagentsConfig {
         task_timeout: Duration::from_secs(20),
         ..SubagentsConfig::default()
@@ -346,7 +421,10 @@ async fn a_task_past_its_time_limit_ends_timeout() {
 async fn background_tasks_left_at_shutdown_end_cancelled_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::text("never").delayed(Duration::from_secs(1_000)));
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
     let agent = parent(dir.path(), &model);
     agent.call("go", ctx("u1", "s1")).await.unwrap();
     agent.shutdown(Duration::from_secs(5)).await;
@@ -412,13 +490,24 @@ async fn a_leaf_child_is_not_offered_the_spawn_tools_and_cannot_call_them() {
             Reply::tool_call("agent_spawn", json!({"agent_id": "researcher", "task": "deeper"}))
         }
     });
-    models.then(calls(&[("agent_spawn", json!({"agent_id": "researcher", "task": "t"}))]));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t"}),
+    )]));
     let agent = parent(dir.path(), &model);
     agent.call("go", ctx("u1", "s1")).await.unwrap();
     assert_eq!(models.child_count(), 2, "no grandchild ran");
     let child = models.child_calls.lock().unwrap()[0].clone();
-    assert!(child.tools.iter().all(|spec| !spec.name.starts_with("agent_") && !spec.name.starts_with("task_")));
-    assert!(child.tools.iter().any(|spec| spec.name == "sleep"), "the child inherits the parent's tools");
+    assert!(
+        child
+            .tools
+            .iter()
+            .all(|spec| !spec.name.starts_with("agent_") && !spec.name.starts_with("task_"))
+    );
+    assert!(
+        child.tools.iter().any(|spec| spec.name == "sleep"),
+        "the child inherits the parent's tools"
+    );
     let refused = models.child_calls.lock().unwrap()[1].clone();
     let text: String = refused
         .messages
@@ -438,13 +527,20 @@ async fn declarations_merge_and_a_malformed_file_is_a_named_warning() {
         "---\ndescription: Reviews diffs\n---\nYou review.\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("subagents/secret.md"), "---\ndescription: hidden one\nhidden: true\n---\n").unwrap();
+    std::fs::write(
+        dir.path().join("subagents/secret.md"),
+        "---\ndescription: hidden one\nhidden: true\n---\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("subagents/broken.md"), "---\nhidden: true\n---\n").unwrap();
     let (models, model) = Models::new(|_| Reply::text("x"));
     let agent = parent(dir.path(), &model);
     let warnings = agent.subagent_warnings();
     assert_eq!(warnings.len(), 1);
-    assert_eq!((warnings[0].file.as_str(), warnings[0].key.as_str()), ("subagents/broken.md", "description"));
+    assert_eq!(
+        (warnings[0].file.as_str(), warnings[0].key.as_str()),
+        ("subagents/broken.md", "description")
+    );
     agent.call("hi", ctx("u1", "s1")).await.unwrap();
     let prompt = system_text(&models.parent_requests()[0]);
     assert!(prompt.contains("`general-purpose`") && prompt.contains("`reviewer`: Reviews diffs"));
@@ -464,5 +560,10 @@ async fn subagents_off_offers_no_tools() {
     let agent = parent_with(dir.path(), &model, config);
     assert!(!agent.capabilities().contains(&"subagents"));
     agent.call("hi", ctx("u1", "s1")).await.unwrap();
-    assert!(models.parent_requests()[0].tools.iter().all(|spec| spec.name != "agent_spawn"));
+    assert!(
+        models.parent_requests()[0]
+            .tools
+            .iter()
+            .all(|spec| spec.name != "agent_spawn")
+    );
 }
