@@ -567,3 +567,80 @@ async fn subagents_off_offers_no_tools() {
             .all(|spec| spec.name != "agent_spawn")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn agent_send_continues_a_labelled_instance_with_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|request| {
+        let users = request.messages.iter().filter(|msg| msg.role == Role::User).count();
+        Reply::text(format!("seen {users} messages"))
+    });
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "first", "label": "one"}),
+    )]));
+    models.then(calls(&[("agent_send", json!({"label": "one", "message": "second"}))]));
+    models.then(calls(&[(
+        "agent_send",
+        json!({"agent_key": "agent:researcher:one", "message": "third"}),
+    )]));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let results = tool_results(&models.parent_requests());
+    assert!(results[0].0.contains("seen 1 messages"), "{results:?}");
+    assert!(results[1].0.contains("seen 2 messages"), "{results:?}");
+    assert!(results[2].0.contains("seen 3 messages"), "{results:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_users_own_spec_file_shadows_the_shared_declaration_for_that_user() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("u1/subagents")).unwrap();
+    std::fs::write(
+        dir.path().join("u1/subagents/researcher.md"),
+        format!("---\ndescription: mine\n---\n{CHILD} USER-OVERRIDE\n"),
+    )
+    .unwrap();
+    let (models, model) = Models::new(|request| {
+        Reply::text(if system_text(request).contains("USER-OVERRIDE") {
+            "override"
+        } else {
+            "shared"
+        })
+    });
+    let spawn = json!({"agent_id": "researcher", "task": "t"});
+    models.then(calls(&[("agent_spawn", spawn.clone())]));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    assert!(tool_results(&models.parent_requests())[0].0.contains("override"));
+    models.then(calls(&[("agent_spawn", spawn)]));
+    agent.call("go", ctx("u2", "s1")).await.unwrap();
+    let other = tool_results(&models.parent_requests());
+    assert!(other[0].0.contains("shared"), "{other:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_background_result_is_pushed_back_as_a_preview_with_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(5_000);
+    let answer = long.clone();
+    let (models, model) = Models::new(move |_| Reply::text(answer.clone()));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    agent.wait_for_tasks().await;
+    agent.call("next", ctx("u1", "s1")).await.unwrap();
+    let pushed = reminders(&models.parent_requests());
+    assert_eq!(pushed.len(), 1);
+    assert!(pushed[0].len() < 3_000, "the reminder is bounded");
+    let task_id = task_file(dir.path(), "u1", "s1").tasks.into_keys().next().unwrap();
+    let path = format!("large_tool_results/harness/{task_id}.txt");
+    assert!(pushed[0].contains(&path), "{}", &pushed[0][pushed[0].len() - 200..]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("u1").join(&path)).unwrap(),
+        long
+    );
+}
