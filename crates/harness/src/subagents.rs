@@ -31,6 +31,7 @@ use harness_fs::{Filesystem, IsolationScope};
 pub use records::{TaskFile, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
 use runtime::Runtime;
 pub use runtime::SpawnError;
+pub use tools::ForceSync;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;

@@ -59,6 +59,8 @@ pub(crate) struct LiveTask {
     pub(crate) record: TaskRecord,
     pub(crate) store: TaskStore,
     cancel: CancellationToken,
+    /// Set when a forced-sync wait expired: the child is stopped and ends `timeout`.
+    expired: std::sync::atomic::AtomicBool,
     done: watch::Receiver<Option<Outcome>>,
     /// The sync waiter's sink while a tool call waits for the task (`None`: background).
     attached: tokio::sync::Mutex<Option<EventSink>>,
@@ -307,6 +309,7 @@ impl Runtime {
             record,
             store,
             cancel,
+            expired: std::sync::atomic::AtomicBool::new(false),
             done,
             attached: tokio::sync::Mutex::new(sync_sink),
         });
@@ -461,6 +464,12 @@ impl LiveTask {
     pub(crate) fn cancel(&self) {
         self.cancel.cancel();
     }
+
+    /// Stops the child because a forced-sync wait expired: it ends `timeout`.
+    pub(crate) fn expire(&self) {
+        self.expired.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
 }
 
 /// Runs the child to its end, forwarding events to the attached waiter, keeping the
@@ -519,6 +528,10 @@ async fn run_child(
         _ if timed_out => Outcome {
             status: TaskStatus::Timeout,
             result: format!("stopped after the task time limit of {} s", limit.as_secs()),
+        },
+        _ if live.expired.load(Ordering::SeqCst) => Outcome {
+            status: TaskStatus::Timeout,
+            result: "stopped: the forced-sync wait expired before the subagent answered".to_owned(),
         },
         _ if live.cancel.is_cancelled() => Outcome {
             status: TaskStatus::Cancelled,

@@ -66,6 +66,27 @@ fn sync_wait(timeout_seconds: Option<u64>) -> Result<Option<Duration>, ToolError
     }
 }
 
+/// Application code's override, put into a call's [`RuntimeContext`](harness_core::RuntimeContext):
+/// every `agent_spawn`/`agent_send` of the call waits for its child (a requested background
+/// run waits too) and a wait that expires stops the child (`status: timeout`, no promotion).
+/// The limits apply as on every other path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ForceSync {
+    /// Replaces the model's `timeout_seconds` (0 means the default 30; at most 600).
+    pub timeout: Option<Duration>,
+}
+
+impl ForceSync {
+    fn wait(self, requested: Option<u64>) -> Result<Duration, ToolError> {
+        let default = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
+        Ok(match self.timeout {
+            Some(timeout) if timeout.is_zero() => default,
+            Some(timeout) => timeout.min(Duration::from_secs(MAX_TIMEOUT_SECONDS)),
+            None => sync_wait(requested)?.unwrap_or(default),
+        })
+    }
+}
+
 impl Shared {
     /// Starts `agent_id` on `message` and waits as asked.
     async fn run(
@@ -76,7 +97,11 @@ impl Shared {
         instance: Option<&str>,
         timeout_seconds: Option<u64>,
     ) -> Result<ToolOutput, ToolError> {
-        let wait = sync_wait(timeout_seconds)?;
+        let forced = ctx.runtime.get::<ForceSync>().copied();
+        let wait = match forced {
+            Some(force) => Some(force.wait(timeout_seconds)?),
+            None => sync_wait(timeout_seconds)?,
+        };
         let declaration = self
             .declarations
             .resolve(&ctx.runtime, agent_id)
@@ -116,6 +141,19 @@ impl Shared {
                 } else {
                     Ok(ToolOutput::error(format!("{header}{shown}")))
                 }
+            }
+            Waited::Promoted if forced.is_some() => {
+                started.task.expire();
+                let _ = self.runtime.wait_live(&task_id, TOOL_LIMIT).await;
+                let store = store(ctx)?;
+                let record = self.record(&store, &task_id, true).await?;
+                let status = record.map_or(TaskStatus::Timeout, |record| record.status);
+                Ok(ToolOutput::error(format!(
+                    "status: {}\nagent_key: {}\ntask_id: {task_id}\nThe subagent did not answer within {} s and was stopped.",
+                    status.as_str(),
+                    started.agent_key,
+                    wait.as_secs()
+                )))
             }
             Waited::Promoted => Ok(ToolOutput::text(format!(
                 "status: timeout_promoted\nagent_key: {}\ntask_id: {task_id}\nThe subagent did not finish within {} s and goes on in the background; its result will be delivered to you automatically.",

@@ -644,3 +644,30 @@ async fn a_long_background_result_is_pushed_back_as_a_preview_with_a_file() {
         long
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn forced_sync_waits_stops_the_child_on_expiry_and_keeps_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|_| Reply::text("too slow").delayed(Duration::from_secs(100)));
+    let background = json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0});
+    models.then(calls(&[("agent_spawn", background.clone()), ("agent_spawn", background)]));
+    let config = SubagentsConfig {
+        max_fanout: 1,
+        ..SubagentsConfig::default()
+    };
+    let agent = parent_with(dir.path(), &model, config);
+    let mut forced = ctx("u1", "s1");
+    forced.insert(harness::subagents::ForceSync {
+        timeout: Some(Duration::from_secs(5)),
+    });
+    let started = tokio::time::Instant::now();
+    agent.call("go", forced).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(100));
+    let results = tool_results(&models.parent_requests());
+    assert!(results[0].1 && results[0].0.contains("status: timeout\n"), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("max_fanout = 1"), "{results:?}");
+    let record = task_file(dir.path(), "u1", "s1").tasks.into_values().next().unwrap();
+    assert_eq!((record.status, record.delivered), (TaskStatus::Timeout, true));
+    agent.call("next", ctx("u1", "s1")).await.unwrap();
+    assert!(reminders(&models.parent_requests()).is_empty());
+}
