@@ -31,13 +31,13 @@ use harness_fs::{Filesystem, IsolationScope};
 pub use records::{TaskFile, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
 use runtime::Runtime;
 pub use runtime::SpawnError;
-pub use tools::ForceSync;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+pub use tools::ForceSync;
 
 /// The largest `max_depth` accepted.
 pub const MAX_DEPTH_LIMIT: u32 = 3;

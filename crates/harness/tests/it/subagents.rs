@@ -650,7 +650,10 @@ async fn forced_sync_waits_stops_the_child_on_expiry_and_keeps_the_limits() {
     let dir = tempfile::tempdir().unwrap();
     let (models, model) = Models::new(|_| Reply::text("too slow").delayed(Duration::from_secs(100)));
     let background = json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0});
-    models.then(calls(&[("agent_spawn", background.clone()), ("agent_spawn", background)]));
+    models.then(calls(&[
+        ("agent_spawn", background.clone()),
+        ("agent_spawn", background),
+    ]));
     let config = SubagentsConfig {
         max_fanout: 1,
         ..SubagentsConfig::default()
@@ -664,7 +667,10 @@ async fn forced_sync_waits_stops_the_child_on_expiry_and_keeps_the_limits() {
     agent.call("go", forced).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(100));
     let results = tool_results(&models.parent_requests());
-    assert!(results[0].1 && results[0].0.contains("status: timeout\n"), "{results:?}");
+    assert!(
+        results[0].1 && results[0].0.contains("status: timeout\n"),
+        "{results:?}"
+    );
     assert!(results[1].1 && results[1].0.contains("max_fanout = 1"), "{results:?}");
     let record = task_file(dir.path(), "u1", "s1").tasks.into_values().next().unwrap();
     assert_eq!((record.status, record.delivered), (TaskStatus::Timeout, true));
