@@ -85,7 +85,7 @@ async fn chat_loop(
         .clone()
         .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION));
     out.line(&format!(
-        "harness chat — session {session}. /session ID switches, /new starts a session, /exit quits; Ctrl-C cancels a turn."
+        "harness chat — session {session}. /session ID switches, /new starts a session, /tasks lists subagent tasks, /exit quits; Ctrl-C cancels a turn."
     ))?;
     while !out.closed() {
         let line = match read_line(editor.clone(), format!("{session}> ")).await? {
@@ -116,8 +116,30 @@ async fn chat_loop(
                 }
                 continue;
             }
+            "/tasks" => {
+                let mut ctx = base.clone();
+                ctx.session_id = Some(session.clone());
+                match agent.tasks(ctx).await {
+                    Ok(tasks) if tasks.is_empty() => out.line("no subagent tasks in this session")?,
+                    Ok(tasks) => {
+                        for task in tasks {
+                            out.line(&format!(
+                                "  {} {} [{}]{}",
+                                task.task_id,
+                                task.agent_id,
+                                task.status.as_str(),
+                                if task.delivered { "" } else { " (not yet delivered)" }
+                            ))?;
+                        }
+                    }
+                    Err(err) => out.line(&format!("error: {}", harness_core::error_chain(&err)))?,
+                }
+                continue;
+            }
             _ if line.starts_with('/') => {
-                out.line(&format!("unknown command {line}; use /session ID, /new or /exit"))?;
+                out.line(&format!(
+                    "unknown command {line}; use /session ID, /new, /tasks or /exit"
+                ))?;
                 continue;
             }
             _ => {}
@@ -139,6 +161,17 @@ async fn chat_loop(
             };
             let Some(event) = event else { break };
             waiting.take();
+            if let Some(source) = &event.source {
+                // A child's activity: compact, indented, tagged with its id.
+                if let Some(line) = child_line(source, &event.kind) {
+                    if !at_line_start {
+                        out.line("")?;
+                    }
+                    out.line(&line)?;
+                    at_line_start = true;
+                }
+                continue;
+            }
             match event.kind {
                 EventKind::TextDelta { delta } => {
                     out.write(&delta)?;
@@ -182,4 +215,61 @@ async fn chat_loop(
         interrupts.reset();
     }
     Ok(())
+}
+
+/// One compact line for a subagent's event (tool calls, results, its answer, errors), or
+/// `None` for the events a chat does not show (deltas, steps).
+pub(crate) fn child_line(source: &harness_core::EventSource, kind: &EventKind) -> Option<String> {
+    let indent = "    ".repeat(usize::try_from(source.depth).unwrap_or(1));
+    let tag = format!("{indent}[{}]", source.agent_id);
+    match kind {
+        EventKind::ToolCallEnd { name, input, .. } => Some(format!(
+            "{tag} → {name}({})",
+            harness_core::excerpt(&input.to_string(), 100)
+        )),
+        EventKind::ToolResult { content, is_error, .. } => {
+            let text: Vec<&str> = content.iter().filter_map(Block::as_text).collect();
+            let mark = if *is_error { "✗" } else { "←" };
+            Some(format!(
+                "{tag} {mark} {}",
+                harness_core::excerpt(&text.join(" ").replace('\n', " "), 100)
+            ))
+        }
+        EventKind::Final { message } => Some(format!(
+            "{tag} done: {}",
+            harness_core::excerpt(&message.text().replace('\n', " "), 100)
+        )),
+        EventKind::Error { message, .. } => Some(format!("{tag} error: {message}")),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod child_tests {
+    use super::*;
+
+    #[test]
+    fn child_events_are_indented_and_tagged() {
+        let source = harness_core::EventSource {
+            agent_id: "researcher".into(),
+            session_id: "sub.s.researcher.x".into(),
+            depth: 1,
+            path: "harness/researcher".into(),
+        };
+        let call = EventKind::ToolCallEnd {
+            id: "c1".into(),
+            name: "read_file".into(),
+            input: serde_json::json!({"path": "a.md"}),
+        };
+        assert_eq!(
+            child_line(&source, &call).unwrap(),
+            "    [researcher] → read_file({\"path\":\"a.md\"})"
+        );
+        let done = EventKind::Final {
+            message: harness_core::Msg::assistant("the answer"),
+        };
+        assert_eq!(child_line(&source, &done).unwrap(), "    [researcher] done: the answer");
+        assert!(child_line(&source, &EventKind::TextDelta { delta: "x".into() }).is_none());
+    }
 }

@@ -1,5 +1,6 @@
-//! `harness demo`: two turns on the scripted model in a fresh workspace, showing the persona
-//! injected, the history sent on turn 2 and the files written.
+//! `harness demo`: three turns on the scripted model in a fresh workspace, showing the persona
+//! injected, the history sent on turn 2, a delegation to a subagent on turn 3 (a child
+//! researches, the parent answers) and the files written.
 
 use crate::output::Out;
 use harness::HarnessAgent;
@@ -10,6 +11,8 @@ use std::path::{Path, PathBuf};
 const PERSONA: &str = "# Persona\n\nYou are Harness Demo, a friendly assistant who remembers what people tell you\nand answers in one or two sentences.\n";
 const TURN_1: &str = "My name is Tianyu; today I am giving a talk about ReAct.";
 const TURN_2: &str = "What is my name and what am I doing today?";
+const TURN_3: &str = "Ask your researcher: what does ReAct stand for?";
+const RESEARCHER: &str = "You are the demo researcher: you look things up and answer in one line.";
 
 /// The text after `marker` up to the next `;` or `.`.
 fn after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
@@ -47,6 +50,30 @@ fn demo_model() -> ScriptedModel {
             } else {
                 facts.join("\n")
             });
+        }
+        if system.contains(RESEARCHER) {
+            return Reply::text("ReAct stands for Reasoning + Acting: the model interleaves thoughts with tool calls.");
+        }
+        if let Some(result) = request.messages.last().filter(|m| m.role == Role::Tool) {
+            let text: String = result
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    harness_core::Block::ToolResult { content, .. } => Some(harness_core::join_text(content)),
+                    _ => None,
+                })
+                .collect();
+            let found = text
+                .lines()
+                .find(|line| line.contains("ReAct stands for"))
+                .unwrap_or("the researcher found nothing");
+            return Reply::text(format!("My researcher says: {found}"));
+        }
+        if last.contains("what does ReAct stand for") {
+            return Reply::tool_call(
+                "agent_spawn",
+                serde_json::json!({"agent_id": "researcher", "task": "What does ReAct stand for?"}),
+            );
         }
         if system.contains("You maintain MEMORY.md") {
             let facts: Vec<String> = last
@@ -102,7 +129,15 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
         std::fs::write(&agents_md, PERSONA)?;
     }
     let model = demo_model();
-    let agent = HarnessAgent::builder().workspace(&root).model(model.clone()).build()?;
+    let agent = HarnessAgent::builder()
+        .workspace(&root)
+        .model(model.clone())
+        .subagent(harness::subagents::SubagentDeclaration::new(
+            "researcher",
+            "Looks facts up and answers in one line",
+            RESEARCHER,
+        ))
+        .build()?;
     let ctx = || RuntimeContext::for_user("tianyu").with_session("demo");
     let mut out = Out::new();
     // Through a handle: a closed pipe (`harness demo | head`) ends the output quietly.
@@ -127,14 +162,35 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
         );
     }
 
-    // Pending memory extraction finishes before the files are listed.
-    agent.shutdown(std::time::Duration::from_secs(10)).await;
     let requests = model.requests();
     let turn2 = requests
         .iter()
         .rev()
         .find(|request| request.system.render().contains("## Session Context"))
-        .ok_or_else(|| anyhow::anyhow!("the model received no request"))?;
+        .ok_or_else(|| anyhow::anyhow!("the model received no request"))?
+        .clone();
+
+    // Delegation: the parent spawns the researcher (a child agent with its own session),
+    // whose answer comes back as the spawn's tool result.
+    let mut delegated = false;
+    let mut events = agent.stream(TURN_3, ctx());
+    say!("── turn 3 (delegation) ──\n  user:      {TURN_3}");
+    while let Some(event) = futures::StreamExt::next(&mut events).await {
+        match (&event.source, &event.kind) {
+            (Some(source), kind) => {
+                if let Some(line) = crate::chat::child_line(source, kind) {
+                    delegated = true;
+                    say!("{line}");
+                }
+            }
+            (None, harness_core::EventKind::ToolCallEnd { name, .. }) => say!("  → {name}"),
+            (None, harness_core::EventKind::Final { message }) => say!("  assistant: {}\n", message.text()),
+            _ => {}
+        }
+    }
+
+    // Pending memory extraction finishes before the files are listed.
+    agent.shutdown(std::time::Duration::from_secs(10)).await;
     let system = turn2.system.render();
     let persona_injected = system.contains("You are Harness Demo");
     say!("turn 2's model request:");
@@ -187,6 +243,9 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
         "\nContinue this conversation with a real model:\n  harness run --workspace {} --user tianyu --session demo --model openai:gpt-4o-mini \"...\"",
         root.display()
     );
+    if !delegated {
+        anyhow::bail!("the demo's delegation step did not run the researcher");
+    }
     if !persona_injected || turn2.messages.iter().filter(|m| m.role == Role::User).count() < 2 {
         anyhow::bail!("the demo did not see the persona or the history in turn 2's request");
     }

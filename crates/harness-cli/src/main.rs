@@ -95,6 +95,10 @@ enum Command {
         /// Print one JSON event per line; the last line is the final message.
         #[arg(long)]
         json: bool,
+        /// Wait for background subagent tasks started in the turn before exiting (otherwise
+        /// they end `cancelled`, with the reason in their task record).
+        #[arg(long)]
+        wait_tasks: bool,
         /// Read the message from this file.
         #[arg(long, value_name = "PATH")]
         file: Option<PathBuf>,
@@ -216,7 +220,13 @@ async fn shutdown(agent: &HarnessAgent) {
     }
 }
 
-async fn run(args: AgentArgs, json: bool, message: String, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
+async fn run(
+    args: AgentArgs,
+    json: bool,
+    wait_tasks: bool,
+    message: String,
+    interrupts: Arc<Interrupts>,
+) -> anyhow::Result<()> {
     let (agent, spec) = build_agent(&args).await?;
     let _handling = interrupts.handling();
     let cancel = CancellationToken::new();
@@ -231,6 +241,12 @@ async fn run(args: AgentArgs, json: bool, message: String, interrupts: Arc<Inter
             turn.await
         }
     };
+    if wait_tasks && result.is_ok() {
+        tokio::select! {
+            () = agent.wait_for_tasks() => {}
+            _ = tokio::signal::ctrl_c() => eprintln!("(not waiting for background tasks any more)"),
+        }
+    }
     interrupts.reset();
     shutdown(&agent).await;
     result
@@ -358,12 +374,13 @@ fn main() -> ExitCode {
             Command::Run {
                 agent,
                 json,
+                wait_tasks,
                 file,
                 message,
             } => {
                 // Reading stdin or a file blocks: off the runtime's threads.
                 let message = tokio::task::spawn_blocking(move || input::message(message, file.as_deref())).await??;
-                run(agent, json, message, interrupts).await
+                run(agent, json, wait_tasks, message, interrupts).await
             }
             Command::Chat { agent } => {
                 let (harness, _) = build_agent(&agent).await?;

@@ -40,6 +40,12 @@ impl Turn {
         &self.ctx
     }
 
+    /// The call's context, to add call-scoped extras (a counter, a handle) for the layers and
+    /// tools inside.
+    pub fn ctx_mut(&mut self) -> &mut RuntimeContext {
+        &mut self.ctx
+    }
+
     /// Which session.
     pub fn key(&self) -> &StateKey {
         &self.key

@@ -262,13 +262,26 @@ impl HarnessAgentBuilder {
             scope,
             agent_id.clone(),
         ));
-        let store: Arc<dyn StateStore> = self.state_store.unwrap_or_else(|| {
+        let store: Arc<dyn StateStore> = self.state_store.clone().unwrap_or_else(|| {
             Arc::new(harness_store::FileStateStore::with_layout(
                 root.clone(),
                 harness_fs::state_layout(),
             ))
         });
 
+        // What a subagent inherits: the parent's own tools, middlewares and capabilities (a
+        // permission capability or middleware on the parent applies to its children).
+        self.settings.insert(crate::subagents::Inherited {
+            tools: self.tools.clone(),
+            middleware: self.middleware.clone(),
+            capabilities: self.capabilities.clone(),
+            extensions: self.extensions.clone(),
+            sys_prompt: self.sys_prompt.clone().or_else(|| file.sys_prompt.clone()),
+            max_iters: self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)),
+            session_lease: self.session_lease.clone(),
+            state_store: self.state_store.clone(),
+        });
+        let allow = self.settings.remove::<crate::subagents::ToolAllowList>();
         let (capabilities, mut provided) = assemble_capabilities(
             Setup {
                 config: &self.config,
@@ -290,6 +303,7 @@ impl HarnessAgentBuilder {
         )?;
         let memory = provided.remove::<Memory>();
         let permissions = provided.remove::<Arc<crate::permissions::Policy>>();
+        let subagents = provided.remove::<crate::subagents::Handle>();
         let mut kernel = ReActAgent::builder()
             .name(name)
             .shared_model(model)
@@ -302,6 +316,10 @@ impl HarnessAgentBuilder {
         // tools.json's allow/deny applies after every tool is registered, built-ins included.
         if let Some(extensions) = &self.extensions {
             tools = extensions.filter().apply(tools);
+        }
+        // A subagent's declared allow-list narrows what it inherited.
+        if let Some(crate::subagents::ToolAllowList(allow)) = allow {
+            tools.retain(|tool| allow.iter().any(|name| *name == tool.spec().name));
         }
         kernel = kernel.tools(tools);
         if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
@@ -340,6 +358,7 @@ impl HarnessAgentBuilder {
             sessions,
             memory,
             permissions,
+            subagents,
             capabilities,
             onion,
         })
@@ -392,6 +411,7 @@ pub struct HarnessAgent {
     sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
     permissions: Option<Arc<crate::permissions::Policy>>,
+    subagents: Option<crate::subagents::Handle>,
     capabilities: Capabilities,
     onion: Arc<[&'static str]>,
 }
@@ -448,6 +468,11 @@ impl HarnessAgent {
     /// builder's own middlewares, which run outside all of them, are not listed).
     pub fn middleware_order(&self) -> &[&'static str] {
         &self.onion
+    }
+
+    /// The subagent runtime, when subagents are on.
+    pub(crate) fn subagents_handle(&self) -> Option<&crate::subagents::Handle> {
+        self.subagents.as_ref()
     }
 
     /// Long-term memory, when enabled.

@@ -39,6 +39,7 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::memory::REGISTRATION,
     crate::compaction::capability::REGISTRATION,
     crate::eviction::REGISTRATION,
+    crate::subagents::REGISTRATION,
     crate::prompt::REGISTRATION,
     crate::permissions::REGISTRATION,
     crate::task_list::REGISTRATION,
@@ -88,6 +89,9 @@ pub enum Layer {
     Eviction,
     /// Workspace extensions: the skills catalogue and the on-demand tool-group filter.
     Extensions,
+    /// Subagents: spawn counters and the push-back of finished background tasks, before
+    /// each reasoning step.
+    Subagents,
     /// The task list reminder (and, later, plan mode).
     Plan,
     /// Permissions: the allow / ask / deny decision on each tool call, after the schema

@@ -59,6 +59,7 @@ pub mod prompt;
 pub mod session;
 pub mod skills;
 pub mod task_list;
+pub mod subagents;
 pub mod tool_groups;
 pub mod tools;
 pub mod tools_json;

@@ -134,7 +134,12 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
         .unwrap();
     assert_eq!(
         agent.middleware_order(),
-        ["session_persistence", "tool_result_eviction", "workspace_context"]
+        [
+            "session_persistence",
+            "tool_result_eviction",
+            "subagents",
+            "workspace_context"
+        ]
     );
     let capabilities = agent.capabilities();
     assert_eq!(capabilities.first(), Some(&"file_tools"));
@@ -154,6 +159,7 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
             "session_persistence",
             "probe",
             "tool_result_eviction",
+            "subagents",
             "workspace_context"
         ]
     );

@@ -16,6 +16,7 @@ mod permissions;
 mod scope;
 mod sessions;
 mod skills;
+mod subagents;
 mod support;
 mod task_list;
 mod tools;

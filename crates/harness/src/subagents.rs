@@ -1,0 +1,423 @@
+//! Subagents as a [`Capability`]: delegation to child agents with their own sessions, run
+//! synchronously (the spawn's tool result) or as background tasks (pushed back once, before
+//! the parent's next reasoning step).
+//!
+//! - **Declarations** ([`declaration`]): the built-in `general-purpose` (the parent's model,
+//!   tools, capabilities and prompt; shared), workspace files `subagents/<id>.md`, a
+//!   caller's own `<ns>/subagents/<id>.md` (resolved per call, shadowing the shared one),
+//!   and [`HarnessAgentBuilder::subagent`]. The prompt lists each listed one by id and
+//!   description only.
+//! - **Children** are [`HarnessAgent`]s built from the parent's recipe: the same model,
+//!   workspace, filesystem, configuration, user middlewares and capabilities (so a
+//!   permission capability or middleware on the parent applies to the child), memory
+//!   extraction off, one level deeper. A leaf (depth = `max_depth`) gets no subagent tools.
+//! - **Tasks** ([`records`]): every spawn is a task recorded in the parent session's task
+//!   file with compare-and-set; see `runtime.rs` for the runner, `tools.rs` for the tools,
+//!   `pushback.rs` for delivery.
+
+pub mod declaration;
+mod pushback;
+pub mod records;
+mod runtime;
+mod tools;
+
+use crate::HarnessAgentBuilder;
+use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
+use crate::config::HarnessConfig;
+use crate::{BuildError, HarnessAgent};
+pub use declaration::{DeclarationWarning, GENERAL_PURPOSE, SubagentDeclaration, WorkspaceMode};
+use harness_core::{ChatModel, Middleware, PromptPart, SessionLease, StateStore, Tool};
+use harness_fs::{Filesystem, IsolationScope};
+pub use records::{TaskFile, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
+use runtime::Runtime;
+pub use runtime::SpawnError;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+pub use tools::ForceSync;
+
+/// The largest `max_depth` accepted.
+pub const MAX_DEPTH_LIMIT: u32 = 3;
+
+/// `[subagents]` in harness.toml.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubagentsConfig {
+    /// Master switch (default on).
+    pub enabled: bool,
+    /// How deep delegation may go: 1 (default) makes children leaves; at most 3.
+    pub max_depth: u32,
+    /// Spawns per reasoning step (default 4).
+    pub max_fanout: u32,
+    /// Spawns per call (default 16).
+    pub max_spawns_per_call: u32,
+    /// How long a task may run in all, sync or background, before it is stopped and ends
+    /// `timeout` (default 600 s).
+    #[serde(with = "seconds")]
+    pub task_timeout: Duration,
+}
+
+impl Default for SubagentsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_depth: 1,
+            max_fanout: 4,
+            max_spawns_per_call: 16,
+            task_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+mod seconds {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_secs)
+    }
+}
+
+impl ConfigSection for SubagentsConfig {
+    const KEY: &'static str = "subagents";
+}
+
+/// The capability's registration.
+pub(crate) const REGISTRATION: Registration = Registration::new(build).with_section::<SubagentsConfig>();
+
+/// The builder's `[subagents]` override.
+struct ConfigOverride(SubagentsConfig);
+
+/// Declarations added on the builder, in order.
+#[derive(Default)]
+struct Declared(Vec<SubagentDeclaration>);
+
+/// The depth of the agent being built (set on children).
+struct ChildDepth(u32);
+
+/// What a child inherits from the parent's builder (set by `build()`).
+#[derive(Clone, Default)]
+pub(crate) struct Inherited {
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
+    pub(crate) capabilities: Vec<Arc<dyn Capability>>,
+    pub(crate) extensions: Option<Arc<crate::extensions::Extensions>>,
+    pub(crate) sys_prompt: Option<String>,
+    pub(crate) max_iters: Option<NonZeroU32>,
+    pub(crate) session_lease: Option<Arc<dyn SessionLease>>,
+    pub(crate) state_store: Option<Arc<dyn StateStore>>,
+}
+
+/// A child's allow-list over the inherited tools (applied by `build()`).
+pub(crate) struct ToolAllowList(pub(crate) Vec<String>);
+
+impl HarnessAgentBuilder {
+    /// Subagent settings (also `[subagents]` in harness.toml; on by default).
+    pub fn subagents(self, config: SubagentsConfig) -> Self {
+        self.setting(ConfigOverride(config))
+    }
+
+    /// Declares a subagent (replaces a workspace file or the built-in of the same id).
+    pub fn subagent(mut self, declaration: SubagentDeclaration) -> Self {
+        self.settings_mut().get_or_default::<Declared>().0.push(declaration);
+        self
+    }
+}
+
+fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
+    let config = match setup.take::<ConfigOverride>() {
+        Some(ConfigOverride(config)) => config,
+        None => setup.section::<SubagentsConfig>()?.unwrap_or_default(),
+    };
+    let declared = setup.take::<Declared>().unwrap_or_default();
+    let depth = setup.take::<ChildDepth>().map_or(0, |ChildDepth(depth)| depth);
+    let inherited = setup.take::<Inherited>().unwrap_or_default();
+    if config.max_depth > MAX_DEPTH_LIMIT {
+        return Err(CapabilityError::new(
+            "subagents",
+            format!(
+                "max_depth = {} is above the limit of {MAX_DEPTH_LIMIT}",
+                config.max_depth
+            ),
+        ));
+    }
+    if !config.enabled || depth >= config.max_depth {
+        return Ok(None);
+    }
+    let mut declarations = BTreeMap::new();
+    let builtin = SubagentDeclaration::general_purpose();
+    declarations.insert(builtin.id.clone(), builtin);
+    let (files, warnings) = declaration::load_dir(&setup.root.join("subagents"), "subagents");
+    for warning in &warnings {
+        tracing::warn!(file = %warning.file, key = %warning.key, "subagent spec skipped: {}", warning.message);
+    }
+    declarations.extend(files);
+    for declaration in declared.0 {
+        if !declaration::valid_id(&declaration.id) {
+            return Err(CapabilityError::new(
+                "subagents",
+                format!(
+                    "subagent id `{}` may hold letters, digits, `-`, `_` and `.` only",
+                    declaration.id
+                ),
+            ));
+        }
+        declarations.insert(declaration.id.clone(), declaration);
+    }
+    let factory = ChildFactory {
+        model: Arc::clone(setup.model),
+        config: setup.config.clone(),
+        root: setup.root.to_path_buf(),
+        filesystem: Arc::clone(setup.workspace.filesystem()),
+        isolation: setup.isolation,
+        parent_name: setup.agent_id.to_string(),
+        depth: depth + 1,
+        inherited,
+        built: Mutex::new(HashMap::new()),
+    };
+    let handle = Handle {
+        runtime: Arc::new(Runtime::new(config, depth, setup.agent_id.to_string(), factory)),
+        declarations: Arc::new(Declarations {
+            shared: declarations,
+            warnings,
+        }),
+    };
+    setup.provide(handle.clone());
+    Ok(Some(Arc::new(SubagentsCapability(handle))))
+}
+
+/// The subagent runtime and declarations of one agent, kept by the agent for
+/// [`HarnessAgent::wait_for_tasks`].
+#[derive(Clone)]
+pub(crate) struct Handle {
+    runtime: Arc<Runtime>,
+    declarations: Arc<Declarations>,
+}
+
+/// The merged declarations of one agent.
+#[derive(Debug)]
+pub(crate) struct Declarations {
+    shared: BTreeMap<String, SubagentDeclaration>,
+    warnings: Vec<DeclarationWarning>,
+}
+
+impl Declarations {
+    /// The declaration `id` for the caller in `ctx`: the caller's own
+    /// `<ns>/subagents/<id>.md` when it has one, else the merged one.
+    ///
+    /// # Errors
+    /// The caller's own file is malformed (the message names file and key), or no such id.
+    pub(crate) async fn resolve(
+        &self,
+        ctx: &harness_core::RuntimeContext,
+        id: &str,
+    ) -> Result<SubagentDeclaration, String> {
+        if declaration::valid_id(id)
+            && let (Some(scope), Some(workspace)) = (
+                ctx.get::<harness_fs::CallScope>(),
+                ctx.get::<harness_fs::CallWorkspace>(),
+            )
+            && !scope.is_shared_namespace()
+            && let Ok(path) = harness_fs::WsPath::parse(&format!("subagents/{id}.md"))
+            && let Ok(bytes) = workspace.user.read(&path).await
+        {
+            let file = format!("{}/subagents/{id}.md", scope.namespace());
+            let text = String::from_utf8_lossy(&bytes);
+            return declaration::parse_spec(id, &file, &text).map_err(|warning| warning.to_string());
+        }
+        self.shared.get(id).cloned().ok_or_else(|| {
+            SpawnError::Unknown {
+                id: id.to_owned(),
+                available: self.listed().map(|d| d.id.as_str()).collect::<Vec<_>>().join(", "),
+            }
+            .to_string()
+        })
+    }
+
+    /// The declarations the model sees, by id.
+    pub(crate) fn listed(&self) -> impl Iterator<Item = &SubagentDeclaration> {
+        self.shared.values().filter(|declaration| !declaration.hidden)
+    }
+}
+
+/// Builds (once per declaration) and keeps the child agents.
+pub(crate) struct ChildFactory {
+    model: Arc<dyn ChatModel>,
+    config: HarnessConfig,
+    root: PathBuf,
+    filesystem: Arc<dyn Filesystem>,
+    isolation: IsolationScope,
+    parent_name: String,
+    depth: u32,
+    inherited: Inherited,
+    built: Mutex<HashMap<SubagentDeclaration, HarnessAgent>>,
+}
+
+impl ChildFactory {
+    fn built(&self) -> std::sync::MutexGuard<'_, HashMap<SubagentDeclaration, HarnessAgent>> {
+        // Only inserts happen under the lock.
+        self.built.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The child agent for `declaration`.
+    ///
+    /// # Errors
+    /// The child's build failed (e.g. its allow-list or configuration).
+    pub(crate) fn child(&self, declaration: &SubagentDeclaration) -> Result<HarnessAgent, BuildError> {
+        if let Some(agent) = self.built().get(declaration) {
+            return Ok(agent.clone());
+        }
+        let name = match declaration.workspace_mode {
+            WorkspaceMode::Isolated => declaration.id.clone(),
+            WorkspaceMode::Shared => self.parent_name.clone(),
+        };
+        let inherited = &self.inherited;
+        let prompt = if declaration.instructions.is_empty() {
+            inherited.sys_prompt.clone().unwrap_or_default()
+        } else {
+            declaration.instructions.clone()
+        };
+        let mut builder = HarnessAgent::builder()
+            .workspace(self.root.clone())
+            .filesystem(Arc::clone(&self.filesystem))
+            .shared_model(Arc::clone(&self.model))
+            .config(self.config.clone())
+            .name(name)
+            .isolation(self.isolation)
+            .sys_prompt(prompt)
+            .memory(no_memory())
+            .setting(ChildDepth(self.depth));
+        if let Some(steps) = declaration.steps.or(inherited.max_iters) {
+            builder = builder.max_iters(steps);
+        }
+        for tool in &inherited.tools {
+            builder = builder.tool(Arc::clone(tool));
+        }
+        for middleware in &inherited.middleware {
+            builder = builder.middleware(Arc::clone(middleware));
+        }
+        for capability in &inherited.capabilities {
+            builder = builder.capability(Arc::clone(capability));
+        }
+        if let Some(extensions) = &inherited.extensions {
+            builder = builder.extensions(Arc::clone(extensions));
+        }
+        if let Some(lease) = &inherited.session_lease {
+            builder = builder.session_lease(Arc::clone(lease));
+        }
+        if let Some(store) = &inherited.state_store {
+            builder = builder.state_store(Arc::clone(store));
+        }
+        if let Some(tools) = &declaration.tools {
+            builder = builder.setting(ToolAllowList(tools.clone()));
+        }
+        let agent = builder.build()?;
+        self.built().insert(declaration.clone(), agent.clone());
+        Ok(agent)
+    }
+
+    fn children(&self) -> Vec<HarnessAgent> {
+        self.built().values().cloned().collect()
+    }
+}
+
+/// Children run no memory extraction of their own.
+fn no_memory() -> harness_memory::MemoryConfig {
+    let mut config = harness_memory::MemoryConfig::default();
+    config.enabled = false;
+    config
+}
+
+/// The capability.
+struct SubagentsCapability(Handle);
+
+impl SubagentsCapability {
+    fn listing(&self) -> String {
+        let mut text = String::from(
+            "## Subagents\n\nDelegate independent, multi-step or context-heavy work with `agent_spawn` \
+             (`timeout_seconds` 0 runs it in the background; its result is delivered to you \
+             automatically before your next step, so do not poll). Several spawns in one step run \
+             in parallel. Available subagents (`agent_id`: description):\n",
+        );
+        for declaration in self.0.declarations.listed() {
+            text.push_str(&format!("- `{}`: {}\n", declaration.id, declaration.description));
+        }
+        text
+    }
+}
+
+#[async_trait::async_trait]
+impl Capability for SubagentsCapability {
+    fn name(&self) -> &'static str {
+        "subagents"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        tools::all(&self.0.runtime, &self.0.declarations)
+    }
+
+    fn middleware(&self, _assembly: &Assembly) -> Vec<(Layer, Arc<dyn Middleware>)> {
+        vec![(
+            Layer::Subagents,
+            Arc::new(pushback::PushBack::new(Arc::clone(&self.0.runtime))),
+        )]
+    }
+
+    fn prompt_parts(&self) -> Vec<PromptPart> {
+        vec![PromptPart {
+            name: "subagents",
+            text: self.listing(),
+            stable: true,
+        }]
+    }
+
+    async fn shutdown(&self, deadline: tokio::time::Instant) {
+        self.0.runtime.shutdown(deadline).await;
+        for child in self.0.runtime.factory.children() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            child.shutdown(left).await;
+        }
+    }
+}
+
+impl HarnessAgent {
+    /// Waits until every subagent task this agent started in this process has finished
+    /// (`harness run --wait-tasks`). Returns at once when subagents are off.
+    pub async fn wait_for_tasks(&self) {
+        if let Some(handle) = self.subagents_handle() {
+            handle.runtime.wait_idle().await;
+        }
+    }
+
+    /// The subagent tasks of the session in `ctx` (bound like a call: default ids apply), as
+    /// recorded in its task file; empty when subagents are off or none ran.
+    ///
+    /// # Errors
+    /// [`harness_core::AgentError`] for bad ids, or when the task file cannot be read.
+    pub async fn tasks(&self, ctx: harness_core::RuntimeContext) -> Result<Vec<TaskRecord>, harness_core::AgentError> {
+        if self.subagents_handle().is_none() {
+            return Ok(Vec::new());
+        }
+        let ctx = self.bind(ctx)?;
+        let capability_error = |err: SpawnError| harness_core::AgentError::Capability {
+            capability: "subagents",
+            source: Box::new(err),
+        };
+        let store = Runtime::store_for(&ctx).map_err(capability_error)?;
+        let file = store
+            .load()
+            .await
+            .map_err(|err| capability_error(SpawnError::Store(err)))?;
+        Ok(file.tasks.into_values().collect())
+    }
+
+    /// The malformed subagent spec files skipped at build (each names its file and key).
+    pub fn subagent_warnings(&self) -> Vec<DeclarationWarning> {
+        self.subagents_handle()
+            .map(|handle| handle.declarations.warnings.clone())
+            .unwrap_or_default()
+    }
+}

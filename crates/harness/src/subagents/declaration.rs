@@ -1,0 +1,263 @@
+//! Subagent declarations: the built-in `general-purpose`, workspace files
+//! `subagents/<id>.md` (YAML front matter + the child's AGENTS.md as the body) and
+//! programmatic ones from the builder, merged at build (a later source replaces an earlier
+//! declaration of the same id: built-in, then files, then the builder).
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::path::Path;
+
+/// The id of the built-in declaration.
+pub const GENERAL_PURPOSE: &str = "general-purpose";
+
+/// Where a child's runtime data lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceMode {
+    /// Its own agent id and a session keyed by (parent session, user, agent id, label)
+    /// (default).
+    #[default]
+    Isolated,
+    /// The parent's agent id: its state sits next to the parent's sessions.
+    Shared,
+}
+
+/// One subagent the parent may spawn.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SubagentDeclaration {
+    /// The id the model spawns it by (a file's name without `.md`).
+    pub id: String,
+    /// What it is for: the delegation signal the model reads.
+    pub description: String,
+    /// The child's persona (its AGENTS.md); empty for `general-purpose`.
+    pub instructions: String,
+    /// Isolated (default) or shared runtime data.
+    pub workspace_mode: WorkspaceMode,
+    /// Maximum reasoning-acting steps per spawn (default: the parent's).
+    pub steps: Option<NonZeroU32>,
+    /// Allow-list over the parent's tools (`None`: all of them).
+    pub tools: Option<Vec<String>>,
+    /// Not listed to the model (still spawnable by id).
+    pub hidden: bool,
+}
+
+impl SubagentDeclaration {
+    /// A declaration with defaults: isolated, every tool, listed.
+    pub fn new(id: impl Into<String>, description: impl Into<String>, instructions: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            description: description.into(),
+            instructions: instructions.into(),
+            workspace_mode: WorkspaceMode::Isolated,
+            steps: None,
+            tools: None,
+            hidden: false,
+        }
+    }
+
+    /// The built-in general-purpose subagent: the parent's tools, shared workspace.
+    pub fn general_purpose() -> Self {
+        Self {
+            workspace_mode: WorkspaceMode::Shared,
+            ..Self::new(
+                GENERAL_PURPOSE,
+                "General-purpose agent for independent, multi-step or context-heavy work; it has the same tools as you.",
+                "",
+            )
+        }
+    }
+}
+
+/// A spec file that was skipped, with the reason (a warning: never a crash, never silent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclarationWarning {
+    /// The file, relative to the workspace.
+    pub file: String,
+    /// The key at fault (`front matter` when the file has none).
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for DeclarationWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: `{}`: {}", self.file, self.key, self.message)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FrontMatter {
+    description: Option<String>,
+    #[serde(default)]
+    workspace: Option<WorkspaceSpec>,
+    #[serde(default)]
+    steps: Option<NonZeroU32>,
+    #[serde(default)]
+    tools: Option<Vec<String>>,
+    #[serde(default)]
+    hidden: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkspaceSpec {
+    #[serde(default)]
+    mode: WorkspaceMode,
+}
+
+/// Parses one spec file's text; `file` names it in warnings.
+///
+/// # Errors
+/// A [`DeclarationWarning`] naming the file and the key at fault.
+pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaration, DeclarationWarning> {
+    let warn = |key: &str, message: String| DeclarationWarning {
+        file: file.to_owned(),
+        key: key.to_owned(),
+        message,
+    };
+    if !valid_id(id) {
+        return Err(warn(
+            "file name",
+            "a subagent id may hold letters, digits, `-`, `_` and `.` only".to_owned(),
+        ));
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (yaml, body) = split_front_matter(text)
+        .ok_or_else(|| warn("front matter", "no `---` front matter block at the top".to_owned()))?;
+    let matter: FrontMatter = yaml_serde::from_str(yaml).map_err(|err| {
+        let message = err.to_string();
+        let key = unknown_key(&message).unwrap_or("front matter").to_owned();
+        warn(&key, message)
+    })?;
+    let description = matter
+        .description
+        .filter(|text| !text.trim().is_empty())
+        .ok_or_else(|| warn("description", "required and must not be empty".to_owned()))?;
+    Ok(SubagentDeclaration {
+        id: id.to_owned(),
+        description: description.trim().to_owned(),
+        instructions: body.trim().to_owned(),
+        workspace_mode: matter.workspace.map(|spec| spec.mode).unwrap_or_default(),
+        steps: matter.steps,
+        tools: matter.tools,
+        hidden: matter.hidden,
+    })
+}
+
+/// Every `<dir>/*.md` (not recursive), parsed, by id; with a warning for each file skipped.
+/// A missing directory holds no declarations.
+pub fn load_dir(dir: &Path, shown_as: &str) -> (BTreeMap<String, SubagentDeclaration>, Vec<DeclarationWarning>) {
+    let mut found = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (found, warnings);
+    };
+    let mut paths: Vec<_> = entries.filter_map(Result::ok).map(|entry| entry.path()).collect();
+    paths.sort();
+    for path in paths {
+        let (Some(id), Some("md")) = (
+            path.file_stem().and_then(|stem| stem.to_str()),
+            path.extension().and_then(|ext| ext.to_str()),
+        ) else {
+            continue;
+        };
+        let file = format!("{shown_as}/{id}.md");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => match parse_spec(id, &file, &text) {
+                Ok(declaration) => {
+                    found.insert(declaration.id.clone(), declaration);
+                }
+                Err(warning) => warnings.push(warning),
+            },
+            Err(err) => warnings.push(DeclarationWarning {
+                file,
+                key: "file".to_owned(),
+                message: err.to_string(),
+            }),
+        }
+    }
+    (found, warnings)
+}
+
+/// Whether `id` may name a subagent (it becomes a path segment and part of a session id).
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn split_front_matter(text: &str) -> Option<(&str, &str)> {
+    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
+    if let Some(body) = rest.strip_prefix("---") {
+        return Some(("", body));
+    }
+    let at = rest.match_indices("\n---").map(|(at, _)| at).find(|&at| {
+        let after = &rest[at + 4..];
+        after.is_empty() || after.starts_with('\n') || after.starts_with("\r\n")
+    })?;
+    Some((&rest[..at], &rest[at + 4..]))
+}
+
+/// The key a serde message names (`unknown field `x``, `invalid type ... for key `x``), so
+/// the warning can name it.
+fn unknown_key(message: &str) -> Option<&str> {
+    let start = message.find('`')? + 1;
+    let end = start + message[start..].find('`')?;
+    Some(&message[start..end])
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_file_is_parsed() {
+        let spec = parse_spec(
+            "researcher",
+            "subagents/researcher.md",
+            "---\ndescription: Finds facts\nworkspace:\n  mode: shared\nsteps: 4\ntools: [read_file]\nhidden: true\n---\nYou research.\n",
+        )
+        .unwrap();
+        assert_eq!(spec.description, "Finds facts");
+        assert_eq!(spec.workspace_mode, WorkspaceMode::Shared);
+        assert_eq!(spec.steps, NonZeroU32::new(4));
+        assert_eq!(spec.tools, Some(vec!["read_file".to_owned()]));
+        assert!(spec.hidden);
+        assert_eq!(spec.instructions, "You research.");
+    }
+
+    #[test]
+    fn defaults_are_isolated_listed_and_unrestricted() {
+        let spec = parse_spec("r", "subagents/r.md", "---\ndescription: d\n---\n").unwrap();
+        assert_eq!(spec.workspace_mode, WorkspaceMode::Isolated);
+        assert!(!spec.hidden && spec.tools.is_none() && spec.steps.is_none());
+    }
+
+    #[test]
+    fn malformed_files_are_warnings_naming_file_and_key() {
+        let missing = parse_spec("r", "subagents/r.md", "---\nhidden: true\n---\nbody").unwrap_err();
+        assert_eq!(
+            (missing.file.as_str(), missing.key.as_str()),
+            ("subagents/r.md", "description")
+        );
+        let unknown = parse_spec("r", "subagents/r.md", "---\ndescription: d\ncolour: red\n---\n").unwrap_err();
+        assert_eq!(unknown.key, "colour", "{unknown}");
+        let mode = parse_spec(
+            "r",
+            "subagents/r.md",
+            "---\ndescription: d\nworkspace:\n  mode: weird\n---\n",
+        )
+        .unwrap_err();
+        assert!(mode.to_string().contains("weird"), "{mode}");
+        let none = parse_spec("r", "subagents/r.md", "no front matter").unwrap_err();
+        assert_eq!(none.key, "front matter");
+        let bad_id = parse_spec("a b", "subagents/a b.md", "---\ndescription: d\n---\n").unwrap_err();
+        assert_eq!(bad_id.key, "file name");
+    }
+}

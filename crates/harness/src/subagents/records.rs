@@ -1,0 +1,213 @@
+//! Durable task records: one JSON file per parent session
+//! (`<ns>/agents/<agent>/tasks/<session>.json`, [`CallScope::task_records_path`]), every
+//! change a compare-and-set write ([`WriteMode::IfMatch`]) retried on conflict, so two
+//! writers (the runner finishing a task, the parent delivering results, a second process)
+//! never lose each other's changes.
+//!
+//! [`CallScope::task_records_path`]: harness_fs::CallScope::task_records_path
+
+use harness_fs::{FileVersion, Filesystem, FsError, WriteMode, WsPath};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// How many times a compare-and-set update is retried before it gives up.
+const CAS_ATTEMPTS: usize = 32;
+
+/// Where a task is in its life. Every state but `running` is terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// The child is running.
+    Running,
+    /// The child answered.
+    Completed,
+    /// The child's call failed.
+    Failed,
+    /// The child ran past its time limit and was stopped.
+    Timeout,
+    /// `task_cancel`, or the agent shut down before the task finished.
+    Cancelled,
+    /// Its runner ended (the process exited or crashed) before the task finished.
+    Lost,
+}
+
+impl TaskStatus {
+    /// Whether the task has finished.
+    pub fn is_terminal(self) -> bool {
+        self != Self::Running
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::Lost => "lost",
+        }
+    }
+}
+
+/// One task of a parent session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// The task id (`task-<uuid>`).
+    pub task_id: String,
+    /// The subagent's id.
+    pub agent_id: String,
+    /// The spawn's label, if any.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The child's session id.
+    pub child_session: String,
+    /// The state.
+    pub status: TaskStatus,
+    /// The child's answer (completed) or what went wrong (the other terminal states).
+    #[serde(default)]
+    pub result: Option<String>,
+    /// The process-unique id of the runner executing the task.
+    pub runner: String,
+    /// Whether the result reached the parent's model (tool result, `task_output`,
+    /// `wait_async_results` or the push-back reminder); a delivered task is never pushed.
+    #[serde(default)]
+    pub delivered: bool,
+    /// When the runner last showed it is alive (ms since the Unix epoch).
+    #[serde(default)]
+    pub heartbeat_ms: u64,
+}
+
+/// The task file of one parent session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFile {
+    /// Format version.
+    #[serde(default = "format_version")]
+    pub v: u32,
+    /// Records by task id.
+    #[serde(default)]
+    pub tasks: BTreeMap<String, TaskRecord>,
+}
+
+fn format_version() -> u32 {
+    1
+}
+
+/// Why the task file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskStoreError {
+    /// The file could not be read or written.
+    #[error("task records {path}")]
+    Fs {
+        /// The task file.
+        path: WsPath,
+        /// The cause.
+        #[source]
+        source: FsError,
+    },
+    /// The file is not a task file.
+    #[error("task records {path} are corrupt: {message}")]
+    Corrupt {
+        /// The task file.
+        path: WsPath,
+        /// What the decoder said.
+        message: String,
+    },
+    /// Other writers kept changing the file.
+    #[error("task records {path}: gave up after {CAS_ATTEMPTS} conflicting writes")]
+    Contended {
+        /// The task file.
+        path: WsPath,
+    },
+}
+
+/// The task file of one parent session, on the caller's own layer.
+#[derive(Clone)]
+pub struct TaskStore {
+    fs: Arc<dyn Filesystem>,
+    path: WsPath,
+}
+
+impl std::fmt::Debug for TaskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskStore {
+    /// The records at `path` of `fs`.
+    pub fn new(fs: Arc<dyn Filesystem>, path: WsPath) -> Self {
+        Self { fs, path }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &WsPath {
+        &self.path
+    }
+
+    /// The file as it is now (empty when there is none).
+    ///
+    /// # Errors
+    /// [`TaskStoreError`] when the file cannot be read or decoded.
+    pub async fn load(&self) -> Result<TaskFile, TaskStoreError> {
+        Ok(self.read().await?.0)
+    }
+
+    async fn read(&self) -> Result<(TaskFile, Option<FileVersion>), TaskStoreError> {
+        match self.fs.read_versioned(&self.path).await {
+            Ok((bytes, version)) => {
+                let file = serde_json::from_slice(&bytes).map_err(|err| TaskStoreError::Corrupt {
+                    path: self.path.clone(),
+                    message: err.to_string(),
+                })?;
+                Ok((file, Some(version)))
+            }
+            Err(FsError::NotFound { .. }) => Ok((TaskFile::default(), None)),
+            Err(source) => Err(TaskStoreError::Fs {
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Applies `change` with compare-and-set, retrying on conflict (`change` may run more
+    /// than once and sees the newest file each time). Nothing is written when `change`
+    /// returns `false` in its first element.
+    ///
+    /// # Errors
+    /// [`TaskStoreError`] when the file cannot be read, decoded or written.
+    pub async fn update<R>(&self, mut change: impl FnMut(&mut TaskFile) -> (bool, R)) -> Result<R, TaskStoreError> {
+        for _ in 0..CAS_ATTEMPTS {
+            let (mut file, version) = self.read().await?;
+            let (changed, result) = change(&mut file);
+            if !changed {
+                return Ok(result);
+            }
+            let bytes = serde_json::to_vec_pretty(&file).map_err(|err| TaskStoreError::Corrupt {
+                path: self.path.clone(),
+                message: err.to_string(),
+            })?;
+            let mode = match version {
+                Some(version) => WriteMode::IfMatch(version),
+                None => WriteMode::CreateNew,
+            };
+            match self.fs.write(&self.path, &bytes, mode).await {
+                Ok(()) => return Ok(result),
+                Err(FsError::Conflict { .. } | FsError::AlreadyExists { .. }) => continue,
+                Err(source) => {
+                    return Err(TaskStoreError::Fs {
+                        path: self.path.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        Err(TaskStoreError::Contended {
+            path: self.path.clone(),
+        })
+    }
+}

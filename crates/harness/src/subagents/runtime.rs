@@ -1,0 +1,576 @@
+//! The task runtime: starts children, runs them as tasks (sync ones are tasks a tool call
+//! waits for), records every transition in the parent session's task file, enforces the
+//! limits, and stops children on cancel, timeout and shutdown.
+
+use super::declaration::{SubagentDeclaration, WorkspaceMode};
+use super::records::{TaskRecord, TaskStatus, TaskStore, TaskStoreError};
+use super::{ChildFactory, SubagentsConfig};
+use crate::HarnessAgent;
+use futures::StreamExt;
+use harness_core::{AgentEvent, EventKind, EventSink, EventSource, RuntimeContext, SessionId};
+use harness_fs::{CallScope, CallWorkspace, WsPath};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How often a runner refreshes its tasks' heartbeats in the task file.
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);
+/// A running task whose heartbeat is older than this, from another runner, is `lost`.
+pub(crate) const HEARTBEAT_STALE: Duration = Duration::from_secs(30);
+
+/// Where a child sits in the delegation tree; in the context of every child call.
+#[derive(Debug, Clone)]
+pub(crate) struct Lineage {
+    /// The child's depth (a direct child is 1).
+    pub(crate) depth: u32,
+    /// Slash-separated agent ids from the root.
+    pub(crate) path: String,
+}
+
+/// Spawn counters of one call, put into its context by the push-back middleware.
+#[derive(Debug, Default)]
+pub(crate) struct SpawnCounter {
+    step: AtomicU32,
+    in_step: AtomicU32,
+    in_call: AtomicU32,
+}
+
+impl SpawnCounter {
+    /// A new step began: its fan-out count starts at zero.
+    pub(crate) fn begin_step(&self, step: u32) {
+        self.step.store(step, Ordering::SeqCst);
+        self.in_step.store(0, Ordering::SeqCst);
+    }
+}
+
+/// How a finished task ended, as the waiters see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) status: TaskStatus,
+    pub(crate) result: String,
+}
+
+/// A task this process runs.
+pub(crate) struct LiveTask {
+    pub(crate) record: TaskRecord,
+    pub(crate) store: TaskStore,
+    cancel: CancellationToken,
+    /// Set when a forced-sync wait expired: the child is stopped and ends `timeout`.
+    expired: std::sync::atomic::AtomicBool,
+    done: watch::Receiver<Option<Outcome>>,
+    /// The sync waiter's sink while a tool call waits for the task (`None`: background).
+    attached: tokio::sync::Mutex<Option<EventSink>>,
+}
+
+/// Why a spawn was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The caller is a leaf.
+    #[error(
+        "spawn refused: max_depth = {limit} reached (this agent is at depth {depth}; subagents cannot spawn further subagents)"
+    )]
+    Depth {
+        /// The configured limit.
+        limit: u32,
+        /// The caller's depth.
+        depth: u32,
+    },
+    /// Too many spawns in this step.
+    #[error("spawn refused: max_fanout = {limit} spawns per step already started in this step")]
+    Fanout {
+        /// The configured limit.
+        limit: u32,
+    },
+    /// Too many spawns in this call.
+    #[error("spawn refused: max_spawns_per_call = {limit} spawns already started in this call")]
+    CallBudget {
+        /// The configured limit.
+        limit: u32,
+    },
+    /// No such subagent.
+    #[error("unknown subagent `{id}`; available: {available}")]
+    Unknown {
+        /// The requested id.
+        id: String,
+        /// The ids that exist.
+        available: String,
+    },
+    /// The label cannot be part of a session id.
+    #[error("label `{0}` may hold letters, digits, `-`, `_` and `.` only (at most 64)")]
+    Label(String),
+    /// The call has no workspace bound (not a harness call).
+    #[error("no call scope is bound to this call")]
+    Unbound,
+    /// The child could not be built.
+    #[error("subagent `{id}` could not be built: {message}")]
+    Build {
+        /// The subagent.
+        id: String,
+        /// Why.
+        message: String,
+    },
+    /// The task file could not be written.
+    #[error(transparent)]
+    Store(#[from] TaskStoreError),
+}
+
+/// The runtime of one agent's subagents.
+pub(crate) struct Runtime {
+    pub(crate) config: SubagentsConfig,
+    /// This agent's own depth (0 for a top-level agent).
+    pub(crate) depth: u32,
+    pub(crate) agent_id: String,
+    pub(crate) factory: ChildFactory,
+    /// Process-unique id of this runtime's runner, recorded on every task it runs.
+    pub(crate) instance: String,
+    live: Mutex<HashMap<String, Arc<LiveTask>>>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("agent_id", &self.agent_id)
+            .field("depth", &self.depth)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A started task, for the spawn tool.
+pub(crate) struct Started {
+    pub(crate) task: Arc<LiveTask>,
+    pub(crate) agent_key: String,
+}
+
+/// What a sync wait ended with.
+pub(crate) enum Waited {
+    /// The task finished (and its result counts as delivered).
+    Done(Outcome),
+    /// The wait expired; the task keeps running in the background.
+    Promoted,
+}
+
+/// Milliseconds since the Unix epoch (heartbeats compare across processes).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Runtime {
+    pub(crate) fn new(config: SubagentsConfig, depth: u32, agent_id: String, factory: ChildFactory) -> Self {
+        Self {
+            config,
+            depth,
+            agent_id,
+            factory,
+            instance: format!("runner-{}", uuid::Uuid::new_v4().simple()),
+            live: Mutex::new(HashMap::new()),
+            tracker: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveTask>>> {
+        // Only inserts and removes happen under the lock; a panic cannot leave it half-done.
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live task `task_id`, if this process runs it.
+    pub(crate) fn live_task(&self, task_id: &str) -> Option<Arc<LiveTask>> {
+        self.live().get(task_id).cloned()
+    }
+
+    /// Whether this process runs or ran tasks of the session whose task file is `path`.
+    pub(crate) fn has_tasks_for(&self, path: &WsPath) -> bool {
+        self.live().values().any(|task| task.store.path() == path)
+    }
+
+    /// The task file of the call in `ctx`.
+    pub(crate) fn store_for(ctx: &RuntimeContext) -> Result<TaskStore, SpawnError> {
+        let scope = ctx.get::<CallScope>().ok_or(SpawnError::Unbound)?;
+        let workspace = ctx.get::<CallWorkspace>().ok_or(SpawnError::Unbound)?;
+        Ok(TaskStore::new(Arc::clone(&workspace.user), scope.task_records_path()))
+    }
+
+    /// The caller's depth: the lineage in its context, else this agent's own.
+    fn caller_depth(&self, ctx: &RuntimeContext) -> u32 {
+        ctx.get::<Lineage>().map_or(self.depth, |lineage| lineage.depth)
+    }
+
+    /// Checks depth, fan-out and the call budget, counting this spawn when it is allowed.
+    pub(crate) fn admit(&self, ctx: &RuntimeContext) -> Result<(), SpawnError> {
+        let depth = self.caller_depth(ctx);
+        if depth >= self.config.max_depth {
+            return Err(SpawnError::Depth {
+                limit: self.config.max_depth,
+                depth,
+            });
+        }
+        // A call that did not pass the push-back middleware (a tool invoked directly) has
+        // no counter: it is refused rather than unlimited.
+        let counter = ctx.get::<Arc<SpawnCounter>>().ok_or(SpawnError::CallBudget {
+            limit: self.config.max_spawns_per_call,
+        })?;
+        let in_step = counter.in_step.fetch_add(1, Ordering::SeqCst);
+        if in_step >= self.config.max_fanout {
+            counter.in_step.fetch_sub(1, Ordering::SeqCst);
+            return Err(SpawnError::Fanout {
+                limit: self.config.max_fanout,
+            });
+        }
+        let in_call = counter.in_call.fetch_add(1, Ordering::SeqCst);
+        if in_call >= self.config.max_spawns_per_call {
+            counter.in_call.fetch_sub(1, Ordering::SeqCst);
+            counter.in_step.fetch_sub(1, Ordering::SeqCst);
+            return Err(SpawnError::CallBudget {
+                limit: self.config.max_spawns_per_call,
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts `declaration` on `task` for the caller in `ctx`, after [`admit`](Self::admit).
+    /// `sync_sink` attaches a waiter from the start, so the child's first event is forwarded
+    /// and a result that arrives before the waiter looks is counted as delivered.
+    pub(crate) async fn start(
+        self: &Arc<Self>,
+        ctx: &RuntimeContext,
+        declaration: &SubagentDeclaration,
+        task: String,
+        label: Option<&str>,
+        sync_sink: Option<EventSink>,
+    ) -> Result<Started, SpawnError> {
+        let scope = ctx.get::<CallScope>().ok_or(SpawnError::Unbound)?;
+        if let Some(label) = label
+            && !super::declaration::valid_id(label)
+        {
+            return Err(SpawnError::Label(label.to_owned()));
+        }
+        let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
+        let instance_key = label.map_or_else(|| task_id.clone(), str::to_owned);
+        let child_session = SessionId::new(format!("sub.{}.{}.{}", scope.session(), declaration.id, instance_key));
+        child_session.validate().map_err(|err| SpawnError::Build {
+            id: declaration.id.clone(),
+            message: err.to_string(),
+        })?;
+        let child = self.factory.child(declaration).map_err(|err| SpawnError::Build {
+            id: declaration.id.clone(),
+            message: harness_core::error_chain(&err),
+        })?;
+        let store = Self::store_for(ctx)?;
+        let record = TaskRecord {
+            task_id: task_id.clone(),
+            agent_id: declaration.id.clone(),
+            label: label.map(str::to_owned),
+            child_session: child_session.to_string(),
+            status: TaskStatus::Running,
+            result: None,
+            runner: self.instance.clone(),
+            delivered: false,
+            heartbeat_ms: now_ms(),
+        };
+        let inserted = record.clone();
+        store
+            .update(|file| {
+                file.tasks.insert(inserted.task_id.clone(), inserted.clone());
+                (true, ())
+            })
+            .await?;
+        let parent_path = ctx
+            .get::<Lineage>()
+            .map_or_else(|| self.agent_id.clone(), |lineage| lineage.path.clone());
+        let lineage = Lineage {
+            depth: self.caller_depth(ctx) + 1,
+            path: format!("{parent_path}/{}", declaration.id),
+        };
+        let source = EventSource {
+            agent_id: declaration.id.clone(),
+            session_id: child_session.to_string(),
+            depth: lineage.depth,
+            path: lineage.path.clone(),
+        };
+        let cancel = self.shutdown.child_token();
+        let mut child_ctx = RuntimeContext::default()
+            .with_session(child_session)
+            .with_cancellation(cancel.clone());
+        child_ctx.user_id = ctx.user_id.clone();
+        child_ctx.attributes = ctx.attributes.clone();
+        child_ctx.insert(lineage);
+        let (done_tx, done) = watch::channel(None);
+        let live = Arc::new(LiveTask {
+            record,
+            store,
+            cancel,
+            expired: std::sync::atomic::AtomicBool::new(false),
+            done,
+            attached: tokio::sync::Mutex::new(sync_sink),
+        });
+        self.live().insert(task_id.clone(), Arc::clone(&live));
+        let runtime = Arc::clone(self);
+        let running = Arc::clone(&live);
+        let limit = self.config.task_timeout;
+        self.tracker.spawn(async move {
+            let outcome = run_child(child, task, child_ctx, &running, source, limit).await;
+            let outcome = if outcome.status == TaskStatus::Cancelled && runtime.shutdown.is_cancelled() {
+                Outcome {
+                    status: TaskStatus::Cancelled,
+                    result: "cancelled: the agent shut down before the task finished (the CLI waits for tasks only with `harness run --wait-tasks`)".to_owned(),
+                }
+            } else {
+                outcome
+            };
+            runtime.finish(&running, outcome, &done_tx).await;
+        });
+        Ok(Started {
+            agent_key: format!("agent:{}:{}", declaration.id, instance_key),
+            task: live,
+        })
+    }
+
+    /// Records the terminal state, wakes the waiters, forgets the live task.
+    async fn finish(&self, task: &LiveTask, outcome: Outcome, done: &watch::Sender<Option<Outcome>>) {
+        let attached = task.attached.lock().await;
+        let delivered = attached.is_some();
+        let task_id = task.record.task_id.clone();
+        let written = task
+            .store
+            .update(|file| match file.tasks.get_mut(&task_id) {
+                Some(record) if !record.status.is_terminal() => {
+                    record.status = outcome.status;
+                    record.result = Some(outcome.result.clone());
+                    record.delivered = delivered;
+                    (true, ())
+                }
+                _ => (false, ()),
+            })
+            .await;
+        if let Err(err) = written {
+            tracing::warn!(task = %task_id, error = %harness_core::error_chain(&err), "task result not recorded");
+        }
+        done.send_replace(Some(outcome));
+        drop(attached);
+        self.live().remove(&task_id);
+    }
+
+    /// Waits up to `limit` for a task started with a sync sink; on expiry detaches the sink
+    /// so the task goes on in the background (its result is then pushed back).
+    pub(crate) async fn wait_sync(&self, task: &LiveTask, limit: Duration) -> Waited {
+        let mut done = task.done.clone();
+        // Expiry is not an answer by itself: the runner may finish while we take the lock.
+        let _expired = tokio::time::timeout(limit, async {
+            let _ = done.wait_for(Option::is_some).await;
+        })
+        .await;
+        let mut attached = task.attached.lock().await;
+        // The runner records under this lock; what it saw decides who delivers.
+        let outcome = task.done.borrow().clone();
+        if let Some(outcome) = outcome {
+            return Waited::Done(outcome);
+        }
+        *attached = None;
+        Waited::Promoted
+    }
+
+    /// Cancels a sync child whose waiter went away (the parent's call was cancelled).
+    pub(crate) fn cancel_live(&self, task_id: &str) -> bool {
+        match self.live_task(task_id) {
+            Some(task) => {
+                task.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits up to `limit` for a task this process runs; `None` when it is not live here.
+    pub(crate) async fn wait_live(&self, task_id: &str, limit: Duration) -> Option<Option<Outcome>> {
+        let task = self.live_task(task_id)?;
+        let mut done = task.done.clone();
+        let _expired = tokio::time::timeout(limit, async {
+            let _ = done.wait_for(Option::is_some).await;
+        })
+        .await;
+        let outcome = task.done.borrow().clone();
+        Some(outcome)
+    }
+
+    /// Turns the session's running records whose runner is gone into `lost`: ours but not
+    /// live here (the runner task died), or another runner's with a stale heartbeat.
+    pub(crate) fn sweep_lost(&self, record: &mut TaskRecord, now: u64) -> bool {
+        if record.status != TaskStatus::Running {
+            return false;
+        }
+        let reason = if record.runner == self.instance {
+            if self.live().contains_key(&record.task_id) {
+                return false;
+            }
+            format!("its runner ({}) ended without recording a result", record.runner)
+        } else {
+            let stale = u64::try_from(HEARTBEAT_STALE.as_millis()).unwrap_or(u64::MAX);
+            if now.saturating_sub(record.heartbeat_ms) <= stale {
+                return false;
+            }
+            format!(
+                "its runner ({}) stopped: no heartbeat for {} s (the process ended or was killed)",
+                record.runner,
+                now.saturating_sub(record.heartbeat_ms) / 1000
+            )
+        };
+        record.status = TaskStatus::Lost;
+        record.result = Some(reason);
+        true
+    }
+
+    /// Stops every running child (they end `cancelled`) and waits for their records, until
+    /// `deadline`.
+    pub(crate) async fn shutdown(&self, deadline: tokio::time::Instant) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        if tokio::time::timeout_at(deadline, self.tracker.wait()).await.is_err() {
+            tracing::warn!("subagent tasks did not record their end before the shutdown deadline");
+        }
+    }
+
+    /// Waits for every running child to finish, however long it takes.
+    pub(crate) async fn wait_idle(&self) {
+        loop {
+            let tasks: Vec<_> = self.live().values().cloned().collect();
+            if tasks.is_empty() {
+                return;
+            }
+            for task in tasks {
+                let mut done = task.done.clone();
+                let _closed = done.wait_for(Option::is_some).await.is_err();
+            }
+        }
+    }
+}
+
+impl LiveTask {
+    /// The task's id.
+    pub(crate) fn id(&self) -> &str {
+        &self.record.task_id
+    }
+
+    /// Asks the child to stop at its next tool or chunk boundary.
+    pub(crate) fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Stops the child because a forced-sync wait expired: it ends `timeout`.
+    pub(crate) fn expire(&self) {
+        self.expired.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+}
+
+/// Runs the child to its end, forwarding events to the attached waiter, keeping the
+/// heartbeat, and stopping it (through its cancellation token, so it saves its session) on
+/// cancel and timeout.
+async fn run_child(
+    child: HarnessAgent,
+    task: String,
+    ctx: RuntimeContext,
+    live: &LiveTask,
+    source: EventSource,
+    limit: Duration,
+) -> Outcome {
+    let cancel = ctx.cancellation().clone();
+    let mut stream = child.stream(task, ctx);
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
+    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    let mut timed_out = false;
+    let mut last = None;
+    loop {
+        tokio::select! {
+            event = stream.next() => {
+                let Some(event) = event else { break };
+                forward(live, &source, &event).await;
+                match event.kind {
+                    EventKind::Final { message } if event.source.is_none() => last = Some(Ok(message.text())),
+                    EventKind::Error { message, .. } if event.source.is_none() => last = Some(Err(message)),
+                    _ => {}
+                }
+            }
+            () = &mut deadline, if !timed_out => {
+                timed_out = true;
+                cancel.cancel();
+            }
+            _ = heartbeat.tick() => {
+                let task_id = live.record.task_id.clone();
+                let beat = live.store.update(|file| match file.tasks.get_mut(&task_id) {
+                    Some(record) if record.status == TaskStatus::Running => {
+                        record.heartbeat_ms = now_ms();
+                        (true, ())
+                    }
+                    _ => (false, ()),
+                }).await;
+                if let Err(err) = beat {
+                    tracing::warn!(task = %task_id, error = %harness_core::error_chain(&err), "heartbeat not written");
+                }
+            }
+        }
+    }
+    match last {
+        Some(Ok(text)) if !timed_out && !live.cancel.is_cancelled() => Outcome {
+            status: TaskStatus::Completed,
+            result: text,
+        },
+        _ if timed_out => Outcome {
+            status: TaskStatus::Timeout,
+            result: format!("stopped after the task time limit of {} s", limit.as_secs()),
+        },
+        _ if live.expired.load(Ordering::SeqCst) => Outcome {
+            status: TaskStatus::Timeout,
+            result: "stopped: the forced-sync wait expired before the subagent answered".to_owned(),
+        },
+        _ if live.cancel.is_cancelled() => Outcome {
+            status: TaskStatus::Cancelled,
+            result:
+                "cancelled before the task finished (task_cancel, or the parent's call was cancelled while it waited)"
+                    .to_owned(),
+        },
+        Some(Err(message)) => Outcome {
+            status: TaskStatus::Failed,
+            result: message,
+        },
+        Some(Ok(text)) => Outcome {
+            status: TaskStatus::Completed,
+            result: text,
+        },
+        None => Outcome {
+            status: TaskStatus::Failed,
+            result: "the subagent ended without an answer".to_owned(),
+        },
+    }
+}
+
+/// Sends `event` to the sync waiter, if one is attached, tagged with the child's source
+/// (a grandchild's event keeps its own).
+async fn forward(live: &LiveTask, source: &EventSource, event: &AgentEvent) {
+    let attached = live.attached.lock().await;
+    if let Some(sink) = attached.as_ref() {
+        let mut event = event.clone();
+        if event.source.is_none() {
+            event.source = Some(source.clone());
+        }
+        sink.forward(event).await;
+    }
+}
+
+/// The isolated/shared choice, for `agent_list`.
+pub(crate) fn mode_name(mode: WorkspaceMode) -> &'static str {
+    match mode {
+        WorkspaceMode::Isolated => "isolated",
+        WorkspaceMode::Shared => "shared",
+    }
+}

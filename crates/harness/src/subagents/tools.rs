@@ -1,0 +1,588 @@
+//! The subagent tools (names and parameters of the reference catalogue): `agent_spawn`,
+//! `agent_send`, `agent_list`, `task_output`, `task_list`, `task_cancel`,
+//! `wait_async_results`. The spawn and wait tools are concurrency-safe (several in one step
+//! run together and form a barrier) and bring their own time limits, which replace the
+//! agent's per-tool timeout.
+
+use super::Declarations;
+use super::pushback::bounded;
+use super::records::{TaskRecord, TaskStatus, TaskStore};
+use super::runtime::{Outcome, Runtime, Waited, mode_name, now_ms};
+use harness_core::{ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, typed};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest sync wait a model may ask for, in seconds.
+pub(crate) const MAX_TIMEOUT_SECONDS: u64 = 600;
+/// The default sync wait, in seconds.
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
+/// The tools' own limit: the longest wait plus a margin to answer.
+const TOOL_LIMIT: Duration = Duration::from_secs(MAX_TIMEOUT_SECONDS + 5);
+
+const WAITS: ToolAnnotations = ToolAnnotations::new().concurrency_safe(true);
+const READS: ToolAnnotations = ToolAnnotations::new().read_only().concurrency_safe(true);
+
+/// Every subagent tool.
+pub(crate) fn all(runtime: &Arc<Runtime>, declarations: &Arc<Declarations>) -> Vec<Arc<dyn harness_core::Tool>> {
+    let shared = Shared {
+        runtime: Arc::clone(runtime),
+        declarations: Arc::clone(declarations),
+    };
+    vec![
+        typed(AgentSpawn(shared.clone())),
+        typed(AgentSend(shared.clone())),
+        typed(AgentList(shared.clone())),
+        typed(TaskOutput(shared.clone())),
+        typed(TaskList(shared.clone())),
+        typed(TaskCancel(shared.clone())),
+        typed(WaitAsyncResults(shared)),
+    ]
+}
+
+#[derive(Clone)]
+struct Shared {
+    runtime: Arc<Runtime>,
+    declarations: Arc<Declarations>,
+}
+
+fn failed(err: impl std::fmt::Display) -> ToolError {
+    ToolError::failed(err.to_string())
+}
+
+fn store(ctx: &ToolContext) -> Result<TaskStore, ToolError> {
+    Runtime::store_for(&ctx.runtime).map_err(failed)
+}
+
+/// The sync wait the model asked for: `None` = background.
+fn sync_wait(timeout_seconds: Option<u64>) -> Result<Option<Duration>, ToolError> {
+    match timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS) {
+        0 => Ok(None),
+        seconds if seconds <= MAX_TIMEOUT_SECONDS => Ok(Some(Duration::from_secs(seconds))),
+        seconds => Err(ToolError::failed(format!(
+            "timeout_seconds = {seconds} is above the maximum of {MAX_TIMEOUT_SECONDS}; use 0 to run in the background"
+        ))),
+    }
+}
+
+/// Application code's override, put into a call's [`RuntimeContext`](harness_core::RuntimeContext):
+/// every `agent_spawn`/`agent_send` of the call waits for its child (a requested background
+/// run waits too) and a wait that expires stops the child (`status: timeout`, no promotion).
+/// The limits apply as on every other path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ForceSync {
+    /// Replaces the model's `timeout_seconds` (0 means the default 30; at most 600).
+    pub timeout: Option<Duration>,
+}
+
+impl ForceSync {
+    fn wait(self, requested: Option<u64>) -> Result<Duration, ToolError> {
+        let default = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
+        Ok(match self.timeout {
+            Some(timeout) if timeout.is_zero() => default,
+            Some(timeout) => timeout.min(Duration::from_secs(MAX_TIMEOUT_SECONDS)),
+            None => sync_wait(requested)?.unwrap_or(default),
+        })
+    }
+}
+
+impl Shared {
+    /// Starts `agent_id` on `message` and waits as asked.
+    async fn run(
+        &self,
+        ctx: &ToolContext,
+        agent_id: &str,
+        message: String,
+        instance: Option<&str>,
+        timeout_seconds: Option<u64>,
+    ) -> Result<ToolOutput, ToolError> {
+        let forced = ctx.runtime.get::<ForceSync>().copied();
+        let wait = match forced {
+            Some(force) => Some(force.wait(timeout_seconds)?),
+            None => sync_wait(timeout_seconds)?,
+        };
+        let declaration = self
+            .declarations
+            .resolve(&ctx.runtime, agent_id)
+            .await
+            .map_err(ToolError::failed)?;
+        self.runtime.admit(&ctx.runtime).map_err(failed)?;
+        let sink = wait.map(|_| ctx.events.clone());
+        let started = self
+            .runtime
+            .start(&ctx.runtime, &declaration, message, instance, sink)
+            .await
+            .map_err(failed)?;
+        let task_id = started.task.id().to_owned();
+        let Some(wait) = wait else {
+            return Ok(ToolOutput::text(format!(
+                "status: running\nagent_key: {}\ntask_id: {task_id}\nThe result will be delivered to you automatically when it is ready.",
+                started.agent_key
+            )));
+        };
+        // If the parent's call is cancelled while it waits, the child is stopped too.
+        let guard = CancelOnDrop {
+            runtime: &self.runtime,
+            task_id: Some(task_id.clone()),
+        };
+        let waited = self.runtime.wait_sync(&started.task, wait).await;
+        guard.defuse();
+        match waited {
+            Waited::Done(outcome) => {
+                let shown = bounded(&ctx.runtime, &started.task.record, &outcome.result).await;
+                let header = format!(
+                    "status: {}\nagent_key: {}\ntask_id: {task_id}\n\n",
+                    outcome.status.as_str(),
+                    started.agent_key
+                );
+                if outcome.status == TaskStatus::Completed {
+                    Ok(ToolOutput::text(format!("{header}{shown}")))
+                } else {
+                    Ok(ToolOutput::error(format!("{header}{shown}")))
+                }
+            }
+            Waited::Promoted if forced.is_some() => {
+                started.task.expire();
+                let _ = self.runtime.wait_live(&task_id, TOOL_LIMIT).await;
+                let store = store(ctx)?;
+                let record = self.record(&store, &task_id, true).await?;
+                let status = record.map_or(TaskStatus::Timeout, |record| record.status);
+                Ok(ToolOutput::error(format!(
+                    "status: {}\nagent_key: {}\ntask_id: {task_id}\nThe subagent did not answer within {} s and was stopped.",
+                    status.as_str(),
+                    started.agent_key,
+                    wait.as_secs()
+                )))
+            }
+            Waited::Promoted => Ok(ToolOutput::text(format!(
+                "status: timeout_promoted\nagent_key: {}\ntask_id: {task_id}\nThe subagent did not finish within {} s and goes on in the background; its result will be delivered to you automatically.",
+                started.agent_key,
+                wait.as_secs()
+            ))),
+        }
+    }
+
+    /// The record of `task_id` after the lost sweep, marked delivered when terminal and
+    /// `deliver` is set.
+    async fn record(&self, store: &TaskStore, task_id: &str, deliver: bool) -> Result<Option<TaskRecord>, ToolError> {
+        let now = now_ms();
+        store
+            .update(|file| match file.tasks.get_mut(task_id) {
+                Some(record) => {
+                    let mut changed = self.runtime.sweep_lost(record, now);
+                    if deliver && record.status.is_terminal() && !record.delivered {
+                        record.delivered = true;
+                        changed = true;
+                    }
+                    (changed, Some(record.clone()))
+                }
+                None => (false, None),
+            })
+            .await
+            .map_err(failed)
+    }
+}
+
+/// Stops a sync child when the waiting tool call is dropped (the parent was cancelled).
+struct CancelOnDrop<'a> {
+    runtime: &'a Runtime,
+    task_id: Option<String>,
+}
+
+impl CancelOnDrop<'_> {
+    fn defuse(mut self) {
+        self.task_id = None;
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(task_id) = self.task_id.take() {
+            self.runtime.cancel_live(&task_id);
+        }
+    }
+}
+
+async fn describe(ctx: &ToolContext, record: &TaskRecord) -> String {
+    let mut text = format!(
+        "task_id: {}\nagent: {}\nstatus: {}",
+        record.task_id,
+        record.agent_id,
+        record.status.as_str()
+    );
+    if let Some(label) = &record.label {
+        text.push_str(&format!("\nlabel: {label}"));
+    }
+    if record.status.is_terminal() {
+        let result = record.result.clone().unwrap_or_default();
+        text.push_str(&format!("\nresult:\n{}", bounded(&ctx.runtime, record, &result).await));
+    }
+    text
+}
+
+/// Arguments of `agent_spawn`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SpawnArgs {
+    /// The subagent to start (an id from the subagent list).
+    agent_id: String,
+    /// What the subagent should do: a self-contained task with everything it needs.
+    task: Option<String>,
+    /// A name for this instance; spawning or sending with the same label continues its session.
+    label: Option<String>,
+    /// Seconds to wait for the result (default 30, max 600); 0 runs it in the background.
+    timeout_seconds: Option<u64>,
+}
+
+struct AgentSpawn(Shared);
+
+#[async_trait]
+impl TypedTool for AgentSpawn {
+    const NAME: &'static str = "agent_spawn";
+    const DESCRIPTION: &'static str = "Start a subagent on a task. With timeout_seconds > 0 (default 30) wait for its answer; \
+         with 0 run it in the background (its result is delivered to you automatically). Several spawns in one step run in parallel.";
+    const ANNOTATIONS: ToolAnnotations = WAITS;
+    type Args = SpawnArgs;
+
+    async fn call(&self, args: SpawnArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let Some(task) = args.task.filter(|task| !task.trim().is_empty()) else {
+            return Err(ToolError::failed(
+                "`task` is empty: give the subagent a self-contained task (use agent_send to continue a labelled instance)",
+            ));
+        };
+        self.0
+            .run(ctx, &args.agent_id, task, args.label.as_deref(), args.timeout_seconds)
+            .await
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(TOOL_LIMIT)
+    }
+}
+
+/// Arguments of `agent_send`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SendArgs {
+    /// The `agent_key` an earlier spawn returned (`agent:<agent_id>:<instance>`).
+    agent_key: Option<String>,
+    /// Or the label of an earlier spawn in this session.
+    label: Option<String>,
+    /// The message for the subagent.
+    message: String,
+    /// Seconds to wait for the answer (default 30, max 600); 0 runs it in the background.
+    timeout_seconds: Option<u64>,
+}
+
+struct AgentSend(Shared);
+
+#[async_trait]
+impl TypedTool for AgentSend {
+    const NAME: &'static str = "agent_send";
+    const DESCRIPTION: &'static str = "Send a follow-up message to a subagent instance started earlier (by agent_key or label); it keeps its conversation.";
+    const ANNOTATIONS: ToolAnnotations = WAITS;
+    type Args = SendArgs;
+
+    async fn call(&self, args: SendArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let (agent_id, instance) = match (&args.agent_key, &args.label) {
+            (Some(key), _) => {
+                let mut parts = key.splitn(3, ':');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("agent"), Some(agent_id), Some(instance)) => (agent_id.to_owned(), instance.to_owned()),
+                    _ => {
+                        return Err(ToolError::failed(format!(
+                            "agent_key `{key}` is not of the form agent:<agent_id>:<instance> (use the agent_key a spawn returned)"
+                        )));
+                    }
+                }
+            }
+            (None, Some(label)) => {
+                let file = store(ctx)?.load().await.map_err(failed)?;
+                let agent_id = file
+                    .tasks
+                    .values()
+                    .find(|record| record.label.as_deref() == Some(label.as_str()))
+                    .map(|record| record.agent_id.clone())
+                    .ok_or_else(|| {
+                        ToolError::failed(format!("no subagent was spawned with label `{label}` in this session"))
+                    })?;
+                (agent_id, label.clone())
+            }
+            (None, None) => return Err(ToolError::failed("give `agent_key` or `label`")),
+        };
+        self.0
+            .run(ctx, &agent_id, args.message, Some(&instance), args.timeout_seconds)
+            .await
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(TOOL_LIMIT)
+    }
+}
+
+/// No arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct NoArgs {}
+
+struct AgentList(Shared);
+
+#[async_trait]
+impl TypedTool for AgentList {
+    const NAME: &'static str = "agent_list";
+    const DESCRIPTION: &'static str = "List the subagents you can spawn and the instances started in this session.";
+    const ANNOTATIONS: ToolAnnotations = READS;
+    type Args = NoArgs;
+
+    async fn call(&self, _args: NoArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let mut text = String::from("Subagents:\n");
+        for declaration in self.0.declarations.listed() {
+            text.push_str(&format!(
+                "- {} ({}): {}\n",
+                declaration.id,
+                mode_name(declaration.workspace_mode),
+                declaration.description
+            ));
+        }
+        let file = store(ctx)?.load().await.map_err(failed)?;
+        let mut instances: Vec<(&str, &TaskRecord)> = Vec::new();
+        for record in file.tasks.values() {
+            match instances
+                .iter_mut()
+                .find(|(session, _)| *session == record.child_session)
+            {
+                Some(entry) => entry.1 = record,
+                None => instances.push((&record.child_session, record)),
+            }
+        }
+        if instances.is_empty() {
+            text.push_str("\nNo instances in this session yet.");
+        } else {
+            text.push_str("\nInstances in this session:\n");
+            for (_, record) in instances {
+                let instance = record.label.clone().unwrap_or_else(|| record.task_id.clone());
+                text.push_str(&format!(
+                    "- agent_key: agent:{}:{instance}  last task: {} ({})\n",
+                    record.agent_id,
+                    record.task_id,
+                    record.status.as_str()
+                ));
+            }
+        }
+        Ok(ToolOutput::text(text))
+    }
+}
+
+/// Arguments of `task_output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct OutputArgs {
+    /// The task.
+    task_id: String,
+    /// Wait for the task to finish (default true).
+    block: Option<bool>,
+    /// How long to wait, in milliseconds (default 30000, max 600000).
+    timeout: Option<u64>,
+}
+
+struct TaskOutput(Shared);
+
+#[async_trait]
+impl TypedTool for TaskOutput {
+    const NAME: &'static str = "task_output";
+    const DESCRIPTION: &'static str = "The status or result of a background task (waits for it unless block is false).";
+    const ANNOTATIONS: ToolAnnotations = WAITS;
+    type Args = OutputArgs;
+
+    async fn call(&self, args: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let timeout = args.timeout.unwrap_or(30_000);
+        if timeout > MAX_TIMEOUT_SECONDS * 1000 {
+            return Err(ToolError::failed(format!(
+                "timeout = {timeout} ms is above the maximum of {} ms",
+                MAX_TIMEOUT_SECONDS * 1000
+            )));
+        }
+        if args.block.unwrap_or(true) {
+            let _: Option<Option<Outcome>> = self
+                .0
+                .runtime
+                .wait_live(&args.task_id, Duration::from_millis(timeout))
+                .await;
+        }
+        let store = store(ctx)?;
+        let record =
+            self.0.record(&store, &args.task_id, true).await?.ok_or_else(|| {
+                ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id))
+            })?;
+        Ok(ToolOutput::text(describe(ctx, &record).await))
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(TOOL_LIMIT)
+    }
+}
+
+/// Arguments of `task_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ListArgs {
+    /// running, completed, failed, timeout, cancelled, lost or all (default all).
+    status_filter: Option<String>,
+}
+
+struct TaskList(Shared);
+
+#[async_trait]
+impl TypedTool for TaskList {
+    const NAME: &'static str = "task_list";
+    const DESCRIPTION: &'static str = "List this session's subagent tasks and their status.";
+    const ANNOTATIONS: ToolAnnotations = READS;
+    type Args = ListArgs;
+
+    async fn call(&self, args: ListArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let filter = args.status_filter.unwrap_or_else(|| "all".to_owned());
+        let known = ["all", "running", "completed", "failed", "timeout", "cancelled", "lost"];
+        if !known.contains(&filter.as_str()) {
+            return Err(ToolError::failed(format!(
+                "status_filter `{filter}` is not one of {}",
+                known.join(", ")
+            )));
+        }
+        let now = now_ms();
+        let runtime = &self.0.runtime;
+        let file = store(ctx)?
+            .update(|file| {
+                let mut changed = false;
+                for record in file.tasks.values_mut() {
+                    changed |= runtime.sweep_lost(record, now);
+                }
+                (changed, file.clone())
+            })
+            .await
+            .map_err(failed)?;
+        let lines: Vec<String> = file
+            .tasks
+            .values()
+            .filter(|record| filter == "all" || record.status.as_str() == filter)
+            .map(|record| {
+                format!(
+                    "- {} agent={} status={}{}",
+                    record.task_id,
+                    record.agent_id,
+                    record.status.as_str(),
+                    record
+                        .label
+                        .as_ref()
+                        .map(|label| format!(" label={label}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        Ok(ToolOutput::text(if lines.is_empty() {
+            format!("No tasks ({filter}) in this session.")
+        } else {
+            lines.join("\n")
+        }))
+    }
+}
+
+/// Arguments of `task_cancel`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct CancelArgs {
+    /// The task to stop.
+    task_id: String,
+}
+
+struct TaskCancel(Shared);
+
+#[async_trait]
+impl TypedTool for TaskCancel {
+    const NAME: &'static str = "task_cancel";
+    const DESCRIPTION: &'static str = "Stop a running subagent task (no effect on a finished one).";
+    const ANNOTATIONS: ToolAnnotations = WAITS;
+    type Args = CancelArgs;
+
+    async fn call(&self, args: CancelArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        if let Some(task) = self.0.runtime.live_task(&args.task_id) {
+            task.cancel();
+            // The child stops at its next tool or chunk boundary and saves its session.
+            let _ = self.0.runtime.wait_live(&args.task_id, TOOL_LIMIT).await;
+        }
+        let store = store(ctx)?;
+        let record =
+            self.0.record(&store, &args.task_id, true).await?.ok_or_else(|| {
+                ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id))
+            })?;
+        if record.status == TaskStatus::Running {
+            return Err(ToolError::failed(format!(
+                "task `{}` runs in another process (runner {}); it cannot be cancelled from here",
+                record.task_id, record.runner
+            )));
+        }
+        Ok(ToolOutput::text(describe(ctx, &record).await))
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(TOOL_LIMIT)
+    }
+}
+
+/// Arguments of `wait_async_results`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct WaitArgs {
+    /// Comma-separated task ids to wait for.
+    task_ids: Option<String>,
+    /// Wait for every unfinished task of this session (as of now).
+    wait_all: Option<bool>,
+}
+
+struct WaitAsyncResults(Shared);
+
+#[async_trait]
+impl TypedTool for WaitAsyncResults {
+    const NAME: &'static str = "wait_async_results";
+    const DESCRIPTION: &'static str =
+        "Wait for background tasks to finish and return their results: task_ids (comma-separated) or wait_all.";
+    const ANNOTATIONS: ToolAnnotations = WAITS;
+    type Args = WaitArgs;
+
+    async fn call(&self, args: WaitArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let store = store(ctx)?;
+        let ids: Vec<String> = match (args.task_ids, args.wait_all.unwrap_or(false)) {
+            (Some(ids), _) if !ids.trim().is_empty() => ids
+                .split(',')
+                .map(|id| id.trim().to_owned())
+                .filter(|id| !id.is_empty())
+                .collect(),
+            (_, true) => {
+                let file = store.load().await.map_err(failed)?;
+                file.tasks
+                    .values()
+                    .filter(|record| !record.status.is_terminal() || !record.delivered)
+                    .map(|record| record.task_id.clone())
+                    .collect()
+            }
+            _ => {
+                return Err(ToolError::failed(
+                    "give `task_ids` (comma-separated) or `wait_all: true`",
+                ));
+            }
+        };
+        if ids.is_empty() {
+            return Ok(ToolOutput::text("No unfinished tasks in this session."));
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(MAX_TIMEOUT_SECONDS);
+        for id in &ids {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let _ = self.0.runtime.wait_live(id, left).await;
+        }
+        let mut parts = Vec::with_capacity(ids.len());
+        for id in &ids {
+            match self.0.record(&store, id, true).await? {
+                Some(record) => parts.push(describe(ctx, &record).await),
+                None => parts.push(format!("task_id: {id}\nstatus: unknown (no such task in this session)")),
+            }
+        }
+        Ok(ToolOutput::text(parts.join("\n\n")))
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(TOOL_LIMIT)
+    }
+}
