@@ -57,6 +57,7 @@ pub mod model_config;
 pub mod prompt;
 pub mod session;
 pub mod skills;
+pub mod state;
 pub mod tool_groups;
 pub mod tools;
 pub mod tools_json;
