@@ -6,6 +6,7 @@ mod cli;
 mod newcomer;
 mod parity;
 mod readme;
+mod replicas;
 mod scope;
 mod tidy;
 mod tools_cmd;
