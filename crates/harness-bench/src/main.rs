@@ -45,6 +45,10 @@ struct Args {
     histories: String,
     #[arg(long, default_value_t = 3)]
     w4_reps: u32,
+    /// Keep agent state and the session lease in Redis at this URL (`[state] kind =
+    /// "redis"`, a fresh key prefix per run) instead of files in the state dir.
+    #[arg(long)]
+    state: Option<String>,
     /// Accepted for compatibility; profiling is done with external tools.
     #[arg(long)]
     profile: Option<PathBuf>,
@@ -156,7 +160,7 @@ fn user_message(n: u32) -> String {
     format!("Turn {n}: look up key k{n} and report the value.")
 }
 
-fn build_agent(args: &Args) -> anyhow::Result<HarnessAgent> {
+async fn build_agent(args: &Args) -> anyhow::Result<HarnessAgent> {
     let config = harness_models::OpenAiConfig::new("mock-model", args.base_url.trim_end_matches('/'))
         .api_key(harness_models::Secret::new("sk-mock-not-a-real-key"));
     let model: Arc<dyn harness_core::ChatModel> =
@@ -167,7 +171,21 @@ fn build_agent(args: &Args) -> anyhow::Result<HarnessAgent> {
     // extraction is an extra model call by design.
     let mut memory = harness_memory::MemoryConfig::default();
     memory.mode = harness_memory::MemoryMode::Off;
-    Ok(HarnessAgent::builder()
+    let mut builder = HarnessAgent::builder();
+    if let Some(url) = &args.state {
+        let config = harness::state::StateConfig {
+            kind: harness::state::StateKind::Redis,
+            url: Some(url.clone()),
+            key_prefix: Some(format!("harness-bench:{}:", state_prefix(&args.state_dir))),
+            ..harness::state::StateConfig::default()
+        };
+        let backend = harness::state::open(&config)
+            .await
+            .context("opening the Redis state store")?
+            .context("a redis state backend")?;
+        builder = builder.state_store(backend.store).session_lease(backend.lease);
+    }
+    Ok(builder
         .memory(memory)
         .workspace(&args.state_dir)
         .name("bench")
@@ -177,12 +195,22 @@ fn build_agent(args: &Args) -> anyhow::Result<HarnessAgent> {
         .build()?)
 }
 
+/// One key prefix per state dir, so every agent of a run shares the Redis state (W4 builds
+/// several agents over one workspace) and runs never collide.
+fn state_prefix(dir: &std::path::Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut hasher);
+    std::process::id().hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
 fn ctx(session: &str) -> RuntimeContext {
     RuntimeContext::for_user("bench").with_session(session)
 }
 
 async fn w1(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
-    let agent = build_agent(args)?;
+    let agent = build_agent(args).await?;
     result.insert("rss_after_import_kb".into(), json!(peak_rss_kb()));
     let (mut latencies, mut marks, mut replies) = (Vec::new(), Vec::new(), Vec::new());
     let (cpu0, wall0) = (cpu_seconds(), Instant::now());
@@ -222,7 +250,7 @@ async fn w1(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow:
 }
 
 async fn w2(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
-    let agent = build_agent(args)?;
+    let agent = build_agent(args).await?;
     let (cpu0, wall0) = (cpu_seconds(), Instant::now());
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..args.sessions {
@@ -269,7 +297,7 @@ async fn w2(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow:
 }
 
 async fn w3(args: &Args, t_main: Instant, result: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
-    let agent = build_agent(args)?;
+    let agent = build_agent(args).await?;
     let setup = t_main.elapsed().as_secs_f64();
     let session = format!("w3-{}", std::process::id());
     let reply = agent.call(user_message(1), ctx(&session)).await?;
@@ -318,11 +346,11 @@ async fn w4(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow:
             .with_context(|| format!("--histories: {history:?} is not a number"))?;
         let session = format!("w4-h{history}");
         let started = Instant::now();
-        prepopulate(&build_agent(args)?, &session, history).await?;
+        prepopulate(&build_agent(args).await?, &session, history).await?;
         let prepopulate_s = started.elapsed().as_secs_f64();
         let mut reps = Vec::new();
         for rep in 0..args.w4_reps {
-            let agent = build_agent(args)?;
+            let agent = build_agent(args).await?;
             agent
                 .call(user_message(1), ctx(&format!("w4-warmup-{history}-{rep}")))
                 .await?;

@@ -381,6 +381,29 @@ impl Filesystem for CompositeFs {
         self.default.shell()
     }
 
+    fn fenced(&self, fence: &harness_store::KvFence) -> Option<Arc<dyn Filesystem>> {
+        let mut any = false;
+        let mut fence_one = |fs: &Arc<dyn Filesystem>| -> Arc<dyn Filesystem> {
+            match fs.fenced(fence) {
+                Some(fenced) => {
+                    any = true;
+                    fenced
+                }
+                None => Arc::clone(fs),
+            }
+        };
+        let default = fence_one(&self.default);
+        let routes = self
+            .routes
+            .iter()
+            .map(|route| Route {
+                fs: fence_one(&route.fs),
+                ..route.clone()
+            })
+            .collect();
+        any.then(|| Arc::new(Self { default, routes }) as Arc<dyn Filesystem>)
+    }
+
     fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
         let scope = |fs: &Arc<dyn Filesystem>| -> Arc<dyn Filesystem> {
             Arc::new(crate::Namespaced::new(Arc::clone(fs), prefix.clone()))

@@ -424,6 +424,19 @@ pub trait Filesystem: Send + Sync + 'static {
         None
     }
 
+    /// This filesystem with every write and append carrying `fence` (a session lease's
+    /// fencing token and counter), when some backend below it is shared by several replicas
+    /// and can check the fence atomically with the write ([`KvFs`](crate::KvFs) over a store
+    /// that implements `put_fenced`). A refused write fails with an [`FsError::Io`] whose
+    /// source is `harness_store::StoreError::Fenced`; nothing of it is written. `None` (the
+    /// default) means no backend below checks fences, so the filesystem is used as it is.
+    /// Wrappers ([`CompositeFs`](crate::CompositeFs), [`Namespaced`](crate::Namespaced),
+    /// [`OverlayFs`](crate::OverlayFs), [`SharedLayer`](crate::SharedLayer)) forward it.
+    fn fenced(&self, fence: &harness_store::KvFence) -> Option<Arc<dyn Filesystem>> {
+        let _ = fence;
+        None
+    }
+
     /// Whether anything exists at `path`.
     ///
     /// # Errors
@@ -455,6 +468,10 @@ pub struct CallWorkspace {
     /// The shared layer: only the shared entries of the workspace root
     /// ([`SHARED_ENTRIES`](crate::SHARED_ENTRIES)), read-only.
     pub shared: Arc<dyn Filesystem>,
+    /// The caller's layer without the turn's fence: for writes made after the turn's lease
+    /// is released (the session index, written behind and merged by compare-and-set). The
+    /// same as [`user`](Self::user) when the call is not fenced.
+    pub unfenced: Arc<dyn Filesystem>,
 }
 
 impl CallWorkspace {
@@ -475,6 +492,7 @@ impl CallWorkspace {
             };
             return Self {
                 user: Arc::clone(root),
+                unfenced: Arc::clone(root),
                 layered,
                 shared,
             };
@@ -482,8 +500,28 @@ impl CallWorkspace {
         let user: Arc<dyn Filesystem> = Arc::new(crate::Namespaced::new(Arc::clone(root), scope.namespace().clone()));
         Self {
             layered: Arc::new(crate::OverlayFs::new(Arc::clone(&user), Arc::clone(&shared))),
+            unfenced: Arc::clone(&user),
             user,
             shared,
+        }
+    }
+
+    /// [`new`](Self::new) with every write of the caller's layer (and of the model's view of
+    /// it) carrying `fence`, when `root` can check fences ([`Filesystem::fenced`]); else the
+    /// same as `new`. [`unfenced`](Self::unfenced) stays without the fence.
+    pub fn fenced(
+        root: &Arc<dyn Filesystem>,
+        scope: &crate::CallScope,
+        template: Option<&Arc<dyn Filesystem>>,
+        fence: &harness_store::KvFence,
+    ) -> Self {
+        let Some(fenced_root) = root.fenced(fence) else {
+            return Self::new(root, scope, template);
+        };
+        let plain = Self::new(root, scope, template);
+        Self {
+            unfenced: plain.user,
+            ..Self::new(&fenced_root, scope, template)
         }
     }
 }
@@ -494,6 +532,7 @@ impl std::fmt::Debug for CallWorkspace {
             .field("user", &self.user.describe())
             .field("layered", &self.layered.describe())
             .field("shared", &self.shared.describe())
+            .field("unfenced", &self.unfenced.describe())
             .finish()
     }
 }

@@ -4,7 +4,7 @@ use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, G
 use crate::path::WsPath;
 use crate::search::{GrepPlan, SmallestPaths, compile_glob, finish_matches, grep_bytes};
 use async_trait::async_trait;
-use harness_store::{KvEntry, KvStore, StoreError};
+use harness_store::{KvEntry, KvFence, KvStore, StoreError};
 use std::sync::Arc;
 
 /// Keys fetched per `list` page.
@@ -32,6 +32,8 @@ pub struct KvFs {
     store: Arc<dyn KvStore>,
     /// Empty, or a normalised path: the key prefix is `namespace/`.
     namespace: WsPath,
+    /// When set, every put and append is checked against this fence ([`Filesystem::fenced`]).
+    fence: Option<KvFence>,
 }
 
 impl std::fmt::Debug for KvFs {
@@ -39,6 +41,7 @@ impl std::fmt::Debug for KvFs {
         f.debug_struct("KvFs")
             .field("store", &self.store.describe())
             .field("namespace", &self.namespace)
+            .field("fence", &self.fence)
             .finish()
     }
 }
@@ -55,7 +58,25 @@ impl KvFs {
     /// Files of `store` under the key prefix `namespace` (e.g. `fs/agents/main/users/alice`;
     /// empty for the whole store).
     pub fn new(store: Arc<dyn KvStore>, namespace: WsPath) -> Self {
-        Self { store, namespace }
+        Self {
+            store,
+            namespace,
+            fence: None,
+        }
+    }
+
+    async fn put(&self, key: &str, bytes: &[u8], expected: Option<u64>) -> Result<u64, StoreError> {
+        match &self.fence {
+            Some(fence) => self.store.put_fenced(key, bytes, expected, fence).await,
+            None => self.store.put(key, bytes, expected).await,
+        }
+    }
+
+    async fn append_bytes(&self, key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
+        match &self.fence {
+            Some(fence) => self.store.append_fenced(key, bytes, fence).await,
+            None => self.store.append(key, bytes).await,
+        }
     }
 
     fn key(&self, path: &WsPath) -> String {
@@ -214,7 +235,7 @@ impl Filesystem for KvFs {
                 Err(_) => return Err(FsError::Conflict { path: path.clone() }),
             },
         };
-        match self.store.put(&self.key(path), bytes, expected).await {
+        match self.put(&self.key(path), bytes, expected).await {
             Ok(_) => Ok(()),
             Err(StoreError::Conflict { .. }) if mode == WriteMode::CreateNew => {
                 Err(FsError::AlreadyExists { path: path.clone() })
@@ -226,8 +247,7 @@ impl Filesystem for KvFs {
 
     async fn append(&self, path: &WsPath, bytes: &[u8]) -> Result<(), FsError> {
         self.check_file_slot(path).await?;
-        self.store
-            .append(&self.key(path), bytes)
+        self.append_bytes(&self.key(path), bytes)
             .await
             .map(|_| ())
             .map_err(|err| store_error(path, "append", err))
@@ -370,8 +390,7 @@ impl Filesystem for KvFs {
             }
             parent = dir.parent();
         }
-        self.store
-            .put(&self.dir_prefix(path), b"", None)
+        self.put(&self.dir_prefix(path), b"", None)
             .await
             .map(|_| ())
             .map_err(|err| store_error(path, "mkdir", err))
@@ -385,6 +404,15 @@ impl Filesystem for KvFs {
         Some(Arc::new(Self {
             store: Arc::clone(&self.store),
             namespace: self.namespace.join_path(prefix),
+            fence: self.fence.clone(),
+        }))
+    }
+
+    fn fenced(&self, fence: &KvFence) -> Option<Arc<dyn Filesystem>> {
+        Some(Arc::new(Self {
+            store: Arc::clone(&self.store),
+            namespace: self.namespace.clone(),
+            fence: Some(fence.clone()),
         }))
     }
 }

@@ -228,6 +228,14 @@ impl Filesystem for Namespaced {
         }))
     }
 
+    fn fenced(&self, fence: &harness_store::KvFence) -> Option<Arc<dyn Filesystem>> {
+        let inner = self.inner.fenced(fence)?;
+        Some(Arc::new(Self {
+            inner,
+            prefix: self.prefix.clone(),
+        }))
+    }
+
     fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
         Some(Arc::new(Self::new(
             Arc::clone(&self.inner),

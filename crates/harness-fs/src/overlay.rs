@@ -206,6 +206,15 @@ impl Filesystem for OverlayFs {
         self.upper.shell()
     }
 
+    /// Only the upper layer is written, so only it carries the fence.
+    fn fenced(&self, fence: &harness_store::KvFence) -> Option<Arc<dyn Filesystem>> {
+        let upper = self.upper.fenced(fence)?;
+        Some(Arc::new(Self {
+            upper,
+            lower: Arc::clone(&self.lower),
+        }))
+    }
+
     fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
         Some(Arc::new(Self {
             upper: Arc::new(crate::Namespaced::new(Arc::clone(&self.upper), prefix.clone())),

@@ -252,6 +252,29 @@ mod tests {
         CallScope::new(scope, AgentId::new("main"), UserId::new(user), SessionId::new(session))
     }
 
+    /// A shared state store checks a save's fencing token against the lease it finds with
+    /// `harness_store::default_lease_key(state_key)`; the harness takes the lease at
+    /// `lease_key()`. If the two diverged, fencing would check a counter nobody increments.
+    #[test]
+    fn the_store_fences_with_the_lease_the_call_takes() -> Result<(), ScopeError> {
+        for kind in [
+            IsolationScope::User,
+            IsolationScope::Session,
+            IsolationScope::Agent,
+            IsolationScope::Global,
+        ] {
+            for (user, session) in [("alice", "s1"), ("bob", "v1.2"), ("a:b", "x@y")] {
+                let call = scope(kind, user, session)?;
+                assert_eq!(
+                    harness_store::default_lease_key(&call.state_key()),
+                    call.lease_key(),
+                    "{kind:?} {user} {session}"
+                );
+            }
+        }
+        Ok(())
+    }
+
     #[test]
     fn every_key_follows_the_scope() -> Result<(), ScopeError> {
         let cases = [

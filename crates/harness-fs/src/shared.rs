@@ -220,6 +220,14 @@ impl Filesystem for SharedLayer {
         self.inner.read_text(path, offset, limit).await
     }
 
+    fn fenced(&self, fence: &harness_store::KvFence) -> Option<Arc<dyn Filesystem>> {
+        let inner = self.inner.fenced(fence)?;
+        Some(Arc::new(Self {
+            inner,
+            hide_others: self.hide_others,
+        }))
+    }
+
     fn shell(&self) -> Option<Arc<dyn Shell>> {
         // The read-only layer runs nothing; the protected view keeps the caller's shell.
         if self.hide_others { None } else { self.inner.shell() }

@@ -93,6 +93,7 @@ pub struct HarnessAgentBuilder {
     cross_process_lock: Option<bool>,
     settings: Settings,
     session_lease: Option<Arc<dyn SessionLease>>,
+    write_fence: Option<crate::state::WriteFence>,
     extensions: Option<Arc<crate::extensions::Extensions>>,
 }
 
@@ -192,6 +193,15 @@ impl HarnessAgentBuilder {
     /// holds the lease from before its state is loaded until after it is saved.
     pub fn session_lease(mut self, lease: Arc<dyn SessionLease>) -> Self {
         self.session_lease = Some(lease);
+        self
+    }
+
+    /// How a turn's writes to shared files carry its lease's fencing token: given the
+    /// turn's lease key and token, the fence its filesystem writes check
+    /// ([`Filesystem::fenced`](harness_fs::Filesystem::fenced)). Set by `[state] kind =
+    /// "redis"` (`RedisLease::kv_fence`); without it only the state save is fenced.
+    pub fn write_fence(mut self, fence: crate::state::WriteFence) -> Self {
+        self.write_fence = Some(fence);
         self
     }
 
@@ -355,6 +365,7 @@ impl HarnessAgentBuilder {
             kernel: kernel.build()?,
             workspace,
             lease,
+            write_fence: self.write_fence,
             sessions,
             memory,
             permissions,
@@ -408,6 +419,7 @@ pub struct HarnessAgent {
     kernel: ReActAgent,
     workspace: Arc<WorkspaceManager>,
     lease: Arc<dyn SessionLease>,
+    write_fence: Option<crate::state::WriteFence>,
     sessions: Arc<SessionPersistence>,
     memory: Option<Memory>,
     permissions: Option<Arc<crate::permissions::Policy>>,
@@ -553,6 +565,12 @@ impl HarnessAgent {
         };
         if let Some(token) = guard.token() {
             ctx.insert::<FencingToken>(token);
+            // Every shared write of the turn carries the token: a replica whose lease passed
+            // to another holder writes nothing.
+            if let (Some(fence_of), Some(scope)) = (&self.write_fence, ctx.get::<harness_fs::CallScope>()) {
+                let fenced = self.workspace.call_workspace_fenced(scope, &fence_of(&key, token));
+                ctx.insert(fenced);
+            }
         }
         // Losing the lease cancels the turn (the kernel still saves, and a fenced store
         // refuses that save); the caller gets an error that says why.

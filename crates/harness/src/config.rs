@@ -15,6 +15,8 @@
 //! override the file.
 
 use crate::compaction::CompactionConfig;
+use crate::filesystem::FilesystemKind;
+use crate::state::StateKind;
 use harness_fs::IsolationScope;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -94,6 +96,15 @@ pub enum ConfigError {
         #[source]
         source: crate::filesystem::FilesystemError,
     },
+    /// The `[state]` backend cannot be opened.
+    #[error("{path} [state]")]
+    State {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::state::StateBackendError,
+    },
 }
 
 /// The whole file.
@@ -115,6 +126,9 @@ pub struct HarnessConfig {
     /// `[filesystem]`: which filesystem serves the workspace (local by default).
     #[serde(default)]
     pub filesystem: Option<crate::filesystem::FilesystemConfig>,
+    /// `[state]`: where agent state and the session lease live (files by default).
+    #[serde(default)]
+    pub state: Option<crate::state::StateConfig>,
     /// The sections owned by registered capabilities, by key, unparsed (each capability
     /// parses its own; [`parse`](Self::parse) has checked them).
     #[serde(flatten)]
@@ -190,6 +204,32 @@ impl HarnessConfig {
         if let Some(skills) = &self.skills {
             skills.check().map_err(|message| value("skills", message))?;
         }
+        let state = self.state.clone().unwrap_or_default();
+        state.check().map_err(|message| value("state", message))?;
+        if let Some(fs) = self
+            .filesystem
+            .as_ref()
+            .filter(|fs| fs.kind == FilesystemKind::Composite)
+        {
+            match state.kind {
+                StateKind::File => {
+                    return Err(value(
+                        "state",
+                        "kind = \"file\" cannot serve [filesystem] kind = \"composite\": the state and the \
+                         session lease would stay on one replica's disk; set [state] kind = \"redis\" or \"postgres\""
+                            .into(),
+                    ));
+                }
+                StateKind::Redis if state.url.as_deref() != Some(fs.redis_url.as_str()) => {
+                    return Err(value(
+                        "state",
+                        "url must be the Redis of [filesystem] redis_url, so a turn's shared writes are fenced by its lease"
+                            .into(),
+                    ));
+                }
+                _ => {}
+            }
+        }
         Ok(())
     }
 
@@ -251,6 +291,14 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # kind = "local"                  # local | local_shell | composite (shared prefixes on Redis)
 # redis_url = "redis://127.0.0.1:6379"
 
+# Where agent state and the session lease live. redis/postgres let several replicas share sessions
+# (required with [filesystem] kind = "composite"; redis must be the same server as redis_url).
+# [state]
+# kind = "file"                   # file | redis | postgres
+# url = "redis://127.0.0.1:6379"  # or postgres://user@host:5432/db
+# key_prefix = "harness:state:"   # Redis key prefix; for postgres the table prefix (default harness_)
+# lease_ttl = "30s"               # a crashed or paused replica loses the session after this long
+
 # Large tool results are moved to large_tool_results/ and replaced by a preview (on by default).
 # [tool_result_eviction]
 # enabled = true
@@ -299,6 +347,36 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(message.contains("[model] idle_timeout"), "{message}");
+    }
+
+    #[test]
+    fn composite_with_file_state_is_refused_in_one_line_naming_state() {
+        let message = HarnessConfig::parse("[filesystem]\nkind = \"composite\"\n", Path::new("ws/harness.toml"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.starts_with("ws/harness.toml: [state] kind = \"file\""),
+            "{message}"
+        );
+        assert_eq!(message.lines().count(), 1, "{message}");
+        let other_redis = "[filesystem]\nkind = \"composite\"\nredis_url = \"redis://a:6379\"\n\
+                           [state]\nkind = \"redis\"\nurl = \"redis://b:6379\"\n";
+        let message = HarnessConfig::parse(other_redis, Path::new("t"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.contains("[state] url must be the Redis of [filesystem] redis_url"),
+            "{message}"
+        );
+        for ok in [
+            "[filesystem]\nkind = \"composite\"\n[state]\nkind = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n",
+            "[filesystem]\nkind = \"composite\"\n[state]\nkind = \"postgres\"\nurl = \"postgres://h/db\"\n",
+            "[filesystem]\nkind = \"local\"\n",
+        ] {
+            assert!(HarnessConfig::parse(ok, Path::new("t")).is_ok(), "{ok}");
+        }
     }
 
     #[test]

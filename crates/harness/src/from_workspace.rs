@@ -1,7 +1,7 @@
 //! Configuration in the library: the builder a workspace's `harness.toml` describes.
 //!
 //! [`HarnessAgentBuilder::from_workspace`] (also [`HarnessAgent::from_workspace`]) resolves
-//! every section — `[agent]`, `[filesystem]`, `[memory]`, `[compaction]`,
+//! every section — `[agent]`, `[filesystem]`, `[state]`, `[memory]`, `[compaction]`,
 //! `[tool_result_eviction]`, `[model]` — and the models named there, with the precedence the
 //! CLI uses: explicit overrides (flags) first, then `HARNESS_MODEL` for the main model, then
 //! the file. The result is a builder, so a caller can still override anything.
@@ -184,6 +184,23 @@ impl<'a> WorkspaceLoader<'a> {
                 })?;
             shell = fs.shell().is_some();
             builder = builder.filesystem(fs);
+        }
+        if let Some(state) = &config.state {
+            let backend = crate::state::open(state).await.map_err(|source| ConfigError::State {
+                path: file.clone(),
+                source,
+            })?;
+            if let Some(backend) = backend {
+                builder = builder.state_store(backend.store).session_lease(backend.lease);
+                // Shared files are fenced only when they live where the lease's counter is.
+                let composite = config
+                    .filesystem
+                    .as_ref()
+                    .is_some_and(|fs| fs.kind == crate::filesystem::FilesystemKind::Composite);
+                if let Some(fence) = backend.fence.filter(|_| composite) {
+                    builder = builder.write_fence(fence);
+                }
+            }
         }
         if let Some(spec) = config.memory.as_ref().and_then(|m| m.model.as_deref()) {
             builder = builder.memory_model(build(spec, format!("{} [memory] model", file.display()))?);

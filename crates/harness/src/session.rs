@@ -428,8 +428,10 @@ impl SessionPersistence {
             .find(|m| m.role == Role::User)
             .map(|m| harness_core::excerpt(&m.text().replace('\n', " "), 120))
             .unwrap_or_default();
+        // The index is written behind, after the lease is released: it goes through the
+        // unfenced layer and merges by compare-and-set.
         self.index.record(
-            Arc::clone(&call.user),
+            Arc::clone(&call.unfenced),
             path,
             turn.key().session_id.to_string(),
             PendingEntry {

@@ -153,6 +153,12 @@ impl WorkspaceManager {
         CallWorkspace::new(&self.fs, scope, self.template.as_ref())
     }
 
+    /// [`call_workspace`](Self::call_workspace) whose writes to shared backends carry
+    /// `fence` ([`CallWorkspace::fenced`]).
+    pub fn call_workspace_fenced(&self, scope: &CallScope, fence: &harness_store::KvFence) -> CallWorkspace {
+        CallWorkspace::fenced(&self.fs, scope, self.template.as_ref(), fence)
+    }
+
     /// Reads an injected file with the two-layer rule: the caller's namespace first (a
     /// per-user override), then the shared workspace, then the local template. Empty files
     /// count as absent. Oversized or unreadable files are skipped with a reason.

@@ -7,6 +7,7 @@ mod memory_cli;
 mod newcomer;
 mod parity;
 mod readme;
+mod replicas;
 mod scope;
 mod tidy;
 mod tools_cmd;

@@ -5,6 +5,7 @@
 mod backends;
 mod conformance;
 mod cross_process_cas;
+mod fenced;
 mod security;
 mod shared;
 mod shell;

@@ -269,6 +269,7 @@ pub fn ctx(user: &str, session: &str, fs: &Arc<MemFs>) -> RuntimeContext {
     ctx.insert(CallWorkspace {
         user: Arc::clone(&fs),
         layered: Arc::clone(&fs),
+        unfenced: Arc::clone(&fs),
         shared: fs,
     });
     let scope = harness_fs::CallScope::new(

@@ -392,6 +392,7 @@ pub fn ctx_with(user: &str, fs: Arc<dyn Filesystem>) -> RuntimeContext {
     ctx.insert(CallWorkspace {
         user: Arc::clone(&fs),
         layered: Arc::clone(&fs),
+        unfenced: Arc::clone(&fs),
         shared: fs,
     });
     ctx

@@ -9,6 +9,7 @@ mod compaction;
 mod doubles;
 mod eviction;
 mod extensions;
+mod fenced_writes;
 mod gate;
 mod mcp;
 mod memory;

@@ -399,6 +399,7 @@ async fn execute_needs_a_shell() {
     runtime.insert(CallWorkspace {
         user: Arc::clone(&kv),
         layered: Arc::clone(&kv),
+        unfenced: Arc::clone(&kv),
         shared: kv,
     });
     let ctx = context(runtime);

@@ -1,0 +1,373 @@
+//! Several replicas of one deployment: two workspace directories with the same harness.toml
+//! (`[filesystem] kind = "composite"` on Redis, `[state]` on Redis or PostgreSQL), driven
+//! through the real binary against a fake OpenAI-compatible server.
+
+use super::cli::{harness, text};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const REDIS: &str = "redis://127.0.0.1:6379";
+const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+mod server {
+    //! A fake OpenAI-compatible server that records every request and answers `turn N`
+    //! (N = user messages in the request). A request whose last user message contains
+    //! `slow` is answered after 3 s, one containing `hang` after 120 s.
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::extract::State;
+    use axum::http::header;
+    use axum::response::Response;
+    use axum::routing::post;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    pub type Seen = Arc<Mutex<Vec<serde_json::Value>>>;
+
+    fn user_texts(request: &serde_json::Value) -> Vec<String> {
+        request["messages"]
+            .as_array()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .filter(|m| m["role"] == "user")
+                    .map(|m| m["content"].to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    async fn completions(State(seen): State<Seen>, body: String) -> Response {
+        let request: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let users = user_texts(&request);
+        let last = users.last().cloned().unwrap_or_default();
+        let stream = request["stream"].as_bool().unwrap_or(false);
+        seen.lock().unwrap().push(request);
+        if last.contains("hang") {
+            tokio::time::sleep(Duration::from_secs(120)).await;
+        } else if last.contains("slow") {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
+        let reply = format!("turn {}", users.len());
+        if stream {
+            let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]});
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
+                .unwrap()
+        } else {
+            let body = serde_json::json!({"id": "c", "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2}});
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap()
+        }
+    }
+
+    pub fn start() -> (String, Seen, tokio::runtime::Runtime) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let seen: Seen = Arc::default();
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(seen.clone());
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{address}/v1"), seen, runtime)
+    }
+}
+
+/// Two replica directories sharing one harness.toml, the fake server, and the cleanup of
+/// everything the deployment wrote to Redis and PostgreSQL.
+struct Deployment {
+    _dir: tempfile::TempDir,
+    replicas: [PathBuf; 2],
+    base: String,
+    seen: server::Seen,
+    _runtime: tokio::runtime::Runtime,
+    redis_prefix: String,
+    table_prefix: String,
+}
+
+#[derive(Clone, Copy)]
+enum StateKind {
+    Redis,
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Postgres,
+}
+
+impl Deployment {
+    fn new(state: StateKind, lease_ttl: &str) -> Self {
+        let (base, seen, runtime) = server::start();
+        let dir = tempfile::tempdir().unwrap();
+        let id = uuid_like();
+        let redis_prefix = format!("harness-it-{id}:");
+        let table_prefix = format!("it_{id}_");
+        let state_section = match state {
+            StateKind::Redis => {
+                format!("kind = \"redis\"\nurl = \"{REDIS}\"\nkey_prefix = \"{redis_prefix}state:\"\n")
+            }
+            StateKind::Postgres => {
+                format!("kind = \"postgres\"\nurl = \"{POSTGRES}\"\nkey_prefix = \"{table_prefix}\"\n")
+            }
+        };
+        let config = format!(
+            "[memory]\nenabled = false\n\n[filesystem]\nkind = \"composite\"\nredis_url = \"{REDIS}\"\n\
+             key_prefix = \"{redis_prefix}kv:\"\n\n[state]\n{state_section}lease_ttl = \"{lease_ttl}\"\n"
+        );
+        let replicas = ["replica-a", "replica-b"].map(|name| {
+            let ws = dir.path().join(name);
+            std::fs::create_dir_all(&ws).unwrap();
+            std::fs::write(ws.join("harness.toml"), &config).unwrap();
+            ws
+        });
+        Self {
+            _dir: dir,
+            replicas,
+            base,
+            seen,
+            _runtime: runtime,
+            redis_prefix,
+            table_prefix,
+        }
+    }
+
+    /// Starts `harness run` of `message` in session `s` on `replica`.
+    fn spawn_run(&self, replica: usize, message: &str) -> Child {
+        let mut command = harness();
+        command
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", &self.base)
+            .args(["run", "--model", "openai:fake", "--session", "s", "--workspace"])
+            .arg(&self.replicas[replica])
+            .arg(message)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `harness sessions show s --json` on `replica`: the transcript's messages.
+    fn transcript(&self, replica: usize) -> Vec<serde_json::Value> {
+        let mut command = harness();
+        let output = command
+            .args(["sessions", "show", "s", "--json", "--workspace"])
+            .arg(&self.replicas[replica])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{:?}", text(&output));
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// Waits until the server has seen `count` requests (a readiness signal, not a delay).
+    fn await_requests(&self, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.seen.lock().unwrap().len() < count {
+            assert!(Instant::now() < deadline, "the server never saw request {count}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The number of user messages in each request the server saw, in arrival order.
+    fn user_counts(&self) -> Vec<usize> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|request| {
+                request["messages"]
+                    .as_array()
+                    .map_or(0, |messages| messages.iter().filter(|m| m["role"] == "user").count())
+            })
+            .collect()
+    }
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "redis-cli --scan --pattern '{}*' | xargs -r redis-cli del >/dev/null",
+                self.redis_prefix
+            ))
+            .status();
+        let p = &self.table_prefix;
+        let _ = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-q", "-c"])
+            .arg(format!(
+                "DROP TABLE IF EXISTS {p}states, {p}messages, {p}leases, {p}schema_version"
+            ))
+            .output();
+    }
+}
+
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}{:x}", nanos, std::process::id())
+}
+
+fn roles_and_texts(messages: &[serde_json::Value]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap_or("").to_owned(), m["content"].to_string()))
+        .collect()
+}
+
+fn finish(child: Child) -> Output {
+    child.wait_with_output().unwrap()
+}
+
+/// 8 concurrent runs on one session, alternating between the replicas: 8 serialised turns,
+/// each request carrying every earlier turn, one transcript seen the same from both.
+fn eight_concurrent_turns_are_serialised(state: StateKind) {
+    let deployment = Deployment::new(state, "5s");
+    let children: Vec<Child> = (0..8)
+        .map(|n| deployment.spawn_run(n % 2, &format!("message {n}")))
+        .collect();
+    for child in children {
+        let output = finish(child);
+        assert!(output.status.success(), "{:?}", text(&output));
+    }
+    let mut counts = deployment.user_counts();
+    counts.sort_unstable();
+    assert_eq!(counts, (1..=8).collect::<Vec<_>>(), "each turn saw every earlier turn");
+    let from_a = deployment.transcript(0);
+    let from_b = deployment.transcript(1);
+    assert_eq!(roles_and_texts(&from_a), roles_and_texts(&from_b));
+    let roles: Vec<&str> = from_a.iter().map(|m| m["role"].as_str().unwrap_or("")).collect();
+    assert_eq!(roles, ["user", "assistant"].repeat(8), "{from_a:?}");
+    let mut messages: Vec<String> = from_a
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    messages.sort();
+    assert_eq!(messages.len(), 8);
+    messages.dedup();
+    assert_eq!(messages.len(), 8, "every turn's message once");
+}
+
+#[test]
+fn replicas_on_redis_state_serialise_concurrent_turns() {
+    eight_concurrent_turns_are_serialised(StateKind::Redis);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn replicas_on_postgres_state_serialise_concurrent_turns() {
+    eight_concurrent_turns_are_serialised(StateKind::Postgres);
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A replica paused past its lease expiry loses the session: another replica completes a
+/// turn, and the paused one, resumed, writes nothing and ends with a clear error.
+#[test]
+fn a_paused_replica_cannot_write_after_its_lease_passed() {
+    let deployment = Deployment::new(StateKind::Redis, "1s");
+    let stale = deployment.spawn_run(0, "slow message from A");
+    deployment.await_requests(1);
+    signal(&stale, "STOP");
+    // B waits for A's lease to expire, then takes the session and finishes its turn.
+    let output = finish(deployment.spawn_run(1, "message from B"));
+    assert!(output.status.success(), "{:?}", text(&output));
+    let before = deployment.transcript(1);
+    let texts = roles_and_texts(&before);
+    assert!(
+        texts
+            .iter()
+            .any(|(role, text)| role == "user" && text.contains("message from B")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|(role, text)| role == "assistant" && text.contains("turn")),
+        "{texts:?}"
+    );
+    signal(&stale, "CONT");
+    let output = finish(stale);
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("lease") && stderr.lines().count() <= 3,
+        "a clear error naming the lease: {stderr}"
+    );
+    // Nothing of A's resumed turn reached the shared transcript or the state.
+    assert_eq!(roles_and_texts(&deployment.transcript(0)), texts);
+    let output = finish(deployment.spawn_run(0, "after"));
+    assert!(output.status.success(), "{:?}", text(&output));
+    let last = deployment.user_counts().last().copied();
+    let users_before = texts.iter().filter(|(role, _)| role == "user").count();
+    assert_eq!(last, Some(users_before + 1), "the next turn continues B's state");
+}
+
+/// kill -9 of a replica mid-turn: its lease expires, the other replica continues the
+/// session, and every acknowledged turn is there.
+#[test]
+fn a_killed_replica_leaves_the_session_to_the_other() {
+    let deployment = Deployment::new(StateKind::Redis, "1s");
+    let output = finish(deployment.spawn_run(1, "first acknowledged"));
+    assert!(output.status.success(), "{:?}", text(&output));
+    let mut doomed = deployment.spawn_run(0, "hang in the middle");
+    deployment.await_requests(2);
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let output = finish(deployment.spawn_run(1, "second acknowledged"));
+    assert!(output.status.success(), "{:?}", text(&output));
+    for replica in 0..2 {
+        let texts = roles_and_texts(&deployment.transcript(replica));
+        for acknowledged in ["first acknowledged", "second acknowledged"] {
+            assert!(
+                texts
+                    .iter()
+                    .any(|(role, text)| role == "user" && text.contains(acknowledged)),
+                "{acknowledged} on replica {replica}: {texts:?}"
+            );
+        }
+        let answers = texts.iter().filter(|(role, _)| role == "assistant").count();
+        assert!(answers >= 2, "{texts:?}");
+    }
+    let seen = deployment.seen.lock().unwrap();
+    let last = seen.last().map(|r| r["messages"].to_string()).unwrap_or_default();
+    assert!(last.contains("first acknowledged"), "{last}");
+}
+
+/// `[filesystem] kind = "composite"` with the default file state is refused at start.
+#[test]
+fn composite_with_file_state_is_refused_naming_state() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("harness.toml"),
+        format!("[filesystem]\nkind = \"composite\"\nredis_url = \"{REDIS}\"\n"),
+    )
+    .unwrap();
+    let output = harness()
+        .args(["run", "--model", "scripted:none", "--workspace"])
+        .arg(dir.path())
+        .arg("hi")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("[state]"), "{stderr}");
+}
