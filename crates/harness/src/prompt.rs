@@ -246,7 +246,7 @@ impl Middleware for WorkspaceContext {
         );
         let mut additional = Vec::new();
         for path in &self.config.additional_context_files {
-            if let Some(file) = read(self.workspace.read_injected(call, &namespace, path).await) {
+            if let Some(file) = read(self.workspace.read_context_file(call, &namespace, path).await) {
                 additional.push((path, file));
             }
         }

@@ -168,11 +168,33 @@ impl WorkspaceManager {
         namespace: &WsPath,
         path: &WsPath,
     ) -> Result<Option<InjectedFile>, SkippedFile> {
+        self.read_layers(call, namespace, path, &call.shared).await
+    }
+
+    /// Reads an operator-configured context file (`additional_context_files`): the caller's
+    /// override first, then the workspace root itself (such a file need not be one of the
+    /// shared entries), then the local template.
+    pub async fn read_context_file(
+        &self,
+        call: &CallWorkspace,
+        namespace: &WsPath,
+        path: &WsPath,
+    ) -> Result<Option<InjectedFile>, SkippedFile> {
+        self.read_layers(call, namespace, path, &self.fs).await
+    }
+
+    async fn read_layers(
+        &self,
+        call: &CallWorkspace,
+        namespace: &WsPath,
+        path: &WsPath,
+        shared: &Arc<dyn Filesystem>,
+    ) -> Result<Option<InjectedFile>, SkippedFile> {
         let mut layers: Vec<(Layer, &Arc<dyn Filesystem>)> = Vec::with_capacity(3);
         if !namespace.is_root() {
             layers.push((Layer::User, &call.user));
         }
-        layers.push((Layer::Shared, &call.shared));
+        layers.push((Layer::Shared, shared));
         if let Some(template) = &self.template {
             layers.push((Layer::Template, template));
         }

@@ -408,15 +408,25 @@ fn chat_streams_switches_sessions_and_survives_a_cancelled_turn() {
     writeln!(stdin, "hi").unwrap();
     writeln!(stdin, "take your time").unwrap();
     stdin.flush().unwrap();
-    // Interrupt the slow turn once it is running.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Interrupt the slow turn once it is running: its user message is on disk before the
+    // first model call (a bounded readiness wait, not a guess at timing).
+    let transcript = ws.join("default/agents/harness/sessions/s9.log.jsonl");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&transcript).is_ok_and(|log| log.contains("take your time")) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the slow turn never started"
+        );
+        std::thread::yield_now();
+        std::thread::park_timeout(std::time::Duration::from_millis(10));
+    }
     let pid = child.id().to_string();
     let status = std::process::Command::new("kill")
         .args(["-INT", &pid])
         .status()
         .unwrap();
     assert!(status.success());
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The REPL reads the next line only after the interrupted turn has ended.
     writeln!(stdin, "again").unwrap();
     writeln!(stdin, "/exit").unwrap();
     drop(stdin);
