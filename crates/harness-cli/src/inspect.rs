@@ -137,9 +137,14 @@ pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
             }
         }
         SessionsCommand::Show { ws, id, json } => {
-            let messages = match reader(&ws).await? {
-                Some(reader) => reader.history(&user_of(&ws), &id).await.map_err(|err| runtime(&err))?,
-                None => Vec::new(),
+            let (messages, state) = match reader(&ws).await? {
+                Some(reader) => {
+                    let user = user_of(&ws);
+                    let messages = reader.history(&user, &id).await.map_err(|err| runtime(&err))?;
+                    let state = reader.state(&user, &id).await.map_err(|err| runtime(&err))?;
+                    (messages, state)
+                }
+                None => (Vec::new(), None),
             };
             if messages.is_empty() {
                 return Err(usage(format!(
@@ -154,12 +159,36 @@ pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
                 };
                 out.line(&line)?;
                 if out.closed() {
-                    break;
+                    return Ok(());
+                }
+            }
+            if !json && let Some(state) = state {
+                for line in session_status(&state) {
+                    out.line(&line)?;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// What `sessions show` prints after the transcript: plan mode when it is active, and the
+/// task list when there is one.
+fn session_status(state: &harness_core::AgentState) -> Vec<String> {
+    let mut lines = Vec::new();
+    let plan = harness::plan_mode::PlanState::from_state(state);
+    if plan.active {
+        let file = plan
+            .plan_file
+            .map_or_else(|| "no plan written yet".to_owned(), |file| format!("plan in {file}"));
+        lines.push(format!("plan mode: active ({file}; plan_exit waits for approval)"));
+    }
+    let tasks = harness::task_list::TaskList::from_state(state);
+    if !tasks.tasks.is_empty() {
+        lines.push("task list:".to_owned());
+        lines.extend(tasks.lines().into_iter().map(|line| format!("  {line}")));
+    }
+    lines
 }
 
 /// An agent for memory commands; a model is only needed (and required) to consolidate.

@@ -216,6 +216,12 @@ impl HarnessAgentBuilder {
         &mut self.settings
     }
 
+    /// The configuration, for builder methods that set a capability's section (subagents
+    /// are built from it, so they get the same setting).
+    pub(crate) fn config_mut(&mut self) -> &mut HarnessConfig {
+        &mut self.config
+    }
+
     /// MCP tools, skills, on-demand groups and `tools.json`'s allow/deny (applied to every
     /// tool, built-ins included). They join the agent as a capability:
     /// [`HarnessAgent::shutdown`] stops their MCP servers.

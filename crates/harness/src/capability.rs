@@ -41,6 +41,7 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::eviction::REGISTRATION,
     crate::subagents::REGISTRATION,
     crate::prompt::REGISTRATION,
+    crate::plan_mode::REGISTRATION,
     crate::permissions::REGISTRATION,
     crate::task_list::REGISTRATION,
 ];
@@ -92,7 +93,7 @@ pub enum Layer {
     /// Subagents: spawn counters and the push-back of finished background tasks, before
     /// each reasoning step.
     Subagents,
-    /// The task list reminder (and, later, plan mode).
+    /// Plan mode (its gate and banner) and the task list reminder.
     Plan,
     /// Permissions: the allow / ask / deny decision on each tool call, after the schema
     /// check and right before the tool runs (the innermost acting layer).

@@ -9,7 +9,7 @@
 
 use crate::config::{ConfigError, HarnessConfig};
 use crate::session::{SessionSummary, parse_transcript, read_index, read_transcript};
-use harness_core::{AgentId, Msg, Role, SessionId, UserId};
+use harness_core::{AgentId, AgentState, Msg, Role, SessionId, StateStore, UserId};
 use harness_fs::{CallScope, Filesystem, FsError, IsolationScope, ScopeError, WsPath};
 use std::path::Path;
 use std::sync::Arc;
@@ -24,6 +24,9 @@ pub enum HistoryError {
     /// The workspace could not be read.
     #[error("cannot read the sessions")]
     Read(#[source] FsError),
+    /// The session's saved state could not be read.
+    #[error("cannot read the session's state")]
+    State(#[source] harness_core::StateError),
 }
 
 /// One session in a listing.
@@ -61,6 +64,7 @@ pub struct SessionReader {
     fs: Arc<dyn Filesystem>,
     isolation: IsolationScope,
     agent: AgentId,
+    state: Option<Arc<dyn StateStore>>,
 }
 
 impl std::fmt::Debug for SessionReader {
@@ -75,7 +79,19 @@ impl std::fmt::Debug for SessionReader {
 impl SessionReader {
     /// A reader over `fs` for agent `agent` with the given isolation.
     pub fn new(fs: Arc<dyn Filesystem>, isolation: IsolationScope, agent: AgentId) -> Self {
-        Self { fs, isolation, agent }
+        Self {
+            fs,
+            isolation,
+            agent,
+            state: None,
+        }
+    }
+
+    /// Reads sessions' saved state (task list, plan mode) from `store`.
+    #[must_use]
+    pub fn with_state_store(mut self, store: Arc<dyn StateStore>) -> Self {
+        self.state = Some(store);
+        self
     }
 
     /// A reader for the workspace at `dir` as its harness.toml describes it (`[filesystem]`,
@@ -109,7 +125,38 @@ impl SessionReader {
             ),
         };
         let scope = config.agent.isolation.unwrap_or_default();
-        Ok(Self::new(fs, scope, agent))
+        // The state lives where the agent keeps it: `[state]`, else JSON files in the
+        // workspace (opening the store creates nothing).
+        let backend = match &config.state {
+            Some(state) => crate::state::open(state).await.map_err(|source| ConfigError::State {
+                path: dir.join(crate::config::CONFIG_FILE),
+                source,
+            })?,
+            None => None,
+        };
+        let store: Arc<dyn StateStore> = match backend {
+            Some(backend) => backend.store,
+            None => Arc::new(harness_store::FileStateStore::with_layout(
+                dir.to_owned(),
+                harness_fs::state_layout(),
+            )),
+        };
+        Ok(Self::new(fs, scope, agent).with_state_store(store))
+    }
+
+    /// The saved state of `user`'s `session`: `None` when the session has none or the reader
+    /// has no state store.
+    ///
+    /// # Errors
+    /// [`HistoryError`] for an unsafe id or a store that cannot be read.
+    pub async fn state(&self, user: &UserId, session: &SessionId) -> Result<Option<AgentState>, HistoryError> {
+        let Some(store) = &self.state else {
+            return Ok(None);
+        };
+        let scope = CallScope::new(self.isolation, self.agent.clone(), user.clone(), session.clone())
+            .map_err(HistoryError::Id)?;
+        let loaded = store.load(&scope.state_key()).await.map_err(HistoryError::State)?;
+        Ok(loaded.map(|(state, _version)| state))
     }
 
     /// The filesystem of `user`'s namespace (for `session` under session isolation).

@@ -55,6 +55,7 @@ pub mod mcp;
 mod memory;
 pub mod model_config;
 pub mod permissions;
+pub mod plan_mode;
 pub mod prompt;
 pub mod session;
 pub mod skills;

@@ -11,7 +11,8 @@
 //! deny = ["execute(rm *)"]
 //! ```
 //!
-//! The capability is on when the section is present (or the builder sets a policy). There is
+//! The capability is on when the section is present (or the builder sets a policy), and with
+//! the default policy when plan mode is enabled without it (leaving plan mode asks). There is
 //! no way to ask a person yet: a call that needs approval gets an error result saying so
 //! (with the rule that would allow it) and does not run. Denied calls and calls that needed
 //! approval are also reported as warning events ([`WARNING_DENIED`], [`WARNING_APPROVAL`]).
@@ -92,6 +93,8 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
             Some(section) => section
                 .policy()
                 .map_err(|err| CapabilityError::new(PermissionsSection::KEY, err))?,
+            // `plan_exit` must ask even when nothing else is configured.
+            None if setup.provided::<crate::plan_mode::PlanModeEnabled>().is_some() => Policy::default(),
             None => return Ok(None),
         },
     };
@@ -160,6 +163,18 @@ impl Middleware for PermissionGate {
                 warn(ctx, WARNING_DENIED, format!("`{}` was denied: {reason}", call.name)).await;
                 ToolOutput::error(format!(
                     "Permission denied: {reason}. The call was not run; do not retry it."
+                ))
+            }
+            Decision::Ask { reason, suggestion } if suggestion.is_empty() => {
+                tracing::info!(tool = %call.name, %reason, "call needs approval");
+                warn(
+                    ctx,
+                    WARNING_APPROVAL,
+                    format!("`{}` needs approval ({reason}); it was not run", call.name),
+                )
+                .await;
+                ToolOutput::error(format!(
+                    "This call needs a person's approval ({reason}), and none can be asked here, so it was not run."
                 ))
             }
             Decision::Ask { reason, suggestion } => {

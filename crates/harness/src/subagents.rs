@@ -38,6 +38,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 pub use tools::ForceSync;
+pub(crate) use tools::TOOL_NAMES;
 
 /// The largest `max_depth` accepted.
 pub const MAX_DEPTH_LIMIT: u32 = 3;

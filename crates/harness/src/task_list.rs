@@ -4,10 +4,11 @@
 //! and shown to the model before every step as a short reminder in the volatile tail of the
 //! system prompt (nothing when the list is empty; never as an extra message).
 //!
-//! On with `[plan] task_list = true` in harness.toml or [`HarnessAgentBuilder::task_list`].
+//! On with `[plan] task_list = true` in harness.toml or [`HarnessAgentBuilder::task_list`],
+//! and always while plan mode is enabled (`[plan] enabled = true`).
 
 use crate::HarnessAgentBuilder;
-use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
+use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 use harness_core::{
     Hooks, JsonSchema, Middleware, SessionSlot, SystemPrompt, Tool, ToolAnnotations, ToolContext, ToolError,
     ToolOutput, Turn, TypedTool, async_trait, typed,
@@ -20,19 +21,6 @@ use std::sync::Arc;
 pub const MAX_TASKS: usize = 50;
 /// Longest task text, in characters.
 pub const MAX_TASK_CHARS: usize = 500;
-
-/// `[plan]` in harness.toml (plan mode itself is not built yet; only the task list is).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlanSection {
-    /// Offers `todo_write` and shows the task list before each step.
-    #[serde(default)]
-    pub task_list: bool,
-}
-
-impl ConfigSection for PlanSection {
-    const KEY: &'static str = "plan";
-}
 
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -69,6 +57,31 @@ impl SessionSlot for TaskList {
 }
 
 impl TaskList {
+    /// The task list saved in a session's state (empty when there is none or it cannot be
+    /// read).
+    pub fn from_state(state: &harness_core::AgentState) -> Self {
+        state
+            .extensions
+            .get(<Self as SessionSlot>::KEY)
+            .and_then(|value| serde_json::from_value(value.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// The list for people: one line per task, `[ ]`, `[in progress]` or `[x]` first.
+    pub fn lines(&self) -> Vec<String> {
+        self.tasks
+            .iter()
+            .map(|task| {
+                let mark = match task.status {
+                    TaskStatus::Pending => "[ ]",
+                    TaskStatus::InProgress => "[in progress]",
+                    TaskStatus::Completed => "[x]",
+                };
+                format!("{mark} {}", task.content)
+            })
+            .collect()
+    }
+
     /// The reminder shown to the model, or `None` when the list is empty.
     pub fn reminder(&self) -> Option<String> {
         if self.tasks.is_empty() {
@@ -77,13 +90,8 @@ impl TaskList {
         let mut text = String::from(
             "## Task list\nYour current tasks (keep them current with todo_write; at most one in progress):\n",
         );
-        for task in &self.tasks {
-            let mark = match task.status {
-                TaskStatus::Pending => "[ ]",
-                TaskStatus::InProgress => "[in progress]",
-                TaskStatus::Completed => "[x]",
-            };
-            let _ = writeln!(text, "- {mark} {}", task.content);
+        for line in self.lines() {
+            let _ = writeln!(text, "- {line}");
         }
         Some(text.trim_end().to_owned())
     }
@@ -158,25 +166,27 @@ impl TypedTool for TodoWrite {
     }
 }
 
-/// The task list's entry in the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new(build).with_section::<PlanSection>();
+/// The task list's entry in the capability registry (`[plan]` is plan mode's section).
+pub(crate) const REGISTRATION: Registration = Registration::new(build);
 
 /// The builder's choice (overrides `[plan] task_list`).
 struct TaskListOverride(bool);
 
 impl HarnessAgentBuilder {
     /// Offers `todo_write` and shows the task list before each step (also `[plan] task_list`
-    /// in harness.toml).
+    /// in harness.toml). Plan mode turns it on whatever this says.
     pub fn task_list(self, enabled: bool) -> Self {
         self.setting(TaskListOverride(enabled))
     }
 }
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
-    let enabled = match setup.take::<TaskListOverride>() {
+    let asked = match setup.take::<TaskListOverride>() {
         Some(TaskListOverride(enabled)) => enabled,
-        None => setup.section::<PlanSection>()?.is_some_and(|section| section.task_list),
+        None => crate::plan_mode::section(setup)?.task_list,
     };
+    // Plan mode lets `todo_write` run while planning: it is always on with it.
+    let enabled = asked || setup.provided::<crate::plan_mode::PlanModeEnabled>().is_some();
     Ok(enabled.then(|| Arc::new(TaskListCapability) as Arc<dyn Capability>))
 }
 

@@ -445,3 +445,51 @@ fn chat_streams_switches_sessions_and_survives_a_cancelled_turn() {
         assert!(log.contains(expected), "{expected} missing from {log}");
     }
 }
+
+/// `sessions show` prints the task list (and that the session is planning) after the
+/// transcript; `--json` stays one message per line.
+#[test]
+fn sessions_show_prints_the_task_list_and_plan_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("harness.toml"), "[plan]\nenabled = true\n").unwrap();
+    let model = script(
+        dir.path(),
+        r#"{"replies": [
+            {"tool_calls": [{"id": "c1", "name": "plan_enter", "arguments": {}}]},
+            {"tool_calls": [{"id": "c2", "name": "todo_write", "arguments": {"todos": [
+                {"content": "read the code", "status": "completed"},
+                {"content": "write the plan", "status": "in_progress"},
+                {"content": "ask for approval", "status": "pending"}]}}]},
+            {"text": "planning"}]}"#,
+    );
+    let output = harness()
+        .args(["run", "--model", &model, "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .arg("plan it")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{:?}", text(&output));
+    let output = harness()
+        .args(["sessions", "show", "s1", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stdout.contains("plan mode: active (no plan written yet"), "{stdout}");
+    assert!(
+        stdout.ends_with("task list:\n  [x] read the code\n  [in progress] write the plan\n  [ ] ask for approval\n"),
+        "{stdout}"
+    );
+    let output = harness()
+        .args(["sessions", "show", "s1", "--json", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    for line in text(&output).0.lines() {
+        let msg: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(msg.get("role").is_some(), "{line}");
+    }
+}

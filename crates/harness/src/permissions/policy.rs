@@ -3,7 +3,8 @@
 //!
 //! 1. a **deny** rule matches → deny;
 //! 2. an **ask** rule matches → ask;
-//! 3. **tool checks**: in `explore`, a tool that is not read-only → deny; a dangerous path
+//! 3. **tool checks**: `plan_exit` (leaving plan mode) → ask, in every mode; in `explore`, a
+//!    tool that is not read-only → deny; a dangerous path
 //!    (`.git/`, `.ssh/`, `.env`, shell rc files, ...) → ask, in every mode, `bypass` too; a
 //!    command line the splitter cannot see through → ask;
 //! 4. **allow** rules cover the call → allow;
@@ -75,7 +76,8 @@ pub enum Decision {
     Ask {
         /// Why.
         reason: String,
-        /// The rule that would allow calls like this one.
+        /// The rule that would allow calls like this one (empty when no rule can: leaving
+        /// plan mode always needs a person).
         suggestion: String,
     },
     /// Never run it.
@@ -130,6 +132,21 @@ impl Policy {
         }
         if let Some(rule) = self.ask.iter().find(|rule| rule.matches_any(tool, &subject)) {
             return self.ask_or_deny(format!("the rule `{rule}` asks for approval"), tool, &subject);
+        }
+        // Leaving plan mode is the tool's own check: a person approves the plan, always.
+        // No rule can allow it, so none is suggested.
+        if tool == crate::plan_mode::PLAN_EXIT {
+            return match self.ask_or_deny(
+                "leaving plan mode needs a person to approve the plan".to_owned(),
+                tool,
+                &subject,
+            ) {
+                Decision::Ask { reason, .. } => Decision::Ask {
+                    reason,
+                    suggestion: String::new(),
+                },
+                other => other,
+            };
         }
         if self.mode == Mode::Explore && !hints.is_read_only() {
             return Decision::Deny {

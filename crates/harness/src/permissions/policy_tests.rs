@@ -9,6 +9,7 @@ const READ: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 const WRITE: ToolAnnotations = ToolAnnotations::new().destructive(true).closed_world();
 const SHELL: ToolAnnotations = ToolAnnotations::new().destructive(true).open_world(true);
 const MCP_UNHINTED: ToolAnnotations = ToolAnnotations::new();
+const PLAN: ToolAnnotations = ToolAnnotations::new().destructive(false).closed_world();
 const MCP_READ_OPEN: ToolAnnotations = ToolAnnotations::new().read_only().open_world(true);
 
 fn rules(texts: &[&str]) -> Vec<Rule> {
@@ -58,7 +59,15 @@ fn decision_order_table() {
         // 2. ask rules next: they beat allow rules, bypass and read-only.
         ("ask beats allow", policy(Default, &["execute"], &["execute(git push*)"], &[]), "execute", SHELL, sh("git push"), '?'),
         ("ask beats read-only", policy(Bypass, &[], &["read_file(secrets/*)"], &[]), "read_file", READ, at("secrets/k"), '?'),
-        // 3. tool checks: explore denies what is not read-only, even when a rule allows it.
+        // 3. tool checks: leaving plan mode asks in every mode, over allow rules and bypass;
+        //    dont_ask denies it; a deny rule still wins.
+        ("plan_exit asks by default", policy(Default, &[], &[], &[]), "plan_exit", PLAN, json!({}), '?'),
+        ("plan_exit asks in bypass", policy(Bypass, &["plan_exit"], &[], &[]), "plan_exit", PLAN, json!({"rationale": "r"}), '?'),
+        ("plan_exit asks in explore", policy(Explore, &[], &[], &[]), "plan_exit", PLAN, json!({}), '?'),
+        ("plan_exit in dont_ask", policy(DontAsk, &["plan_exit"], &[], &[]), "plan_exit", PLAN, json!({}), 'D'),
+        ("plan_exit denied by a rule", policy(Bypass, &[], &[], &["plan_exit"]), "plan_exit", PLAN, json!({}), 'D'),
+        ("plan_write runs", policy(Default, &[], &[], &[]), "plan_write", PLAN, json!({"content": "x"}), 'A'),
+        //    explore denies what is not read-only, even when a rule allows it.
         ("explore denies a write", policy(Explore, &["write_file"], &[], &[]), "write_file", WRITE, at("a.txt"), 'D'),
         ("explore denies the shell", policy(Explore, &["execute"], &[], &[]), "execute", SHELL, sh("ls"), 'D'),
         ("explore allows a read", policy(Explore, &[], &[], &[]), "read_file", READ, at("a.txt"), 'A'),

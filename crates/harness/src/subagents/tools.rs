@@ -21,8 +21,20 @@ pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
 /// The tools' own limit: the longest wait plus a margin to answer.
 const TOOL_LIMIT: Duration = Duration::from_secs(MAX_TIMEOUT_SECONDS + 5);
 
-const WAITS: ToolAnnotations = ToolAnnotations::new().concurrency_safe(true);
+/// The subagent tools stay in the agent's own world (a child is checked like its parent).
+const WAITS: ToolAnnotations = ToolAnnotations::new().closed_world().concurrency_safe(true);
 const READS: ToolAnnotations = ToolAnnotations::new().read_only().concurrency_safe(true);
+
+/// The names of every subagent tool (plan mode lets them run: their children plan too).
+pub(crate) const TOOL_NAMES: &[&str] = &[
+    AgentSpawn::NAME,
+    AgentSend::NAME,
+    AgentList::NAME,
+    TaskOutput::NAME,
+    TaskList::NAME,
+    TaskCancel::NAME,
+    WaitAsyncResults::NAME,
+];
 
 /// Every subagent tool.
 pub(crate) fn all(runtime: &Arc<Runtime>, declarations: &Arc<Declarations>) -> Vec<Arc<dyn harness_core::Tool>> {

@@ -14,6 +14,7 @@ mod gate;
 mod mcp;
 mod memory;
 mod permissions;
+mod plan_mode;
 mod scope;
 mod sessions;
 mod skills;

@@ -1,0 +1,386 @@
+//! Plan mode through the whole agent: what runs while planning, the refusal text, the plan
+//! file in the caller's layer, `plan_exit` waiting for approval, state across a restart, the
+//! banner in the volatile tail only, and children planning with their parent.
+
+use crate::support::{builder, ctx};
+use harness::HarnessAgent;
+use harness::plan_mode::PlanSection;
+use harness::subagents::SubagentDeclaration;
+use harness_core::{Block, ChatRequest, Role};
+use harness_models::{Reply, ScriptedModel};
+use serde_json::json;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+fn parse(text: &str) -> harness::HarnessConfig {
+    harness::HarnessConfig::parse(text, Path::new("harness.toml")).unwrap()
+}
+
+/// An agent with a host shell and `config` as its harness.toml.
+fn agent(dir: &Path, config: &str, model: &ScriptedModel) -> HarnessAgent {
+    let fs = harness_fs::LocalFs::new(dir)
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    builder()
+        .workspace(dir)
+        .filesystem(Arc::new(fs))
+        .config(parse(config))
+        .model(model.clone())
+        .build()
+        .unwrap()
+}
+
+/// The tool results the model saw in `request`, in order: (text, is_error).
+fn results(request: &ChatRequest) -> Vec<(String, bool)> {
+    request
+        .messages
+        .iter()
+        .filter(|msg| msg.role == Role::Tool)
+        .flat_map(|msg| msg.content.iter())
+        .filter_map(|block| match block {
+            Block::ToolResult { content, is_error, .. } => Some((harness_core::join_text(content), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The plan-mode banner of `request`, checked to be in the volatile tail.
+fn banner(request: &ChatRequest) -> Option<String> {
+    let parts: Vec<_> = request
+        .system
+        .parts
+        .iter()
+        .filter(|part| part.name == "plan_mode")
+        .collect();
+    assert!(parts.len() <= 1, "one banner per step");
+    parts.first().map(|part| {
+        assert!(!part.stable, "the banner is in the volatile tail");
+        part.text.clone()
+    })
+}
+
+const PLAN_ON: &str = "[plan]\nenabled = true\n";
+
+/// While planning, writes and the shell are refused with a result that says plan mode is
+/// active and what is allowed; reads, the plan tools and `todo_write` run.
+#[tokio::test]
+async fn plan_mode_refuses_writes_and_the_shell_and_says_what_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("alice")).unwrap();
+    std::fs::write(dir.path().join("alice/notes.txt"), "hello").unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_enter", json!({}))
+        .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
+        .reply_tool_call("execute", json!({"command": "touch marker"}))
+        .reply_tool_call("read_file", json!({"path": "notes.txt"}))
+        .reply_tool_call(
+            "todo_write",
+            json!({"todos": [{"content": "plan", "status": "in_progress"}]}),
+        )
+        .reply_tool_call("plan_write", json!({"content": "# Plan\n1. write out.txt"}))
+        .reply_text("planned");
+    let agent = agent(dir.path(), PLAN_ON, &model);
+    let names: Vec<String> = agent
+        .kernel()
+        .tool_specs()
+        .iter()
+        .map(|spec| spec.name.clone())
+        .collect();
+    for tool in ["plan_enter", "plan_write", "plan_exit", "todo_write"] {
+        assert!(names.iter().any(|name| name == tool), "{tool} offered: {names:?}");
+    }
+    agent.call("plan the change", ctx("alice", "s1")).await.unwrap();
+    let last = model.last_request().unwrap();
+    let got = results(&last);
+    assert_eq!(got.len(), 6, "{got:?}");
+    assert!(!got[0].1 && got[0].0.contains("Plan mode is now active"), "{got:?}");
+    for refused in [&got[1], &got[2]] {
+        assert!(refused.1, "{got:?}");
+        assert!(refused.0.starts_with("Plan mode is active, so `"), "{refused:?}");
+        for named in ["read-only tools", "plan_write", "plan_exit", "todo_write", "agent_*"] {
+            assert!(refused.0.contains(named), "{named} named in {refused:?}");
+        }
+        assert!(
+            !refused.0.contains("the shell"),
+            "the shell is not offered: {refused:?}"
+        );
+    }
+    assert!(!dir.path().join("alice/out.txt").exists() && !dir.path().join("out.txt").exists());
+    assert!(!dir.path().join("alice/marker").exists() && !dir.path().join("marker").exists());
+    assert!(!got[3].1 && got[3].0.contains("hello"), "reads run: {got:?}");
+    assert!(!got[4].1, "todo_write runs: {got:?}");
+    assert!(!got[5].1, "plan_write runs: {got:?}");
+}
+
+/// `allow_shell = true` lets the shell through the plan gate (the permission policy still
+/// decides on it); file writes stay refused.
+#[tokio::test]
+async fn allow_shell_lets_the_shell_run_while_planning() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_enter", json!({}))
+        .reply_tool_call("execute", json!({"command": "touch marker"}))
+        .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
+        .reply_text("done");
+    let config = "[plan]\nenabled = true\nallow_shell = true\n[permissions]\nallow = [\"execute(touch *)\"]\n";
+    let agent = agent(dir.path(), config, &model);
+    agent.call("plan", ctx("alice", "s1")).await.unwrap();
+    let got = results(&model.last_request().unwrap());
+    assert!(!got[1].1, "{got:?}");
+    assert!(
+        dir.path().join("alice/marker").exists(),
+        "the shell ran in the caller's layer"
+    );
+    assert!(got[2].1 && got[2].0.contains("Plan mode is active"), "{got:?}");
+    assert!(
+        got[2].0.contains("the shell (`execute`)"),
+        "the refusal names the shell: {got:?}"
+    );
+    assert!(!dir.path().join("alice/out.txt").exists());
+    let shown = banner(&model.last_request().unwrap()).unwrap();
+    assert!(shown.contains("read-only commands only"), "{shown}");
+}
+
+/// `plan_write` writes `plans/PLAN.md` in the caller's layer: under user isolation, two
+/// users do not see each other's plan, and the shared root gets none.
+#[tokio::test]
+async fn plan_write_writes_the_plan_in_the_callers_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_write", json!({"content": "# Alice's plan"}))
+        .reply_text("written")
+        .reply_tool_call("read_file", json!({"path": "plans/PLAN.md"}))
+        .reply_text("read")
+        .reply_tool_call("plan_write", json!({"content": "  "}))
+        .reply_text("empty");
+    let agent = agent(dir.path(), PLAN_ON, &model);
+    agent.call("write it", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("alice/plans/PLAN.md")).unwrap(),
+        "# Alice's plan"
+    );
+    assert!(!dir.path().join("plans/PLAN.md").exists(), "not in the shared layer");
+    agent.call("read the plan", ctx("bob", "s1")).await.unwrap();
+    let got = results(&model.last_request().unwrap());
+    assert!(
+        got[0].1 && !got[0].0.contains("Alice"),
+        "bob cannot see alice's plan: {got:?}"
+    );
+    agent.call("empty plan", ctx("bob", "s1")).await.unwrap();
+    let got = results(&model.last_request().unwrap());
+    assert!(
+        got.last().unwrap().1 && got.last().unwrap().0.contains("`content` is empty"),
+        "{got:?}"
+    );
+    assert!(!dir.path().join("bob/plans/PLAN.md").exists());
+}
+
+/// `plan_exit` needs a person's approval: without one it does not run and plan mode stays
+/// active (with no `[permissions]` section too); under `dont_ask` it is denied.
+#[tokio::test]
+async fn plan_exit_waits_for_approval_and_plan_mode_stays_active() {
+    for (config, expected) in [
+        (PLAN_ON.to_owned(), "needs a person's approval"),
+        (
+            format!("{PLAN_ON}[permissions]\nmode = \"bypass\"\nallow = [\"plan_exit\"]\n"),
+            "needs a person's approval",
+        ),
+        (
+            format!("{PLAN_ON}[permissions]\nmode = \"dont_ask\"\n"),
+            "Permission denied",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = ScriptedModel::new()
+            .reply_tool_call("plan_enter", json!({}))
+            .reply_tool_call("plan_exit", json!({"rationale": "the plan is ready"}))
+            .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
+            .reply_text("waiting");
+        let agent = agent(dir.path(), &config, &model);
+        agent.call("plan and go", ctx("alice", "s1")).await.unwrap();
+        let last = model.last_request().unwrap();
+        let got = results(&last);
+        assert!(got[1].1 && got[1].0.contains(expected), "{config}: {got:?}");
+        assert!(got[1].0.contains("leaving plan mode"), "{config}: {got:?}");
+        assert!(
+            got[2].1 && got[2].0.contains("Plan mode is active"),
+            "{config}: {got:?}"
+        );
+        assert!(banner(&last).is_some(), "{config}: still planning");
+    }
+}
+
+/// Plan mode is kept with the session: a new agent on the same workspace still plans in
+/// that session, and only there. `plan_exit` outside plan mode is an error result.
+#[tokio::test]
+async fn plan_mode_survives_a_restart_and_is_per_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_enter", json!({}))
+        .reply_text("planning");
+    let first = agent(dir.path(), PLAN_ON, &model);
+    first.call("plan", ctx("alice", "s1")).await.unwrap();
+    drop(first);
+
+    let model = ScriptedModel::new()
+        .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
+        .reply_text("refused")
+        .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
+        .reply_text("written");
+    let second = agent(dir.path(), PLAN_ON, &model);
+    second.call("write now", ctx("alice", "s1")).await.unwrap();
+    let requests = model.requests();
+    assert!(banner(&requests[0]).is_some(), "still planning after the restart");
+    let got = results(&requests[1]);
+    assert!(got.last().unwrap().0.contains("Plan mode is active"), "{got:?}");
+    assert!(!dir.path().join("alice/out.txt").exists());
+    second
+        .call("write in another session", ctx("alice", "s2"))
+        .await
+        .unwrap();
+    let requests = model.requests();
+    assert_eq!(banner(&requests[2]), None, "plan mode is per session");
+    assert!(dir.path().join("alice/out.txt").exists());
+
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_exit", json!({}))
+        .reply_text("ok");
+    let third = agent(
+        dir.path(),
+        &format!("{PLAN_ON}[permissions]\nmode = \"default\"\n"),
+        &model,
+    );
+    third.call("leave", ctx("alice", "s2")).await.unwrap();
+    let got = results(&model.last_request().unwrap());
+    let asked = got.last().unwrap();
+    assert!(
+        asked.1 && asked.0.contains("needs a person's approval"),
+        "plan_exit asks even outside plan mode: {got:?}"
+    );
+    assert!(
+        !asked.0.contains("[permissions] allow"),
+        "no rule can allow it: {asked:?}"
+    );
+}
+
+/// The banner is in the volatile tail of the system prompt only while planning: nothing
+/// before `plan_enter`, never an extra message, and the stable prefix does not change.
+#[tokio::test]
+async fn the_banner_is_only_in_the_volatile_tail_and_empty_when_inactive() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_enter", json!({}))
+        .reply_text("planning");
+    let agent = agent(dir.path(), PLAN_ON, &model);
+    agent.call("plan", ctx("alice", "s1")).await.unwrap();
+    let requests = model.requests();
+    assert_eq!(banner(&requests[0]), None, "nothing while inactive");
+    let shown = banner(&requests[1]).unwrap();
+    assert!(
+        shown.starts_with("## Plan mode\n") && shown.contains("plan_exit"),
+        "{shown}"
+    );
+    let stable = |request: &ChatRequest| -> Vec<String> {
+        request
+            .system
+            .parts
+            .iter()
+            .filter(|part| part.stable)
+            .map(|part| part.text.clone())
+            .collect()
+    };
+    assert_eq!(
+        stable(&requests[0]),
+        stable(&requests[1]),
+        "the stable prefix is unchanged"
+    );
+    for msg in &requests[1].messages {
+        if msg.role != Role::Tool {
+            assert!(!msg.text().contains("## Plan mode"), "never a message: {msg:?}");
+        }
+    }
+    let off = ScriptedModel::new().reply_text("hi");
+    let plain = agent_without_plan(dir.path(), &off);
+    plain.call("hi", ctx("alice", "s9")).await.unwrap();
+    assert_eq!(banner(&off.requests()[0]), None);
+    assert!(
+        !plain
+            .kernel()
+            .tool_specs()
+            .iter()
+            .any(|spec| spec.name.starts_with("plan_")),
+        "off by default"
+    );
+}
+
+fn agent_without_plan(dir: &Path, model: &ScriptedModel) -> HarnessAgent {
+    builder().workspace(dir).model(model.clone()).build().unwrap()
+}
+
+const CHILD: &str = "CHILD-MARKER";
+
+/// A child spawned while the parent plans is in plan mode too: its writes are refused, its
+/// prompt carries the banner, and it cannot leave plan mode itself. A child spawned after
+/// the parent stopped planning is not.
+#[tokio::test(start_paused = true)]
+async fn children_spawned_while_the_parent_plans_plan_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let child_requests: Arc<Mutex<Vec<ChatRequest>>> = Arc::default();
+    let parent_replies: Arc<Mutex<Vec<Reply>>> = Arc::new(Mutex::new(vec![
+        Reply::tool_call("plan_enter", json!({})),
+        Reply::tool_call("agent_spawn", json!({"agent_id": "researcher", "task": "look around"})),
+        Reply::text("parent done"),
+    ]));
+    let seen = Arc::clone(&child_requests);
+    let queue = Arc::clone(&parent_replies);
+    let model = ScriptedModel::from_fn(move |request| {
+        let system: String = request.system.parts.iter().map(|part| part.text.as_str()).collect();
+        if system.contains(CHILD) {
+            seen.lock().unwrap().push(request.clone());
+            let tool_results = results(request);
+            match tool_results.len() {
+                0 => Reply::tool_call("write_file", json!({"path": "child.txt", "content": "x"})),
+                1 => Reply::tool_call("plan_exit", json!({})),
+                _ => Reply::text(format!("child saw: {:?}", tool_results)),
+            }
+        } else {
+            let mut queue = queue.lock().unwrap();
+            if queue.is_empty() {
+                Reply::text("parent done")
+            } else {
+                queue.remove(0)
+            }
+        }
+    });
+    let researcher = SubagentDeclaration::new("researcher", "Finds facts", format!("{CHILD} You research."));
+    let parent = builder()
+        .workspace(dir.path())
+        .plan(PlanSection {
+            enabled: true,
+            ..PlanSection::default()
+        })
+        .subagent(researcher)
+        .model(model.clone())
+        .build()
+        .unwrap();
+    parent.call("plan with help", ctx("alice", "s1")).await.unwrap();
+    let children = child_requests.lock().unwrap().clone();
+    assert!(children.len() >= 3, "{children:?}");
+    let shown = banner(&children[0]).unwrap();
+    assert!(shown.contains("started you is planning"), "{shown}");
+    let got = results(children.last().unwrap());
+    assert!(got[0].1 && got[0].0.contains("Plan mode is active"), "{got:?}");
+    assert!(got[1].1, "a child cannot leave its parent's plan mode: {got:?}");
+    assert!(!dir.path().join("alice/child.txt").exists() && !dir.path().join("child.txt").exists());
+
+    // Not planning: a new child writes.
+    child_requests.lock().unwrap().clear();
+    parent_replies.lock().unwrap().push(Reply::tool_call(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "write it"}),
+    ));
+    parent.call("now without planning", ctx("alice", "s2")).await.unwrap();
+    let children = child_requests.lock().unwrap().clone();
+    assert_eq!(banner(&children[0]), None, "{children:?}");
+    assert!(dir.path().join("alice/child.txt").exists(), "the child wrote");
+}
