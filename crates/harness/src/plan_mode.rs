@@ -99,7 +99,18 @@ fn inherited(ctx: &harness_core::RuntimeContext) -> bool {
 
 /// Whether plan mode is active for this call: the session's own state, or the parent's.
 fn active(ctx: &harness_core::RuntimeContext, session: &harness_core::SessionState) -> bool {
-    inherited(ctx) || session.get::<PlanState>().is_ok_and(|state| state.active)
+    if inherited(ctx) {
+        return true;
+    }
+    match session.get::<PlanState>() {
+        Ok(state) => state.active,
+        Err(err) => {
+            // A slot that cannot be read would also refuse `plan_exit`'s write: treat the
+            // session as not planning rather than lock it.
+            tracing::warn!(error = %err, "plan mode state could not be read; treated as inactive");
+            false
+        }
+    }
 }
 
 /// The subagent tools, which stay allowed while planning (their children plan too).
