@@ -462,6 +462,8 @@ fn sessions_show_prints_the_task_list_and_plan_mode() {
                 {"content": "read the code", "status": "completed"},
                 {"content": "write the plan", "status": "in_progress"},
                 {"content": "ask for approval", "status": "pending"}]}}]},
+            {"tool_calls": [{"id": "c3", "name": "write_file", "arguments": {"path": "out.txt", "content": "x"}}]},
+            {"tool_calls": [{"id": "c4", "name": "plan_exit", "arguments": {"rationale": "ready"}}]},
             {"text": "planning"}]}"#,
     );
     let output = harness()
@@ -471,6 +473,10 @@ fn sessions_show_prints_the_task_list_and_plan_mode() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{:?}", text(&output));
+    assert!(
+        !ws.join("default/out.txt").exists() && !ws.join("out.txt").exists(),
+        "refused while planning"
+    );
     let output = harness()
         .args(["sessions", "show", "s1", "--workspace"])
         .arg(&ws)
@@ -478,6 +484,14 @@ fn sessions_show_prints_the_task_list_and_plan_mode() {
         .unwrap();
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("Plan mode is active, so `write_file` was not run"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("needs a person's approval"),
+        "plan_exit asked: {stdout}"
+    );
     assert!(stdout.contains("plan mode: active (no plan written yet"), "{stdout}");
     assert!(
         stdout.ends_with("task list:\n  [x] read the code\n  [in progress] write the plan\n  [ ] ask for approval\n"),
