@@ -408,3 +408,45 @@ impl Middleware for PlanGate {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PlanGate;
+    use harness_core::ToolAnnotations;
+
+    const READ: ToolAnnotations = ToolAnnotations::new().read_only();
+    const WRITE: ToolAnnotations = ToolAnnotations::new().destructive(true).closed_world();
+    const UNHINTED: ToolAnnotations = ToolAnnotations::new();
+
+    /// Annotations, not names, decide what is read-only; the plan, task-list and subagent
+    /// tools are the named exceptions, and the shell only with `allow_shell`.
+    #[test]
+    fn what_runs_while_planning() {
+        let strict = PlanGate { allow_shell: false };
+        let shell = PlanGate { allow_shell: true };
+        #[rustfmt::skip]
+        let table: &[(&str, ToolAnnotations, bool, bool)] = &[
+            // tool, hints, allowed (strict), allowed (allow_shell)
+            ("read_file", READ, true, true),
+            ("mcp__web__fetch", READ, true, true),
+            ("read_file", UNHINTED, false, false),
+            ("mcp__db__query", UNHINTED, false, false),
+            ("write_file", WRITE, false, false),
+            ("edit_file", WRITE, false, false),
+            ("execute", UNHINTED, false, true),
+            ("plan_enter", WRITE, true, true),
+            ("plan_write", WRITE, true, true),
+            ("plan_exit", WRITE, true, true),
+            ("todo_write", WRITE, true, true),
+            ("agent_spawn", UNHINTED, true, true),
+            ("agent_send", UNHINTED, true, true),
+            ("task_cancel", UNHINTED, true, true),
+            ("wait_async_results", UNHINTED, true, true),
+            ("task_delete", UNHINTED, false, false),
+        ];
+        for (tool, hints, strict_allows, shell_allows) in table {
+            assert_eq!(strict.allows(tool, *hints), *strict_allows, "{tool} without the shell");
+            assert_eq!(shell.allows(tool, *hints), *shell_allows, "{tool} with allow_shell");
+        }
+    }
+}
