@@ -39,9 +39,10 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::memory::REGISTRATION,
     crate::compaction::capability::REGISTRATION,
     crate::eviction::REGISTRATION,
+    // Before permissions: plan mode turns the permission check on.
+    crate::plan_mode::REGISTRATION,
     crate::subagents::REGISTRATION,
     crate::prompt::REGISTRATION,
-    crate::plan_mode::REGISTRATION,
     crate::permissions::REGISTRATION,
     crate::task_list::REGISTRATION,
 ];
