@@ -11,8 +11,10 @@
 //! deny = ["execute(rm *)"]
 //! ```
 //!
-//! The capability is on when the section is present (or the builder sets a policy), and with
-//! the default policy when plan mode is enabled without it (leaving plan mode asks). There is
+//! Plan mode turns it on with the default policy when the section is absent (so leaving plan
+//! mode asks).
+//!
+//! The capability is on when the section is present (or the builder sets a policy). There is
 //! no way to ask a person yet: a call that needs approval gets an error result saying so
 //! (with the rule that would allow it) and does not run. Denied calls and calls that needed
 //! approval are also reported as warning events ([`WARNING_DENIED`], [`WARNING_APPROVAL`]).
@@ -165,32 +167,27 @@ impl Middleware for PermissionGate {
                     "Permission denied: {reason}. The call was not run; do not retry it."
                 ))
             }
-            Decision::Ask { reason, suggestion } if suggestion.is_empty() => {
-                tracing::info!(tool = %call.name, %reason, "call needs approval");
-                warn(
-                    ctx,
-                    WARNING_APPROVAL,
-                    format!("`{}` needs approval ({reason}); it was not run", call.name),
-                )
-                .await;
-                ToolOutput::error(format!(
-                    "This call needs a person's approval ({reason}), and none can be asked here, so it was not run."
-                ))
-            }
             Decision::Ask { reason, suggestion } => {
                 tracing::info!(tool = %call.name, %reason, "call needs approval");
+                // An empty suggestion: no rule can allow it (leaving plan mode).
+                let (rule, how) = if suggestion.is_empty() {
+                    (String::new(), String::new())
+                } else {
+                    (
+                        format!(" Rule to allow it: {suggestion}"),
+                        format!(
+                            " A person can allow calls like it with the rule `{suggestion}` in [permissions] allow."
+                        ),
+                    )
+                };
                 warn(
                     ctx,
                     WARNING_APPROVAL,
-                    format!(
-                        "`{}` needs approval ({reason}); it was not run. Rule to allow it: {suggestion}",
-                        call.name
-                    ),
+                    format!("`{}` needs approval ({reason}); it was not run.{rule}", call.name),
                 )
                 .await;
                 ToolOutput::error(format!(
-                    "This call needs a person's approval ({reason}), and none can be asked here, so it was not run. \
-                     A person can allow calls like it with the rule `{suggestion}` in [permissions] allow."
+                    "This call needs a person's approval ({reason}), and none can be asked here, so it was not run.{how}"
                 ))
             }
         }
