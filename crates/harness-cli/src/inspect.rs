@@ -141,7 +141,11 @@ pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
                 Some(reader) => {
                     let user = user_of(&ws);
                     let messages = reader.history(&user, &id).await.map_err(|err| runtime(&err))?;
-                    let state = reader.state(&user, &id).await.map_err(|err| runtime(&err))?;
+                    let state = if messages.is_empty() || json {
+                        None
+                    } else {
+                        reader.state(&user, &id).await.map_err(|err| runtime(&err))?
+                    };
                     (messages, state)
                 }
                 None => (Vec::new(), None),
@@ -162,7 +166,7 @@ pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
                     return Ok(());
                 }
             }
-            if !json && let Some(state) = state {
+            if let Some(state) = state {
                 for line in session_status(&state) {
                     out.line(&line)?;
                 }

@@ -4,7 +4,7 @@
 
 use crate::support::{builder, ctx};
 use harness::HarnessAgent;
-use harness::plan_mode::PlanSection;
+use harness::plan_mode::{PlanSection, PlanState};
 use harness::subagents::SubagentDeclaration;
 use harness_core::{Block, ChatRequest, Role};
 use harness_models::{Reply, ScriptedModel};
@@ -207,6 +207,12 @@ async fn plan_exit_waits_for_approval_and_plan_mode_stays_active() {
             "{config}: {got:?}"
         );
         assert!(banner(&last).is_some(), "{config}: still planning");
+        let reader = harness::SessionReader::open(dir.path(), None).await.unwrap();
+        let state = reader.state(&"alice".into(), &"s1".into()).await.unwrap().unwrap();
+        assert!(
+            PlanState::from_state(&state).active,
+            "{config}: the saved state says planning"
+        );
     }
 }
 
