@@ -390,3 +390,21 @@ async fn children_spawned_while_the_parent_plans_plan_too() {
     assert_eq!(banner(&children[0]), None, "{children:?}");
     assert!(dir.path().join("alice/child.txt").exists(), "the child wrote");
 }
+
+/// `[plan]` keys are checked when harness.toml is parsed; plan mode brings `todo_write`.
+#[test]
+fn the_plan_section_is_checked_and_plan_mode_brings_the_task_list() {
+    let parse = |text: &str| harness::HarnessConfig::parse(text, Path::new("harness.toml"));
+    let err = parse("[plan]\nenable = true\n").unwrap_err().to_string();
+    assert!(err.contains("[plan]") && err.contains("enable"), "{err}");
+    assert!(parse("[plan]\nallow_shell = \"yes\"\n").is_err());
+    let dir = tempfile::tempdir().unwrap();
+    let agent = builder()
+        .workspace(dir.path())
+        .config(parse(PLAN_ON).unwrap())
+        .task_list(false)
+        .model(ScriptedModel::new())
+        .build()
+        .unwrap();
+    assert!(agent.kernel().tool_specs().iter().any(|spec| spec.name == "todo_write"));
+}
