@@ -83,7 +83,7 @@ async fn chat_loop(
     let mut session = base
         .session_id
         .clone()
-        .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION));
+        .unwrap_or_else(|| harness_core::DEFAULT_SESSION_ID);
     out.line(&format!(
         "harness chat — session {session}. /session ID switches, /new starts a session, /tasks lists subagent tasks, /exit quits; Ctrl-C cancels a turn."
     ))?;
@@ -101,7 +101,9 @@ async fn chat_loop(
             "" => continue,
             "/exit" | "/quit" => break,
             "/new" => {
-                session = SessionId::new(format!("s-{}", jiff::Timestamp::now().as_millisecond()));
+                // `s-<digits>` follows the id rule, so `parse` cannot fail; keep the session on the
+                // impossible error rather than panic.
+                session = SessionId::parse(format!("s-{}", jiff::Timestamp::now().as_millisecond())).unwrap_or(session);
                 out.line(&format!("new session {session}"))?;
                 continue;
             }

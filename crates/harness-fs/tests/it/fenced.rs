@@ -8,9 +8,9 @@ use std::sync::Arc;
 fn scope() -> CallScope {
     CallScope::new(
         IsolationScope::User,
-        AgentId::new("main"),
-        UserId::new("alice"),
-        SessionId::new("s1"),
+        AgentId::from_static("main"),
+        UserId::from_static("alice"),
+        SessionId::from_static("s1"),
     )
     .unwrap()
 }

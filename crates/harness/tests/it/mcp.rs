@@ -77,7 +77,7 @@ async fn start(text: &str, policy: RestartPolicy) -> McpManager {
 
 fn tool_ctx() -> ToolContext {
     ToolContext {
-        runtime: RuntimeContext::for_user("u1"),
+        runtime: RuntimeContext::for_user(harness_core::UserId::from_static("u1")),
         call_id: "call-1".into(),
         events: EventSink::disabled(),
         session: harness_core::SessionState::default(),
