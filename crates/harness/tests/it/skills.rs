@@ -207,6 +207,66 @@ async fn the_catalogue_is_byte_stable_across_steps_and_turns() {
     }
 }
 
+/// Unchanged `SKILL.md` files are not read again (one `stat` each); an edited one is, and
+/// the next call's catalogue shows the new description. Per-user skills are cached per user.
+#[tokio::test]
+async fn skill_files_are_reread_only_when_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let skills_dir = dir.path().join("skills");
+    skill(&skills_dir, "a-skill", "first");
+    skill(&skills_dir, "b-skill", "second");
+    skill(&dir.path().join("alice/skills"), "mine", "alice's");
+    skill(&dir.path().join("bob/skills"), "mine", "bob's");
+    let ext = extensions(dir.path(), Default::default()).await;
+    let skills = Arc::clone(ext.skills().unwrap());
+    let model = ScriptedModel::new()
+        .reply_text("1")
+        .reply_text("2")
+        .reply_text("3")
+        .reply_text("4")
+        .reply_text("5");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 3, "first call reads every file once");
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 3, "nothing changed, nothing re-read");
+    agent.call("hi", ctx("bob", "s1")).await.unwrap();
+    assert_eq!(
+        skills.skill_file_reads(),
+        4,
+        "bob's own skill is his, not alice's cached one"
+    );
+    // A new size (and modification time): re-read.
+    std::fs::write(
+        skills_dir.join("b-skill/SKILL.md"),
+        "---\nname: b-skill\ndescription: second, edited\n---\nNew body.\n",
+    )
+    .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 5, "only the edited file is read");
+    // The same size, a later modification time: re-read too.
+    let edited = skills_dir.join("a-skill/SKILL.md");
+    let before = std::fs::read_to_string(&edited).unwrap();
+    std::fs::write(&edited, before.replace("first", "fir5t")).unwrap();
+    let file = std::fs::File::options().write(true).open(&edited).unwrap();
+    file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 6);
+    let requests = model.requests();
+    let bob = catalogue(&requests[2]);
+    assert!(bob.contains("bob's") && !bob.contains("alice's"), "{bob}");
+    let after_edit = catalogue(&requests[3]);
+    assert!(after_edit.contains("second, edited"), "{after_edit}");
+    let last = catalogue(&requests[4]);
+    assert!(last.contains("fir5t") && last.contains("alice's"), "{last}");
+}
+
 #[tokio::test]
 async fn files_root_is_shown_only_with_a_shell() {
     let dir = tempfile::tempdir().unwrap();
