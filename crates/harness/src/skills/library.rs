@@ -17,7 +17,35 @@ pub struct SkillsConfig {
     /// The global directory (lowest layer); skipped when missing.
     pub global_dir: Option<PathBuf>,
     /// Git repositories by URL or path, in priority order (a later one shadows an earlier).
-    pub repositories: Vec<String>,
+    pub repositories: Vec<SkillRepositorySource>,
+}
+
+/// One skill repository: where it is, and what to stage from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillRepositorySource {
+    /// The URL or local path.
+    pub url: String,
+    /// A branch, tag or commit to stage; `None` stages the remote HEAD. A branch follows
+    /// its new commits; a tag or a commit stays where it is.
+    pub reference: Option<String>,
+}
+
+impl SkillRepositorySource {
+    /// The remote HEAD of `url`.
+    pub fn head(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            reference: None,
+        }
+    }
+
+    /// `reference` (a branch, tag or commit) of `url`.
+    pub fn pinned(url: impl Into<String>, reference: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            reference: Some(reference.into()),
+        }
+    }
 }
 
 /// Why the skills capability could not be set up.
@@ -81,7 +109,7 @@ impl Skills {
         let cache_root = workspace_root.join(SKILLS_CACHE);
         let mut sources = HashSet::new();
         let mut repositories = Vec::new();
-        for url in config.repositories {
+        for SkillRepositorySource { url, reference } in config.repositories {
             let base = source_name(&url);
             let mut source = base.clone();
             let mut n = 2;
@@ -92,7 +120,7 @@ impl Skills {
             if source != base {
                 tracing::warn!(%url, %source, "two skill repositories share a source name; renamed");
             }
-            repositories.push(GitSkillRepository::new(url, source, &cache_root));
+            repositories.push(GitSkillRepository::new(url, source, &cache_root).pinned(reference));
         }
         Ok(Self {
             global,

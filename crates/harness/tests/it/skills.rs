@@ -342,7 +342,7 @@ async fn a_git_repository_skill_updates_when_a_commit_lands() {
         dir.path(),
         harness::skills::SkillsConfig {
             global_dir: None,
-            repositories: vec![bare.display().to_string()],
+            repositories: vec![harness::skills::SkillRepositorySource::head(bare.display().to_string())],
         },
     )
     .await;
@@ -430,4 +430,68 @@ async fn a_sync_rewrites_only_changed_files() {
             .unwrap()
             .contains("edited")
     );
+}
+
+/// `ref` pins a branch (which follows its new commits), a tag or a full commit id (which stay
+/// put while `main` moves on); a ref the repository does not have is an error naming it.
+#[tokio::test]
+async fn a_pinned_ref_follows_its_branch_and_a_tag_or_commit_stays() {
+    let origin = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let bare = origin.path().join("pinned.git");
+    git(origin.path(), &["init", "--bare", "-q", bare.to_str().unwrap()]);
+    git(work.path(), &["init", "-q", "."]);
+    let push = |refspec: &str| git(work.path(), &["push", "-q", "-f", bare.to_str().unwrap(), refspec]);
+    let commit = |description: &str| {
+        skill(work.path(), "tool", description);
+        git(work.path(), &["add", "-A"]);
+        git(work.path(), &["commit", "-qm", description]);
+    };
+    let head = || {
+        let output = Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    commit("v1");
+    let first_commit = head();
+    git(work.path(), &["tag", "v1"]);
+    push("HEAD:refs/heads/main");
+    push("HEAD:refs/heads/stable");
+    push("refs/tags/v1:refs/tags/v1");
+    let url = bare.display().to_string();
+    let staged = |source: &str| std::fs::read_to_string(cache.path().join(source).join("tool/SKILL.md")).unwrap();
+    let pinned = |source: &str, reference: &str| {
+        GitSkillRepository::new(url.clone(), source, cache.path()).pinned(Some(reference.to_owned()))
+    };
+    let (branch, tag, by_id) = (
+        pinned("branch", "stable"),
+        pinned("tag", "v1"),
+        pinned("commit", &first_commit),
+    );
+    for repo in [&branch, &tag, &by_id] {
+        assert!(
+            matches!(repo.sync().await.unwrap(), SyncOutcome::Updated { .. }),
+            "{repo:?}"
+        );
+        assert!(staged(repo.source()).contains("description: v1"));
+    }
+
+    // main and stable move on; the tag and the commit do not.
+    commit("v2");
+    push("HEAD:refs/heads/main");
+    push("HEAD:refs/heads/stable");
+    assert!(matches!(branch.sync().await.unwrap(), SyncOutcome::Updated { .. }));
+    assert!(staged("branch").contains("description: v2"), "the branch followed");
+    for repo in [&tag, &by_id] {
+        assert_eq!(repo.sync().await.unwrap(), SyncOutcome::Unchanged, "{repo:?}");
+        assert!(staged(repo.source()).contains("description: v1"));
+    }
+
+    let missing = pinned("missing", "no-such-branch");
+    let err = missing.sync().await.unwrap_err();
+    assert!(err.to_string().contains("`ref = \"no-such-branch\"`"), "{err}");
 }
