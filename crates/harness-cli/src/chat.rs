@@ -80,10 +80,7 @@ async fn chat_loop(
     out: &mut Out,
 ) -> anyhow::Result<()> {
     let editor = std::sync::Arc::new(std::sync::Mutex::new(rustyline::DefaultEditor::new()?));
-    let mut session = base
-        .session_id
-        .clone()
-        .unwrap_or_else(|| harness_core::DEFAULT_SESSION_ID);
+    let mut session = base.session_id.clone().unwrap_or(harness_core::DEFAULT_SESSION_ID);
     out.line(&format!(
         "harness chat — session {session}. /session ID switches, /new starts a session, /tasks lists subagent tasks, /exit quits; Ctrl-C cancels a turn."
     ))?;

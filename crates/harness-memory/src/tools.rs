@@ -326,7 +326,7 @@ impl TypedTool for SessionHistory {
                 .runtime
                 .session_id
                 .clone()
-                .unwrap_or_else(|| harness_core::DEFAULT_SESSION_ID),
+                .unwrap_or(harness_core::DEFAULT_SESSION_ID),
         };
         let file = transcript_path(agent.as_str(), session.as_str()).map_err(fs_error)?;
         let bytes = match fs.read(&file).await {

@@ -139,10 +139,8 @@ impl WorkspaceManager {
         CallScope::new(
             self.scope,
             self.agent.clone(),
-            ctx.user_id.clone().unwrap_or_else(|| harness_core::DEFAULT_USER_ID),
-            ctx.session_id
-                .clone()
-                .unwrap_or_else(|| harness_core::DEFAULT_SESSION_ID),
+            ctx.user_id.clone().unwrap_or(harness_core::DEFAULT_USER_ID),
+            ctx.session_id.clone().unwrap_or(harness_core::DEFAULT_SESSION_ID),
         )
     }
 

@@ -160,7 +160,7 @@ fn a_users_tools_json_narrows_only_that_users_list() {
     std::fs::create_dir_all(dir.path().join("alice")).unwrap();
     std::fs::write(
         dir.path().join("alice/tools.json"),
-        r#"{ "allow": ["read_file", "write_file", "grep"], "deny": ["grep"] }"#,
+        r#"{ "allow": ["read_file", "write_file", "grep_files"], "deny": ["grep_files"] }"#,
     )
     .unwrap();
     let list = |user: Option<&str>| {
@@ -188,7 +188,7 @@ fn a_users_tools_json_narrows_only_that_users_list() {
     let bob = names(&list(Some("bob")));
     let all = names(&list(None));
     assert_eq!(bob, all);
-    assert!(bob.len() > 3 && bob.iter().any(|name| name == "grep"), "{bob:?}");
+    assert!(bob.len() > 3 && bob.iter().any(|name| name == "grep_files"), "{bob:?}");
     assert!(!bob.iter().any(|name| name == "write_file"), "{bob:?}");
 
     std::fs::write(
