@@ -206,7 +206,11 @@ fn state_prefix(dir: &std::path::Path) -> String {
 }
 
 fn ctx(session: &str) -> RuntimeContext {
-    RuntimeContext::for_user("bench").with_session(session)
+    // The driver names every session itself (`w1-session`, `w2-s0001`, `w4-warmup-…`): ASCII
+    // letters, digits and `-`, always a valid id.
+    #[allow(clippy::panic)]
+    let session = harness_core::SessionId::parse(session).unwrap_or_else(|err| panic!("bench session: {err}"));
+    RuntimeContext::for_user(harness_core::UserId::from_static("bench")).with_session(session)
 }
 
 async fn w1(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
@@ -330,7 +334,7 @@ async fn prepopulate(agent: &HarnessAgent, session: &str, history: u32) -> anyho
     call.user
         .write(&path, &transcript, harness_fs::WriteMode::Overwrite)
         .await?;
-    let key: StateKey = agent.kernel().key_for(&bound)?;
+    let key: StateKey = agent.kernel().key_for(&bound);
     let store: &Arc<dyn StateStore> = agent.kernel().state_store();
     let version = store.load(&key).await?.map_or(0, |(_, version)| version);
     store.save(&key, &state, version, None).await?;

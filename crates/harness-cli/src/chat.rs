@@ -80,10 +80,7 @@ async fn chat_loop(
     out: &mut Out,
 ) -> anyhow::Result<()> {
     let editor = std::sync::Arc::new(std::sync::Mutex::new(rustyline::DefaultEditor::new()?));
-    let mut session = base
-        .session_id
-        .clone()
-        .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION));
+    let mut session = base.session_id.clone().unwrap_or(harness_core::DEFAULT_SESSION_ID);
     out.line(&format!(
         "harness chat — session {session}. /session ID switches, /new starts a session, /tasks lists subagent tasks, /exit quits; Ctrl-C cancels a turn."
     ))?;
@@ -101,7 +98,9 @@ async fn chat_loop(
             "" => continue,
             "/exit" | "/quit" => break,
             "/new" => {
-                session = SessionId::new(format!("s-{}", jiff::Timestamp::now().as_millisecond()));
+                // `s-<digits>` follows the id rule, so `parse` cannot fail; keep the session on the
+                // impossible error rather than panic.
+                session = SessionId::parse(format!("s-{}", jiff::Timestamp::now().as_millisecond())).unwrap_or(session);
                 out.line(&format!("new session {session}"))?;
                 continue;
             }

@@ -138,7 +138,10 @@ pub(crate) async fn demo(workspace: Option<PathBuf>) -> anyhow::Result<()> {
             RESEARCHER,
         ))
         .build()?;
-    let ctx = || RuntimeContext::for_user("tianyu").with_session("demo");
+    let ctx = || {
+        RuntimeContext::for_user(harness_core::UserId::from_static("tianyu"))
+            .with_session(harness_core::SessionId::from_static("demo"))
+    };
     let mut out = Out::new();
     // Through a handle: a closed pipe (`harness demo | head`) ends the output quietly.
     macro_rules! say {

@@ -72,9 +72,7 @@ pub(crate) enum MemoryCommand {
 }
 
 fn user_of(ws: &WorkspaceArgs) -> UserId {
-    ws.user
-        .clone()
-        .unwrap_or_else(|| UserId::new(harness_core::DEFAULT_USER))
+    ws.user.clone().unwrap_or(harness_core::DEFAULT_USER_ID)
 }
 
 async fn reader(ws: &WorkspaceArgs) -> anyhow::Result<Option<harness::SessionReader>> {

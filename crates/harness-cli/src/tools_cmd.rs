@@ -1,5 +1,6 @@
 //! `harness tools`: every tool the agent would offer (built-ins and MCP, after `tools.json`'s
-//! allow/deny), with its source and annotations, and why a configured server offers none.
+//! allow/deny, and with `--user` the caller's own `tools.json`), with its source and
+//! annotations, and why a configured server offers none.
 
 use harness::HarnessConfig;
 use harness::extensions::{Extensions, ToolSource};
@@ -17,6 +18,10 @@ pub(crate) struct ToolsArgs {
     /// Agent name (default: harness.toml's, else `harness`).
     #[arg(long)]
     agent: Option<String>,
+    /// List what this caller is offered: the workspace's set narrowed by the caller's own
+    /// `tools.json` (in its layer, e.g. `<user>/tools.json`).
+    #[arg(long, value_parser = crate::parse_user)]
+    user: Option<harness_core::UserId>,
     /// One JSON object per tool (and per failed server) instead of a table.
     #[arg(long)]
     json: bool,
@@ -57,9 +62,31 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
         .extensions(Arc::clone(&extensions))
         .build()
         .map_err(|err| crate::usage(harness_core::error_chain(&err)));
-    let result = agent.and_then(|agent| print(&agent, &extensions, args.json));
+    let result = match agent {
+        Ok(agent) => match caller_filter(&agent, args.user.clone()).await {
+            Ok(caller) => print(&agent, &extensions, caller.as_ref(), args.json),
+            Err(err) => Err(err),
+        },
+        Err(err) => Err(err),
+    };
     extensions.shutdown().await;
     result
+}
+
+/// The caller's own `tools.json` filter, when `--user` names a caller that has one.
+async fn caller_filter(
+    agent: &harness::HarnessAgent,
+    user: Option<harness_core::UserId>,
+) -> anyhow::Result<Option<harness::tools_json::ToolFilter>> {
+    let Some(user) = user else {
+        return Ok(None);
+    };
+    let ctx = agent
+        .bind(harness_core::RuntimeContext::for_user(user))
+        .map_err(|err| crate::usage(harness_core::error_chain(&err)))?;
+    harness::user_tools::caller_tool_filter(&ctx)
+        .await
+        .map_err(|err| crate::usage(err.to_string()))
 }
 
 fn annotations_of(extensions: &Extensions, name: &str) -> Option<McpToolAnnotations> {
@@ -71,7 +98,12 @@ fn annotations_of(extensions: &Extensions, name: &str) -> Option<McpToolAnnotati
         .map(|tool| tool.annotations().clone())
 }
 
-fn print(agent: &harness::HarnessAgent, extensions: &Extensions, json: bool) -> anyhow::Result<()> {
+fn print(
+    agent: &harness::HarnessAgent,
+    extensions: &Extensions,
+    caller: Option<&harness::tools_json::ToolFilter>,
+    json: bool,
+) -> anyhow::Result<()> {
     let specs = agent.kernel().tool_specs();
     let group_of = |name: &str| {
         extensions
@@ -81,7 +113,10 @@ fn print(agent: &harness::HarnessAgent, extensions: &Extensions, json: bool) -> 
             .map(|group| group.name.clone())
     };
     let mut out = crate::output::Out::new();
-    for spec in specs.iter() {
+    for spec in specs
+        .iter()
+        .filter(|spec| caller.is_none_or(|filter| filter.permits(&spec.name)))
+    {
         let source = match extensions.source_of(&spec.name) {
             ToolSource::BuiltIn => "built-in".to_owned(),
             ToolSource::Mcp { server } => format!("mcp:{server}"),

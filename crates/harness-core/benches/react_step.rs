@@ -141,8 +141,9 @@ async fn turn(agent: &ReActAgent, ctx: RuntimeContext) {
 async fn fresh_sessions(agent: &ReActAgent, label: &str, n: usize) -> Vec<Duration> {
     let mut samples = Vec::with_capacity(n);
     for i in 0..WARMUP + n {
-        let ctx = RuntimeContext::for_user("bench").with_session(format!("{label}-{i}"));
-        let key = agent.key_for(&ctx).unwrap();
+        let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("bench"))
+            .with_session(harness_core::SessionId::parse(format!("{label}-{i}")).unwrap());
+        let key = agent.key_for(&ctx);
         let started = Instant::now();
         turn(agent, ctx).await;
         if i >= WARMUP {
@@ -157,8 +158,9 @@ async fn fresh_sessions(agent: &ReActAgent, label: &str, n: usize) -> Vec<Durati
 async fn streamed_fresh_sessions(agent: &ReActAgent, n: usize) -> Vec<Duration> {
     let mut samples = Vec::with_capacity(n);
     for i in 0..WARMUP + n {
-        let ctx = RuntimeContext::for_user("bench").with_session(format!("stream-{i}"));
-        let key = agent.key_for(&ctx).unwrap();
+        let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("bench"))
+            .with_session(harness_core::SessionId::parse(format!("stream-{i}")).unwrap());
+        let key = agent.key_for(&ctx);
         let started = Instant::now();
         let events = agent.stream("what is 2 + 3?", ctx).count().await;
         if i >= WARMUP {
@@ -171,7 +173,8 @@ async fn streamed_fresh_sessions(agent: &ReActAgent, n: usize) -> Vec<Duration> 
 }
 
 async fn growing_session(agent: &ReActAgent, n: usize) -> Vec<Duration> {
-    let ctx = RuntimeContext::for_user("bench").with_session("growing");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("bench"))
+        .with_session(harness_core::SessionId::from_static("growing"));
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let started = Instant::now();

@@ -31,6 +31,10 @@ pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_USER: &str = "default";
 /// The session id used when a call names none.
 pub const DEFAULT_SESSION: &str = "default";
+/// [`DEFAULT_USER`] as an id.
+pub const DEFAULT_USER_ID: UserId = UserId::from_static(DEFAULT_USER);
+/// [`DEFAULT_SESSION`] as an id.
+pub const DEFAULT_SESSION_ID: SessionId = SessionId::from_static(DEFAULT_SESSION);
 /// Capacity of a streaming call's event channel.
 const EVENT_CAPACITY: usize = 256;
 
@@ -285,7 +289,7 @@ impl ReActAgentBuilder {
 /// use harness_core::{ReActAgent, RuntimeContext};
 /// use harness_models::ScriptedModel;
 /// let agent = ReActAgent::builder().model(ScriptedModel::new().reply_text("hello")).build()?;
-/// let reply = agent.call("hi", RuntimeContext::for_user("u1")).await?;
+/// let reply = agent.call("hi", RuntimeContext::for_user(harness_core::UserId::from_static("u1"))).await?;
 /// assert_eq!(reply.text(), "hello");
 /// # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
 /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -334,31 +338,19 @@ impl ReActAgent {
         &self.kernel.store
     }
 
-    /// The session key a context resolves to (documented defaults for missing ids).
-    ///
-    /// # Errors
-    /// [`IdError`] when the context's user or session id is not a safe path segment.
-    pub fn key_for(&self, ctx: &RuntimeContext) -> Result<StateKey, IdError> {
+    /// The session key a context resolves to (documented defaults for missing ids). Ids are
+    /// checked when they are made, so every key is made of safe path segments.
+    pub fn key_for(&self, ctx: &RuntimeContext) -> StateKey {
         // A harness that partitions state by something other than the user (an isolation
         // scope) puts the call's key into the context when it binds the call.
         if let Some(key) = ctx.get::<StateKey>() {
-            key.agent_id.validate()?;
-            key.user_id.validate()?;
-            key.session_id.validate()?;
-            return Ok(key.clone());
+            return key.clone();
         }
-        let user_id = ctx.user_id.clone().unwrap_or_else(|| UserId::new(DEFAULT_USER));
-        let session_id = ctx
-            .session_id
-            .clone()
-            .unwrap_or_else(|| SessionId::new(DEFAULT_SESSION));
-        user_id.validate()?;
-        session_id.validate()?;
-        Ok(StateKey {
+        StateKey {
             agent_id: self.kernel.config.name.clone(),
-            user_id,
-            session_id,
-        })
+            user_id: ctx.user_id.clone().unwrap_or(DEFAULT_USER_ID),
+            session_id: ctx.session_id.clone().unwrap_or(DEFAULT_SESSION_ID),
+        }
     }
 
     /// Runs one call to completion and returns the final assistant message.
@@ -421,7 +413,7 @@ impl ReActAgent {
     /// # Errors
     /// See [`call`](Self::call).
     pub async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
-        let key = self.key_for(&ctx)?;
+        let key = self.key_for(&ctx);
         let span = tracing::info_span!(
             "invoke_agent",
             gen_ai.agent.name = %key.agent_id,

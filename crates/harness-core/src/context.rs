@@ -104,7 +104,7 @@ mod tests {
     fn typed_extras_are_shared_by_clones() {
         #[derive(Debug, PartialEq)]
         struct Depth(u32);
-        let mut ctx = RuntimeContext::for_user("u1").with_session("s1");
+        let mut ctx = RuntimeContext::for_user(UserId::from_static("u1")).with_session(SessionId::from_static("s1"));
         ctx.insert(Depth(2));
         let clone = ctx.clone();
         assert_eq!(clone.get::<Depth>(), Some(&Depth(2)));

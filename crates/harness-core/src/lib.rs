@@ -14,7 +14,7 @@
 //! use harness_models::ScriptedModel;
 //! let model = ScriptedModel::new().reply_text("4");
 //! let agent = ReActAgent::builder().model(model).sys_prompt("Be brief.").build()?;
-//! let reply = agent.call("2 + 2?", RuntimeContext::for_user("alice")).await?;
+//! let reply = agent.call("2 + 2?", RuntimeContext::for_user(harness_core::UserId::from_static("alice"))).await?;
 //! assert_eq!(reply.text(), "4");
 //! # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
@@ -38,14 +38,14 @@ mod tool;
 mod turn;
 
 pub use agent::{
-    AgentError, AgentInput, AgentStream, BuildError, DEFAULT_MAX_ITERS, DEFAULT_SESSION, DEFAULT_TOOL_TIMEOUT,
-    DEFAULT_USER, ReActAgent, ReActAgentBuilder, error_chain,
+    AgentError, AgentInput, AgentStream, BuildError, DEFAULT_MAX_ITERS, DEFAULT_SESSION, DEFAULT_SESSION_ID,
+    DEFAULT_TOOL_TIMEOUT, DEFAULT_USER, DEFAULT_USER_ID, ReActAgent, ReActAgentBuilder, error_chain,
 };
 pub use annotations::ToolAnnotations;
 pub use context::RuntimeContext;
 pub use error_kind::ErrorKind;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};
-pub use id::{AgentId, IdError, MAX_ID_LEN, SessionId, UserId};
+pub use id::{AgentId, ID_RULE, IdError, MAX_ID_LEN, SessionId, UserId, check_id};
 pub use lease::{FencingToken, LeaseError, LeaseGuard, LeaseKey, LeaseRelease, SessionLease};
 pub use message::{Block, MSG_FORMAT, MediaSource, Msg, Role, ToolCallRef, Usage, join_text, meta};
 pub use middleware::{ActingNext, AgentNext, Hooks, Middleware, ModelCallInfo, ModelNext, ReasoningNext};

@@ -181,9 +181,9 @@ mod tests {
         Turn {
             ctx: RuntimeContext::default(),
             key: StateKey {
-                agent_id: AgentId::new("a"),
-                user_id: UserId::new("u"),
-                session_id: SessionId::new("s"),
+                agent_id: AgentId::from_static("a"),
+                user_id: UserId::from_static("u"),
+                session_id: SessionId::from_static("s"),
             },
             state: AgentState::default(),
             version: 0,

@@ -468,9 +468,10 @@ pub struct CallWorkspace {
     /// The shared layer: only the shared entries of the workspace root
     /// ([`SHARED_ENTRIES`](crate::SHARED_ENTRIES)), read-only.
     pub shared: Arc<dyn Filesystem>,
-    /// The caller's layer without the turn's fence: for writes made after the turn's lease
-    /// is released (the session index, written behind and merged by compare-and-set). The
-    /// same as [`user`](Self::user) when the call is not fenced.
+    /// The caller's layer without the turn's fence, for writes that may happen after the
+    /// turn's lease is released. The same `Arc` as [`user`](Self::user) when the call is
+    /// not fenced, so `Arc::ptr_eq(&user, &unfenced)` says whether it is. (The harness
+    /// writes a fenced call's session index under the lease, through `user`.)
     pub unfenced: Arc<dyn Filesystem>,
 }
 

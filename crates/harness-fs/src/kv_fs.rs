@@ -32,7 +32,8 @@ pub struct KvFs {
     store: Arc<dyn KvStore>,
     /// Empty, or a normalised path: the key prefix is `namespace/`.
     namespace: WsPath,
-    /// When set, every put and append is checked against this fence ([`Filesystem::fenced`]).
+    /// When set, every put, append and delete is checked against this fence
+    /// ([`Filesystem::fenced`]).
     fence: Option<KvFence>,
 }
 
@@ -76,6 +77,13 @@ impl KvFs {
         match &self.fence {
             Some(fence) => self.store.append_fenced(key, bytes, fence).await,
             None => self.store.append(key, bytes).await,
+        }
+    }
+
+    async fn remove(&self, key: &str) -> Result<bool, StoreError> {
+        match &self.fence {
+            Some(fence) => self.store.delete_fenced(key, fence).await,
+            None => self.store.delete(key).await,
         }
     }
 
@@ -354,8 +362,7 @@ impl Filesystem for KvFs {
                 reason: "the root cannot be deleted".to_owned(),
             });
         }
-        self.store
-            .delete(&self.key(path))
+        self.remove(&self.key(path))
             .await
             .map_err(|err| store_error(path, "delete", err))?;
         let mut keys = Vec::new();
@@ -365,8 +372,7 @@ impl Filesystem for KvFs {
         })
         .await?;
         for key in keys {
-            self.store
-                .delete(&key)
+            self.remove(&key)
                 .await
                 .map_err(|err| store_error(path, "delete", err))?;
         }

@@ -53,7 +53,7 @@ pub use local::LocalFs;
 pub use namespace::{IsolationScope, Namespaced, RESERVED_NAMES};
 pub use overlay::OverlayFs;
 pub use path::{MAX_PATH_LEN, WsPath};
-pub use scope::{CallScope, SHARED_MEMORY_KEY, SHARED_NAMESPACE_ID, ScopeError, state_layout};
+pub use scope::{CallScope, DEFAULT_EVICTED_DIR, SHARED_MEMORY_KEY, SHARED_NAMESPACE_ID, ScopeError, state_layout};
 pub use shared::{SHARED_ENTRIES, SharedLayer, is_shared_path};
 pub use shell::{
     CallShell, DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig, Shell, ShellError, ShellOutput, ShellRequest,

@@ -12,6 +12,12 @@ use std::sync::Arc;
 /// reserved workspace name, so no user or session can own a namespace by that name.
 pub const SHARED_NAMESPACE_ID: &str = "global";
 
+/// [`SHARED_NAMESPACE_ID`] as a user id.
+const SHARED_NAMESPACE_USER: UserId = UserId::from_static(SHARED_NAMESPACE_ID);
+
+/// The default directory of evicted tool outputs (see [`CallScope::evicted_dir`]).
+pub const DEFAULT_EVICTED_DIR: &str = "large_tool_results";
+
 /// The memory key of the shared namespace (the memory index database is named after it).
 pub const SHARED_MEMORY_KEY: &str = "_shared";
 
@@ -19,7 +25,8 @@ pub const SHARED_MEMORY_KEY: &str = "_shared";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScopeError {
-    /// An id is not a safe path segment.
+    /// An id is not a safe path segment (only from [`CallScope::parse`]; ids made by
+    /// their own constructors are checked already).
     #[error(transparent)]
     Id(#[from] IdError),
     /// An id that would name a namespace is a reserved workspace name (`knowledge`, `memory`,
@@ -62,12 +69,10 @@ impl CallScope {
     /// The scope of a call by `user` in `session` of `agent`, partitioned by `scope`.
     ///
     /// # Errors
-    /// [`ScopeError::Id`] when an id is not a safe path segment; [`ScopeError::Reserved`]
-    /// when the id that names the namespace is a reserved workspace name.
+    /// [`ScopeError::Reserved`] when the id that names the namespace is a reserved workspace
+    /// name. (The ids themselves were checked when they were made: see
+    /// [`harness_core::check_id`].)
     pub fn new(scope: IsolationScope, agent: AgentId, user: UserId, session: SessionId) -> Result<Self, ScopeError> {
-        agent.validate()?;
-        user.validate()?;
-        session.validate()?;
         let (kind, owner) = match scope {
             IsolationScope::User => ("user", Some(user.as_str())),
             IsolationScope::Session => ("session", Some(session.as_str())),
@@ -87,9 +92,9 @@ impl CallScope {
                     id: id.to_owned(),
                     found: '/',
                 })?;
-                (namespace, UserId::new(id))
+                (namespace, UserId::parse(id)?)
             }
-            None => (WsPath::root(), UserId::new(SHARED_NAMESPACE_ID)),
+            None => (WsPath::root(), SHARED_NAMESPACE_USER),
         };
         Ok(Self {
             scope,
@@ -99,6 +104,20 @@ impl CallScope {
             namespace,
             owner,
         })
+    }
+
+    /// The scope of a call from unchecked text (CLI arguments, request fields): checks each
+    /// id with the one id rule, then as [`new`](Self::new).
+    ///
+    /// # Errors
+    /// [`ScopeError::Id`] naming the id and what is allowed; otherwise as [`new`](Self::new).
+    pub fn parse(scope: IsolationScope, agent: &str, user: &str, session: &str) -> Result<Self, ScopeError> {
+        Self::new(
+            scope,
+            AgentId::parse(agent)?,
+            UserId::parse(user)?,
+            SessionId::parse(session)?,
+        )
     }
 
     /// The isolation scope.
@@ -199,9 +218,17 @@ impl CallScope {
         self.agent_path(&format!("compacted/{}", self.session))
     }
 
-    /// Evicted tool outputs: `large_tool_results/<agent>/`.
+    /// Evicted tool outputs with the default directory: `large_tool_results/<agent>/`.
     pub fn large_tool_results_dir(&self) -> WsPath {
-        WsPath::parse(&format!("large_tool_results/{}", self.agent)).unwrap_or_default()
+        WsPath::parse(&format!("{DEFAULT_EVICTED_DIR}/{}", self.agent)).unwrap_or_default()
+    }
+
+    /// Evicted tool outputs under the configured directory `base` (`large_tool_results` by
+    /// default): `<base>/<agent>/`, inside the caller's layer.
+    pub fn evicted_dir(&self, base: &WsPath) -> WsPath {
+        // A checked agent id is one safe segment, so the join cannot fail.
+        base.join(self.agent.as_str())
+            .unwrap_or_else(|_| self.large_tool_results_dir())
     }
 
     /// The session's background-task records: `agents/<agent>/tasks/<session>.json`.
@@ -249,7 +276,7 @@ mod tests {
     use super::*;
 
     fn scope(scope: IsolationScope, user: &str, session: &str) -> Result<CallScope, ScopeError> {
-        CallScope::new(scope, AgentId::new("main"), UserId::new(user), SessionId::new(session))
+        CallScope::parse(scope, "main", user, session)
     }
 
     /// A shared state store checks a save's fencing token against the lease it finds with
@@ -333,8 +360,13 @@ mod tests {
         ));
         // A reserved session id is fine when the session does not name the namespace.
         assert!(scope(IsolationScope::User, "alice", "memory").is_ok());
-        // `..hidden` is a valid id (only `.` and `..` alone are refused).
-        assert!(scope(IsolationScope::Session, "alice", "..hidden").is_ok());
+        // Hidden names (`..hidden`) are refused by the id rule, like `.` and `..`.
+        for bad in ["..hidden", "..", "", "a/b", "a\nb"] {
+            assert!(
+                matches!(scope(IsolationScope::Session, "alice", bad), Err(ScopeError::Id(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
@@ -346,14 +378,17 @@ mod tests {
         assert_eq!(call.transcript_path().as_str(), "agents/main/sessions/v1.2.log.jsonl");
         assert_eq!(call.session_index_path().as_str(), "agents/main/sessions/sessions.json");
         assert_eq!(call.sessions_dir().as_str(), "agents/main/sessions");
+        assert_eq!(call.compacted_dir().as_str(), "agents/main/compacted/v1.2");
+        assert_eq!(call.large_tool_results_dir().as_str(), "large_tool_results/main");
+        let custom = WsPath::parse("out/big").unwrap_or_default();
+        assert_eq!(call.evicted_dir(&custom).as_str(), "out/big/main");
         assert_eq!(
             call.memory_extraction_path().as_str(),
             "memory/.extraction/main/v1.2.json"
         );
-        let other = call.with_session(SessionId::new("s2"))?;
+        let other = call.with_session(SessionId::from_static("s2"))?;
         assert_eq!((other.user(), other.session().as_str()), (call.user(), "s2"));
         assert_eq!(other.namespace(), call.namespace());
-        assert!(call.with_session(SessionId::new("../x")).is_err());
         Ok(())
     }
 }

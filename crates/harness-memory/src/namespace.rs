@@ -85,7 +85,7 @@ mod tests {
     fn the_key_follows_the_scope() {
         use harness_fs::IsolationScope;
         let key = |scope, user: &str| {
-            let scope = CallScope::new(scope, "main".into(), user.into(), "s1".into()).ok();
+            let scope = CallScope::parse(scope, "main", user, "s1").ok();
             scope.map(|scope| NamespaceKey::for_scope(&scope).0)
         };
         assert_eq!(key(IsolationScope::User, "u1").as_deref(), Some("u1"));

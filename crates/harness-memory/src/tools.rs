@@ -9,8 +9,8 @@ use crate::memory::Memory;
 use crate::namespace::NamespaceKey;
 use crate::transcript::{RenderLimits, parse_session_index, parse_transcript, render_message};
 use harness_core::{
-    AgentId, DEFAULT_SESSION, SessionId, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool,
-    async_trait, excerpt, typed,
+    AgentId, SessionId, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, excerpt,
+    typed,
 };
 use harness_fs::{CallWorkspace, Filesystem, FsError, WsPath};
 use schemars::JsonSchema;
@@ -326,7 +326,7 @@ impl TypedTool for SessionHistory {
                 .runtime
                 .session_id
                 .clone()
-                .unwrap_or_else(|| SessionId::new(DEFAULT_SESSION)),
+                .unwrap_or(harness_core::DEFAULT_SESSION_ID),
         };
         let file = transcript_path(agent.as_str(), session.as_str()).map_err(fs_error)?;
         let bytes = match fs.read(&file).await {

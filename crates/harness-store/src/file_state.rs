@@ -217,18 +217,13 @@ impl FileStateStore {
         self
     }
 
-    /// The directory of a session, after checking its ids.
+    /// The directory of a session (ids are safe path segments by construction; the layout's
+    /// result is checked).
     ///
     /// # Errors
-    /// [`StateError::Corrupt`] is never returned; an unsafe id gives [`StateError::Backend`].
+    /// [`StateError::Corrupt`] is never returned; a layout that produces an unsafe path gives
+    /// [`StateError::Backend`].
     pub fn dir_of(&self, key: &StateKey) -> Result<PathBuf, StateError> {
-        for check in [
-            key.agent_id.validate(),
-            key.user_id.validate(),
-            key.session_id.validate(),
-        ] {
-            check.map_err(|err| StateError::Backend(Box::new(err)))?;
-        }
         let relative = (self.layout)(key);
         if relative.is_absolute()
             || relative
@@ -543,9 +538,9 @@ mod tests {
 
     fn key(user: &str, session: &str) -> StateKey {
         StateKey {
-            agent_id: AgentId::new("a"),
-            user_id: UserId::new(user),
-            session_id: SessionId::new(session),
+            agent_id: AgentId::from_static("a"),
+            user_id: UserId::parse(user).unwrap(),
+            session_id: SessionId::parse(session).unwrap(),
         }
     }
 
@@ -574,15 +569,20 @@ mod tests {
     async fn unsafe_ids_never_touch_the_disk() {
         let dir = tempfile::tempdir().unwrap();
         let store = FileStateStore::new(dir.path().join("root"));
+        // Unsafe ids cannot be made at all ...
         for (user, session) in [("..", "s"), ("u", ".."), ("u/../../x", "s"), ("u", "a/b")] {
-            assert!(
-                store
-                    .save(&key(user, session), &AgentState::default(), 0, None)
-                    .await
-                    .is_err()
-            );
+            assert!(UserId::parse(user).is_err() || SessionId::parse(session).is_err());
         }
-        assert!(!dir.path().join("root").exists());
+        // ... and a layout that would leave the root is refused before any IO.
+        let escaping = FileStateStore::with_layout(
+            dir.path().join("root"),
+            Arc::new(|key: &StateKey| PathBuf::from("..").join(key.session_id.as_str())),
+        );
+        for store in [&store, &escaping] {
+            let saved = store.save(&key("u", "s"), &AgentState::default(), 0, None).await;
+            assert_eq!(saved.is_err(), std::ptr::eq(store, &escaping));
+        }
+        assert!(!dir.path().join("s").exists());
     }
 
     #[tokio::test]

@@ -218,6 +218,16 @@ pub trait KvStore: Send + Sync + 'static {
     /// [`StoreError::InvalidKey`], backend failures.
     async fn delete(&self, key: &str) -> Result<bool, StoreError>;
 
+    /// [`delete`](Self::delete) with the fence check of [`put_fenced`](Self::put_fenced):
+    /// a writer whose lease was taken over cannot remove shared data either.
+    ///
+    /// # Errors
+    /// As [`delete`](Self::delete), and [`StoreError::Fenced`].
+    async fn delete_fenced(&self, key: &str, fence: &KvFence) -> Result<bool, StoreError> {
+        let _ = fence;
+        self.delete(key).await
+    }
+
     /// Keys starting with `prefix` and greater than `after` (when given), in key order, at most
     /// `limit` of them (`limit` is clamped to 1..=10 000).
     ///

@@ -66,6 +66,7 @@ struct Scripts {
     put: redis::Script,
     append: redis::Script,
     delete: redis::Script,
+    delete_fenced: redis::Script,
     put_fenced: redis::Script,
     append_fenced: redis::Script,
 }
@@ -138,6 +139,14 @@ redis.call('HSET', KEYS[1], 'v', v, 't', ARGV[2])
 redis.call('APPEND', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], 0, ARGV[3])
 return {{1, v}}"
+            )),
+            // As `delete`, plus KEYS[4] the fence counter (the fence check reads KEYS[5], so
+            // KEYS[4] is repeated there) and a last ARGV, the token. Returns {1, removed} or
+            // {2, newest token} when fenced.
+            delete_fenced: redis::Script::new(&format!(
+                r"{FENCE_CHECK}local n = redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return {{1, n}}"
             )),
             // KEYS: meta, data, index. ARGV: key. Returns how many Redis keys were removed.
             delete: redis::Script::new(
@@ -426,6 +435,29 @@ impl KvStore for RedisKv {
             .await
             .map_err(|err| classify("delete", err))?;
         Ok(removed > 0)
+    }
+
+    async fn delete_fenced(&self, key: &str, fence: &KvFence) -> Result<bool, StoreError> {
+        validate_key(key)?;
+        let mut connection = self.connection.clone();
+        let (status, value): (i64, u64) = self
+            .scripts
+            .delete_fenced
+            .key(self.meta_key(key))
+            .key(self.data_key(key))
+            .key(self.index_key())
+            .key(&fence.counter)
+            .key(&fence.counter)
+            .arg(key)
+            .arg(fence.token.get())
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|err| classify("delete", err))?;
+        match status {
+            1 => Ok(value > 0),
+            2 => Err(fenced(key, fence, value)),
+            _ => Err(unexpected("delete", "unexpected reply from the fenced delete script")),
+        }
     }
 
     async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<KvPage, StoreError> {

@@ -6,7 +6,7 @@ use crate::session::SessionPersistence;
 use crate::workspace::WorkspaceManager;
 use harness_core::{
     AgentError, AgentInput, AgentStream, ChatModel, EventKind, EventSink, FencingToken, LeaseError, Middleware, Msg,
-    ReActAgent, RuntimeContext, SessionId, SessionLease, StateStore, Tool, UserId, error_chain,
+    ReActAgent, RuntimeContext, SessionLease, StateStore, Tool, error_chain,
 };
 use harness_fs::{Filesystem, IsolationScope, WsPath};
 use harness_memory::Memory;
@@ -540,14 +540,8 @@ impl HarnessAgent {
 
     /// [`bind`](Self::bind), also returning the call's lease key.
     fn bind_scoped(&self, mut ctx: RuntimeContext) -> Result<(RuntimeContext, harness_core::LeaseKey), AgentError> {
-        let user = ctx
-            .user_id
-            .get_or_insert_with(|| UserId::new(harness_core::DEFAULT_USER));
-        user.validate()?;
-        let session = ctx
-            .session_id
-            .get_or_insert_with(|| SessionId::new(harness_core::DEFAULT_SESSION));
-        session.validate()?;
+        ctx.user_id.get_or_insert(harness_core::DEFAULT_USER_ID);
+        ctx.session_id.get_or_insert(harness_core::DEFAULT_SESSION_ID);
         let scope = self.workspace.call_scope(&ctx).map_err(|err| match err {
             harness_fs::ScopeError::Id(err) => AgentError::Identity(err),
             other => AgentError::Capability {

@@ -47,7 +47,7 @@ use harness_core::{
     AgentError, AgentState, ChatModel, EventKind, Hooks, Middleware, ModelError, Msg, ReasoningNext, Role, Turn,
     async_trait, error_chain,
 };
-use harness_fs::{CallWorkspace, WriteMode, WsPath};
+use harness_fs::{CallScope, CallWorkspace, WriteMode};
 use plan::{Keep, plan};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -220,7 +220,7 @@ enum SummaryError {
 ///     .model(ScriptedModel::new().reply_text("hello").reply_text("hello again"))
 ///     .middleware(Arc::new(compaction))
 ///     .build()?;
-/// let ctx = RuntimeContext::for_user("u1");
+/// let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
 /// agent.call("hi", ctx.clone()).await?;
 /// agent.call("hi again", ctx).await?; // three messages: compacted before this step
 /// assert_eq!(summarizer.request_count(), 1);
@@ -553,17 +553,13 @@ impl Compaction {
     /// there is no workspace or the write failed (which is reported and otherwise ignored:
     /// the session log keeps every raw message anyway).
     async fn offload(&self, turn: &Turn, sequence: u64, sha256: &str, bytes: &[u8]) -> Option<String> {
-        let Some(workspace) = turn.ctx().get::<CallWorkspace>() else {
+        let (Some(workspace), Some(scope)) = (turn.ctx().get::<CallWorkspace>(), turn.ctx().get::<CallScope>()) else {
             tracing::debug!("no call workspace; compaction offload skipped");
             return None;
         };
-        let raw = format!(
-            "agents/{}/compacted/{}/{sequence:04}-{}.jsonl",
-            turn.key().agent_id,
-            turn.key().session_id,
-            sha256.get(..12).unwrap_or(sha256)
-        );
-        let written = match WsPath::parse(&raw) {
+        let name = format!("{sequence:04}-{}.jsonl", sha256.get(..12).unwrap_or(sha256));
+        let raw = format!("{}/{name}", scope.compacted_dir());
+        let written = match scope.compacted_dir().join(&name) {
             Ok(path) => workspace
                 .user
                 .write(&path, bytes, WriteMode::Overwrite)

@@ -22,10 +22,10 @@ use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
 use crate::compaction::estimate_text_tokens;
 use harness_core::{
-    ActingNext, AgentId, Block, EventKind, Hooks, IdError, Middleware, ToolCall, ToolContext, ToolOutput, async_trait,
-    error_chain, excerpt,
+    ActingNext, Block, EventKind, Hooks, Middleware, ToolCall, ToolContext, ToolOutput, async_trait, error_chain,
+    excerpt,
 };
-use harness_fs::{CallWorkspace, WriteMode, WsPath};
+use harness_fs::{CallScope, CallWorkspace, WriteMode, WsPath};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -78,7 +78,7 @@ impl Default for ToolResultEvictionConfig {
         Self {
             max_chars: 80_000,
             preview_chars: 2_000,
-            dir: "large_tool_results".to_owned(),
+            dir: harness_fs::DEFAULT_EVICTED_DIR.to_owned(),
             excluded_tools: DEFAULT_EXCLUDED_TOOLS.iter().map(|name| (*name).to_owned()).collect(),
         }
     }
@@ -154,9 +154,6 @@ pub enum EvictionConfigError {
     /// `dir` is not a relative workspace path below the root.
     #[error("tool_result_eviction dir {0:?} must be a relative path inside the workspace")]
     InvalidDir(String),
-    /// The agent id is not a safe path segment.
-    #[error("agent id")]
-    Agent(#[from] IdError),
 }
 
 /// How an oversized result was handled.
@@ -202,22 +199,20 @@ pub struct EvictionNotice {
 #[derive(Debug, Clone)]
 pub struct ToolResultEviction {
     config: ToolResultEvictionConfig,
-    /// `<dir>/<agentId>`.
+    /// The configured base directory; each call writes under
+    /// [`CallScope::evicted_dir`] of it (`<dir>/<agentId>` in the caller's layer).
     dir: WsPath,
 }
 
 impl ToolResultEviction {
-    /// Eviction for the agent `agent` (its id names the directory) with `config`.
+    /// Eviction with `config`. Where a call's results go is derived from the call's
+    /// [`CallScope`].
     ///
     /// # Errors
-    /// [`EvictionConfigError`] when the config cannot work or the agent id is not a safe
-    /// path segment.
-    pub fn new(agent: &AgentId, config: ToolResultEvictionConfig) -> Result<Self, EvictionConfigError> {
+    /// [`EvictionConfigError`] when the config cannot work.
+    pub fn new(config: ToolResultEvictionConfig) -> Result<Self, EvictionConfigError> {
         config.validate()?;
-        agent.validate()?;
-        let dir = WsPath::parse(&config.dir)
-            .and_then(|dir| dir.join(agent.as_str()))
-            .map_err(|_| EvictionConfigError::InvalidDir(config.dir.clone()))?;
+        let dir = WsPath::parse(&config.dir).map_err(|_| EvictionConfigError::InvalidDir(config.dir.clone()))?;
         Ok(Self { config, dir })
     }
 
@@ -237,15 +232,18 @@ impl ToolResultEviction {
         let chars = text.chars().count();
         let digest = hex::encode(Sha256::digest(text.as_bytes()));
         let name = format!("{}-{}.txt", file_stem(&call_id), digest.get(..16).unwrap_or(&digest));
-        let written = match (self.dir.join(&name), ctx.runtime.get::<CallWorkspace>()) {
-            (Ok(path), Some(workspace)) => workspace
-                .user
-                .write(&path, text.as_bytes(), WriteMode::Overwrite)
-                .await
-                .map(|()| path)
-                .map_err(|err| error_chain(&err)),
-            (Err(err), _) => Err(error_chain(&err)),
-            (Ok(_), None) => Err("the call has no workspace to write to".to_owned()),
+        let runtime = &ctx.runtime;
+        let written = match (runtime.get::<CallScope>(), runtime.get::<CallWorkspace>()) {
+            (Some(scope), Some(workspace)) => match scope.evicted_dir(&self.dir).join(&name) {
+                Ok(path) => workspace
+                    .user
+                    .write(&path, text.as_bytes(), WriteMode::Overwrite)
+                    .await
+                    .map(|()| path)
+                    .map_err(|err| error_chain(&err)),
+                Err(err) => Err(error_chain(&err)),
+            },
+            _ => Err("the call has no workspace to write to".to_owned()),
         };
         let (replacement, path, error) = match written {
             Ok(path) => (
@@ -470,8 +468,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let Some(config) = config else {
         return Ok(None);
     };
-    let layer = ToolResultEviction::new(setup.agent_id, config)
-        .map_err(|err| CapabilityError::new(EvictionSection::KEY, err))?;
+    let layer = ToolResultEviction::new(config).map_err(|err| CapabilityError::new(EvictionSection::KEY, err))?;
     Ok(Some(Arc::new(EvictionCapability(Arc::new(layer)))))
 }
 
@@ -573,7 +570,6 @@ mod tests {
             ToolResultEvictionConfig::default().dir("../x").validate(),
             Err(EvictionConfigError::InvalidDir(_))
         ));
-        assert!(ToolResultEviction::new(&AgentId::new("a/b"), ToolResultEvictionConfig::default()).is_err());
     }
 
     #[test]

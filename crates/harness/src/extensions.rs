@@ -135,9 +135,10 @@ impl Extensions {
         tools
     }
 
-    /// Middlewares to install (inside the user's): the skills catalogue, the group filter.
+    /// Middlewares to install (inside the user's): the caller's `tools.json` filter, the
+    /// skills catalogue, the group filter.
     pub fn middlewares(&self) -> Vec<Arc<dyn Middleware>> {
-        let mut layers: Vec<Arc<dyn Middleware>> = Vec::new();
+        let mut layers: Vec<Arc<dyn Middleware>> = vec![Arc::new(crate::user_tools::CallerToolsLayer)];
         if let Some(skills) = &self.skills {
             layers.push(Arc::new(SkillsContext::new(Arc::clone(skills))));
         }

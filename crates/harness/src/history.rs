@@ -161,9 +161,7 @@ impl SessionReader {
 
     /// The filesystem of `user`'s namespace (for `session` under session isolation).
     fn user_fs(&self, user: &UserId, session: Option<&SessionId>) -> Result<Arc<dyn Filesystem>, HistoryError> {
-        let session = session
-            .cloned()
-            .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION));
+        let session = session.cloned().unwrap_or(harness_core::DEFAULT_SESSION_ID);
         let scope =
             CallScope::new(self.isolation, self.agent.clone(), user.clone(), session).map_err(HistoryError::Id)?;
         let prefix = scope.namespace().clone();

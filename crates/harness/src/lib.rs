@@ -36,7 +36,7 @@
 //! std::fs::write(dir.path().join("AGENTS.md"), "You are Ada, a terse assistant.")?;
 //! let model = ScriptedModel::new().reply_text("hello");
 //! let agent = HarnessAgent::builder().workspace(dir.path()).model(model.clone()).build()?;
-//! let reply = agent.call("hi", RuntimeContext::for_user("u1")).await?;
+//! let reply = agent.call("hi", RuntimeContext::for_user(harness_core::UserId::from_static("u1"))).await?;
 //! assert_eq!(reply.text(), "hello");
 //! assert!(model.requests()[0].system.render().contains("You are Ada"));
 //! # Ok::<_, Box<dyn std::error::Error>>(()) }).unwrap();
@@ -65,6 +65,7 @@ pub mod task_list;
 pub mod tool_groups;
 pub mod tools;
 pub mod tools_json;
+pub mod user_tools;
 pub mod workspace;
 
 pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};

@@ -150,6 +150,10 @@ pub const INDEX_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_
 /// compare-and-set, so entries written by other processes are never lost. The trade: a
 /// process that dies without a shutdown can leave up to one interval of index updates
 /// unwritten (a missing entry or a low `message_count`); the transcripts are complete.
+///
+/// A fenced call (a lease with fencing tokens, as with `[state] kind = "redis"` or
+/// `"postgres"`: several replicas) instead writes its index entry before it returns, while
+/// it holds the lease, through its fenced layer — a stale replica cannot write the index.
 #[derive(Debug, Default)]
 pub struct SessionPersistence {
     index: Arc<IndexWriter>,
@@ -412,8 +416,12 @@ impl SessionPersistence {
         Ok(())
     }
 
-    /// Queues this call's update of the session index.
-    fn record_index(&self, turn: &Turn) -> Result<(), AgentError> {
+    /// This call's update of the session index. A fenced call (a lease with fencing tokens:
+    /// several replicas share the store) writes it now, while its lease is held, through its
+    /// fenced layer: a replica whose lease passed to another holder cannot touch the index.
+    /// An unfenced call (one host, where the lease is a lock file or in-process) queues it
+    /// for the write-behind, merged by compare-and-set.
+    async fn record_index(&self, turn: &Turn) -> Result<(), AgentError> {
         let call = turn
             .ctx()
             .get::<CallWorkspace>()
@@ -428,19 +436,24 @@ impl SessionPersistence {
             .find(|m| m.role == Role::User)
             .map(|m| harness_core::excerpt(&m.text().replace('\n', " "), 120))
             .unwrap_or_default();
-        // The index is written behind, after the lease is released: it goes through the
-        // unfenced layer and merges by compare-and-set.
-        self.index.record(
-            Arc::clone(&call.unfenced),
-            path,
-            turn.key().session_id.to_string(),
-            PendingEntry {
-                summary,
-                first_seen: now,
-                updated: now,
-                new_messages: turn.appended().len() as u64,
-            },
-        );
+        let entry = PendingEntry {
+            summary,
+            first_seen: now,
+            updated: now,
+            new_messages: turn.appended().len() as u64,
+        };
+        let session = turn.key().session_id.to_string();
+        if !Arc::ptr_eq(&call.user, &call.unfenced) {
+            let mut sessions = HashMap::with_capacity(1);
+            sessions.insert(session, entry);
+            return write_index(&PendingIndex {
+                fs: Arc::clone(&call.user),
+                path,
+                sessions,
+            })
+            .await;
+        }
+        self.index.record(Arc::clone(&call.user), path, session, entry);
         Ok(())
     }
 }
@@ -470,7 +483,7 @@ impl Middleware for SessionPersistence {
         let indexed = if turn.appended().is_empty() {
             Ok(())
         } else {
-            self.record_index(turn)
+            self.record_index(turn).await
         };
         result?;
         flushed?;

@@ -255,7 +255,11 @@ impl Middleware for ToolGroupsLayer {
         let new_skills: Vec<String> = skills.into_iter().filter(|s| !state.skills.contains(s)).collect();
         if !new_skills.is_empty() {
             if let (Some(library), Some(workspace)) = (&self.skills, turn.ctx().get::<CallWorkspace>()) {
-                let set = library.resolve(workspace).await;
+                let namespace = turn
+                    .ctx()
+                    .get::<harness_fs::CallScope>()
+                    .map(harness_fs::CallScope::namespace);
+                let set = library.resolve(workspace, namespace).await;
                 for name in &new_skills {
                     if let Some(skill) = set.get(name) {
                         state.groups.extend(

@@ -17,9 +17,12 @@
 //! Comments (`//`, `/* */`) are allowed. Unknown keys are errors naming the key; a malformed
 //! file names the line; `${VAR}` placeholders in strings are substituted through a lookup the
 //! caller passes in (this library never reads the environment) and a missing variable is an
-//! error naming the variable and the file. The file is read in two layers (the workspace root,
-//! then the caller's layer): a higher layer replaces `allow` / `deny` when it sets them and
-//! adds or replaces servers by name.
+//! error naming the variable and the file. The workspace root's file may be given a second,
+//! operator-side layer ([`ToolsConfig::layered`]): a higher layer replaces `allow` / `deny`
+//! when it sets them and adds or replaces servers by name. A caller's own `<user>/tools.json`
+//! (its layer in the workspace) is different: it can only narrow — its `deny` is added, its
+//! `allow` intersected, and `mcpServers` is refused ([`ToolsConfig::parse_user_layer`],
+//! applied per call by [`crate::user_tools`]).
 //!
 //! [`ToolFilter`] applies `allow` / `deny` to the full tool list, after every tool (built-ins
 //! included) is registered.
@@ -80,6 +83,23 @@ pub enum ToolsConfigError {
         origin: String,
         /// The server.
         server: String,
+    },
+    /// A caller's own `tools.json` declares MCP servers (only the workspace root's may).
+    #[error(
+        "{origin}: `mcpServers` is not allowed in a user's tools.json (a user can only narrow \
+         the tool set with `allow` / `deny`); declare MCP servers in the workspace root's tools.json"
+    )]
+    ServersInUserLayer {
+        /// Where the text came from.
+        origin: String,
+    },
+    /// The file exists but could not be read.
+    #[error("{origin}: cannot read: {message}")]
+    Unreadable {
+        /// Where the text came from.
+        origin: String,
+        /// Why.
+        message: String,
     },
     /// A field the transport needs is missing, or one it cannot use is set.
     #[error("{origin}: server `{server}`: {message}")]
@@ -149,6 +169,18 @@ struct RawFile {
     deny: Option<Vec<String>>,
     #[serde(default, rename = "mcpServers")]
     mcp_servers: BTreeMap<String, RawServer>,
+}
+
+/// A caller's own layer: the same keys, but `mcpServers` is refused by name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUserFile {
+    #[serde(default)]
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Option<Vec<String>>,
+    #[serde(default, rename = "mcpServers")]
+    mcp_servers: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -275,6 +307,31 @@ impl ToolsConfig {
         })
     }
 
+    /// Parses a caller's own `tools.json` (`<user>/tools.json`, in the caller's layer): only
+    /// `allow` and `deny`, which narrow the workspace root's set (see [`ToolFilter::narrow`]).
+    ///
+    /// # Errors
+    /// [`ToolsConfigError::ServersInUserLayer`] when it has `mcpServers`; otherwise as
+    /// [`parse`](Self::parse) (the line of a syntax error, an unknown key).
+    pub fn parse_user_layer(text: &str, origin: &str) -> Result<ToolFilter, ToolsConfigError> {
+        let clean = strip_comments(text);
+        let raw: RawUserFile = serde_json::from_str(&clean).map_err(|err| ToolsConfigError::Malformed {
+            origin: origin.to_owned(),
+            line: err.line(),
+            column: err.column(),
+            message: strip_position(&err.to_string()),
+        })?;
+        if raw.mcp_servers.is_some() {
+            return Err(ToolsConfigError::ServersInUserLayer {
+                origin: origin.to_owned(),
+            });
+        }
+        Ok(ToolFilter::new(
+            raw.allow.unwrap_or_default(),
+            raw.deny.unwrap_or_default(),
+        ))
+    }
+
     /// Reads the two layers, low to high: `(origin, text)` of the workspace root's file and of
     /// the caller's layer, either possibly absent.
     ///
@@ -327,6 +384,35 @@ impl ToolFilter {
         Self {
             allow: allow.into_iter().collect(),
             deny: deny.into_iter().collect(),
+        }
+    }
+
+    /// Whether the filter keeps everything (no `allow`, no `deny`).
+    pub fn is_open(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    /// `self` narrowed by a caller's own filter: a tool is kept when both keep it (deny is
+    /// the union, a non-empty allow the intersection), so a caller can only take tools
+    /// away, never add one the workspace's `tools.json` removed.
+    pub fn narrow(&self, caller: &ToolFilter) -> ToolFilter {
+        let allow = match (self.allow.is_empty(), caller.allow.is_empty()) {
+            (true, _) => caller.allow.clone(),
+            (false, true) => self.allow.clone(),
+            (false, false) => {
+                let both: BTreeSet<String> = self.allow.intersection(&caller.allow).cloned().collect();
+                if both.is_empty() {
+                    // Nothing is allowed by both: an allow list no tool name can match (tool
+                    // names are never empty; an empty list would mean "everything").
+                    BTreeSet::from([String::new()])
+                } else {
+                    both
+                }
+            }
+        };
+        ToolFilter {
+            allow,
+            deny: self.deny.union(&caller.deny).cloned().collect(),
         }
     }
 
@@ -611,6 +697,38 @@ mod tests {
         };
         assert_eq!((command("x"), command("y")), ("one".into(), "three".into()));
         assert_eq!(ToolsConfig::layered(None, None, &env).unwrap(), ToolsConfig::default());
+    }
+
+    #[test]
+    fn a_user_layer_can_only_narrow() {
+        let root = ToolFilter::new(["a".into(), "b".into(), "c".into()], ["x".into()]);
+        let user = ToolsConfig::parse_user_layer(
+            r#"{ // alice
+                "allow": ["b", "c", "z"], "deny": ["c"] }"#,
+            "alice/tools.json",
+        )
+        .unwrap();
+        let both = root.narrow(&user);
+        assert!(both.permits("b"));
+        assert!(!both.permits("a"), "allow is the intersection");
+        assert!(!both.permits("c"), "deny is the union");
+        assert!(!both.permits("z"), "a user cannot add a tool the root did not allow");
+        assert!(!both.permits("x"));
+        let open = ToolFilter::default().narrow(&user);
+        assert!(open.permits("b") && !open.permits("a") && !open.permits("c"));
+        let disjoint = root.narrow(&ToolFilter::new(["q".into()], Vec::new()));
+        assert!(!disjoint.permits("a") && !disjoint.permits("q"));
+        let err = ToolsConfig::parse_user_layer(r#"{"mcpServers": {}}"#, "alice/tools.json").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("alice/tools.json") && text.contains("`mcpServers`"),
+            "{text}"
+        );
+        let err = ToolsConfig::parse_user_layer("{\n \"allwo\": []}", "alice/tools.json").unwrap_err();
+        assert!(
+            err.to_string().contains("line 2") && err.to_string().contains("allwo"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! two-layer read for injected files and a change-checked cache so unchanged files are not
 //! re-read on every step.
 
-use harness_core::{AgentId, RuntimeContext, SessionId, UserId};
+use harness_core::{AgentId, RuntimeContext};
 use harness_fs::{CallScope, CallWorkspace, FileInfo, Filesystem, FsError, IsolationScope, ScopeError, WsPath};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -139,12 +139,8 @@ impl WorkspaceManager {
         CallScope::new(
             self.scope,
             self.agent.clone(),
-            ctx.user_id
-                .clone()
-                .unwrap_or_else(|| UserId::new(harness_core::DEFAULT_USER)),
-            ctx.session_id
-                .clone()
-                .unwrap_or_else(|| SessionId::new(harness_core::DEFAULT_SESSION)),
+            ctx.user_id.clone().unwrap_or(harness_core::DEFAULT_USER_ID),
+            ctx.session_id.clone().unwrap_or(harness_core::DEFAULT_SESSION_ID),
         )
     }
 

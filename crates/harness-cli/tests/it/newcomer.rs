@@ -265,6 +265,27 @@ fn usage_and_configuration_errors_exit_two_everywhere() {
     );
 }
 
+/// Every bad id is refused at the CLI's door with the rule, before anything runs.
+#[test]
+fn bad_ids_are_refused_with_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = scripted_text(dir.path(), "x");
+    let ws = dir.path().to_str().unwrap().to_owned();
+    let long = "x".repeat(harness_core::MAX_ID_LEN + 1);
+    for bad in ["..", "a/b", "", long.as_str(), "a\u{1b}b", "..hidden"] {
+        for flag in ["--user", "--session"] {
+            let output = harness()
+                .args(["run", "--model", &model, flag, bad, "--workspace", &ws, "hi"])
+                .output()
+                .unwrap();
+            let (_, stderr) = text(&output);
+            assert_eq!(output.status.code(), Some(2), "{flag} {bad:?}: {stderr}");
+            assert!(stderr.contains(harness_core::ID_RULE), "{flag} {bad:?}: {stderr}");
+        }
+    }
+    assert!(!dir.path().join("agents").exists(), "nothing ran");
+}
+
 // ---- item 8: messages that point to the fix ----
 
 #[test]

@@ -94,7 +94,11 @@ fn the_library_builder_and_the_cli_send_the_same_requests_for_every_section() {
                 .build()
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let reply = agent
-                .call("hi", RuntimeContext::for_user("u").with_session("p"))
+                .call(
+                    "hi",
+                    RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+                        .with_session(harness_core::SessionId::from_static("p")),
+                )
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(reply.text(), "hello from fake");

@@ -149,3 +149,58 @@ fn run_calls_an_mcp_tool_and_leaves_no_server_behind() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// `harness tools --user alice` shows the workspace's set narrowed by `alice/tools.json`;
+/// bob (no file of his own) gets the workspace's set; `mcpServers` in a user file is an
+/// error naming the key and the file.
+#[test]
+fn a_users_tools_json_narrows_only_that_users_list() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tools.json"), r#"{"deny": ["write_file"]}"#).unwrap();
+    std::fs::create_dir_all(dir.path().join("alice")).unwrap();
+    std::fs::write(
+        dir.path().join("alice/tools.json"),
+        r#"{ "allow": ["read_file", "write_file", "grep_files"], "deny": ["grep_files"] }"#,
+    )
+    .unwrap();
+    let list = |user: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+        command
+            .env_remove("HARNESS_WORKSPACE")
+            .args(["tools", "--workspace"])
+            .arg(dir.path());
+        if let Some(user) = user {
+            command.args(["--user", user]);
+        }
+        command.output().unwrap()
+    };
+    let names = |output: &Output| -> Vec<String> {
+        let (stdout, stderr) = text(output);
+        assert!(output.status.success(), "{stdout}\n{stderr}");
+        stdout
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
+    };
+    let alice = names(&list(Some("alice")));
+    assert_eq!(alice, ["read_file"], "allow ∩ root, deny ∪ root");
+    let bob = names(&list(Some("bob")));
+    let all = names(&list(None));
+    assert_eq!(bob, all);
+    assert!(bob.len() > 3 && bob.iter().any(|name| name == "grep_files"), "{bob:?}");
+    assert!(!bob.iter().any(|name| name == "write_file"), "{bob:?}");
+
+    std::fs::write(
+        dir.path().join("alice/tools.json"),
+        r#"{"mcpServers": {"x": {"transport": "stdio", "command": "x"}}}"#,
+    )
+    .unwrap();
+    let output = list(Some("alice"));
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("alice/tools.json") && stderr.contains("`mcpServers` is not allowed"),
+        "{stderr}"
+    );
+}

@@ -42,8 +42,8 @@ async fn cancelling_during_tools_leaves_no_dangling_call_and_the_session_goes_on
         .build()
         .unwrap();
     let token = CancellationToken::new();
-    let ctx = RuntimeContext::for_user("u1")
-        .with_session("s1")
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"))
+        .with_session(harness_core::SessionId::from_static("s1"))
         .with_cancellation(token.clone());
     cancel_after(&token, Duration::from_millis(100));
     let started = tokio::time::Instant::now();
@@ -68,7 +68,8 @@ async fn cancelling_during_tools_leaves_no_dangling_call_and_the_session_goes_on
     );
 
     // A fresh token for the next call on the same session.
-    let next = RuntimeContext::for_user("u1").with_session("s1");
+    let next = RuntimeContext::for_user(harness_core::UserId::from_static("u1"))
+        .with_session(harness_core::SessionId::from_static("s1"));
     let reply = agent.call("again", next.clone()).await.unwrap();
     assert_eq!(reply.text(), "welcome back");
     assert_eq!(model.violations(), Vec::<String>::new());
@@ -86,7 +87,7 @@ async fn cancelling_during_the_model_call_returns_promptly() {
     let model = ScriptedModel::new().reply(Reply::text("too late").delayed(Duration::from_secs(30)));
     let agent = ReActAgent::builder().model(model.clone()).build().unwrap();
     let token = CancellationToken::new();
-    let ctx = RuntimeContext::for_user("u1").with_cancellation(token.clone());
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1")).with_cancellation(token.clone());
     cancel_after(&token, Duration::from_millis(50));
     let started = tokio::time::Instant::now();
     let result = agent.call("hello", ctx.clone()).await;
@@ -106,7 +107,7 @@ async fn an_already_cancelled_call_makes_no_model_call() {
     let agent = ReActAgent::builder().model(model.clone()).build().unwrap();
     let token = CancellationToken::new();
     token.cancel();
-    let ctx = RuntimeContext::for_user("u1").with_cancellation(token);
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1")).with_cancellation(token);
     let result = agent.call("hello", ctx.clone()).await;
     assert!(matches!(result, Err(AgentError::Cancelled)), "{result:?}");
     assert_eq!(model.request_count(), 0);

@@ -45,7 +45,8 @@ async fn twenty_sessions_in_parallel_keep_their_own_histories() {
     for i in 0..20 {
         let agent = agent.clone();
         tasks.spawn(async move {
-            let ctx = RuntimeContext::for_user(format!("u{}", i % 3)).with_session(format!("s{i}"));
+            let ctx = RuntimeContext::for_user(harness_core::UserId::parse(format!("u{}", i % 3)).unwrap())
+                .with_session(harness_core::SessionId::parse(format!("s{i}")).unwrap());
             let first = agent.call(format!("s{i} first"), ctx.clone()).await.unwrap();
             let second = agent.call(format!("s{i} second"), ctx.clone()).await.unwrap();
             (i, ctx, first.text(), second.text())

@@ -34,7 +34,8 @@ async fn a_length_cut_reply_is_continued_once_and_joined() {
         .reply(Reply::text("The answer is forty").with_finish_reason(FinishReason::Length))
         .reply(Reply::text("-two.").with_finish_reason(FinishReason::Stop));
     let agent = agent(&model);
-    let ctx = RuntimeContext::for_user("u").with_session("len");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+        .with_session(harness_core::SessionId::from_static("len"));
     let events: Vec<EventKind> = agent.stream("question", ctx.clone()).map(|e| e.kind).collect().await;
     let Some(EventKind::Final { message }) = events.last() else {
         panic!("no final event: {events:?}");
@@ -78,7 +79,7 @@ async fn a_reply_cut_twice_is_continued_only_once() {
         .reply_text("never asked");
     let agent = agent(&model);
     let events: Vec<EventKind> = agent
-        .stream("q", RuntimeContext::for_user("u"))
+        .stream("q", RuntimeContext::for_user(harness_core::UserId::from_static("u")))
         .map(|e| e.kind)
         .collect()
         .await;
@@ -100,7 +101,8 @@ async fn a_cut_tool_call_is_replaced_by_the_continuations_call() {
         .reply_tool_call("echo", serde_json::json!({"text": "whole"}))
         .reply_text("done");
     let agent = agent(&model);
-    let ctx = RuntimeContext::for_user("u").with_session("cut");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+        .with_session(harness_core::SessionId::from_static("cut"));
     let reply = agent.call("go", ctx.clone()).await.unwrap();
     assert_eq!(reply.text(), "done");
     assert_eq!(model.violations(), Vec::<String>::new());
@@ -121,7 +123,8 @@ async fn a_content_filtered_reply_ends_the_call_with_a_typed_error() {
         .reply(Reply::text("I can't").with_finish_reason(FinishReason::ContentFilter))
         .reply(Reply::text("I can't").with_finish_reason(FinishReason::ContentFilter));
     let agent = agent(&model);
-    let ctx = RuntimeContext::for_user("u").with_session("cf");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+        .with_session(harness_core::SessionId::from_static("cf"));
     let err = agent.call("bad", ctx.clone()).await.unwrap_err();
     assert!(matches!(err, AgentError::ContentFiltered { .. }), "{err:?}");
     assert_eq!(err.kind(), ErrorKind::ContentFilter);
@@ -131,7 +134,7 @@ async fn a_content_filtered_reply_ends_the_call_with_a_typed_error() {
         "the filtered reply was kept"
     );
     let events: Vec<EventKind> = agent
-        .stream("bad", ctx.with_session("cf2"))
+        .stream("bad", ctx.with_session(harness_core::SessionId::from_static("cf2")))
         .map(|e| e.kind)
         .collect()
         .await;
@@ -150,7 +153,13 @@ async fn a_content_filtered_reply_ends_the_call_with_a_typed_error() {
 async fn the_finish_reason_is_kept_on_the_message() {
     let model = ScriptedModel::new().reply_text("hi");
     let agent = agent(&model);
-    let reply = agent.call("hello", RuntimeContext::for_user("u")).await.unwrap();
+    let reply = agent
+        .call(
+            "hello",
+            RuntimeContext::for_user(harness_core::UserId::from_static("u")),
+        )
+        .await
+        .unwrap();
     assert_eq!(reply.finish_reason, Some(FinishReason::Stop));
     let json = serde_json::to_value(&reply).unwrap();
     assert_eq!(json["finish_reason"], "stop");

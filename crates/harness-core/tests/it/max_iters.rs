@@ -102,7 +102,13 @@ async fn the_default_limit_is_ten_steps() {
         .tool(echo_tool().shared())
         .build()
         .unwrap();
-    let reply = agent.call("loop", RuntimeContext::for_user("u1")).await.unwrap();
+    let reply = agent
+        .call(
+            "loop",
+            RuntimeContext::for_user(harness_core::UserId::from_static("u1")),
+        )
+        .await
+        .unwrap();
     assert_eq!(reply.text(), "final answer");
     assert_eq!(model.request_count(), DEFAULT_MAX_ITERS as usize + 1);
     assert_eq!(model.violations(), Vec::<String>::new());
@@ -119,7 +125,7 @@ async fn the_stream_reports_max_iterations() {
         .max_iters(two())
         .build()
         .unwrap();
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     let events: Vec<EventKind> = agent
         .stream("loop", ctx.clone())
         .map(|event| event.kind)
@@ -174,7 +180,7 @@ async fn the_max_iterations_reply_is_the_recorded_one() {
         .max_iters(two())
         .build()
         .unwrap();
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     let reply = agent.call("loop", ctx.clone()).await.unwrap();
     let state = saved(&agent, &ctx).await;
     let last = state.messages.last().unwrap();

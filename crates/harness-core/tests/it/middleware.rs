@@ -32,7 +32,10 @@ async fn one_middleware_sees_every_hook_nested_for_model_tool_model() {
         .middleware(Recorder::shared("rec", Hooks::ALL, &log))
         .build()
         .unwrap();
-    let reply = agent.call("go", RuntimeContext::for_user("u1")).await.unwrap();
+    let reply = agent
+        .call("go", RuntimeContext::for_user(harness_core::UserId::from_static("u1")))
+        .await
+        .unwrap();
     assert_eq!(reply.text(), "done");
     assert_eq!(
         log.entries().join("\n"),
@@ -81,7 +84,10 @@ async fn registration_order_is_nesting_order_and_undeclared_hooks_are_skipped() 
         .middleware(Recorder::shared("inner", Hooks::ALL, &log))
         .build()
         .unwrap();
-    agent.call("go", RuntimeContext::for_user("u1")).await.unwrap();
+    agent
+        .call("go", RuntimeContext::for_user(harness_core::UserId::from_static("u1")))
+        .await
+        .unwrap();
     let step = |n: u32| {
         format!(
             "outer reasoning> {n}

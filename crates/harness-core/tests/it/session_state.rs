@@ -81,9 +81,10 @@ fn tool_texts(state: &AgentState) -> Vec<String> {
 async fn a_tool_changes_session_state_and_the_next_call_sees_it() {
     let store: Arc<dyn StateStore> = Arc::new(harness_core::InMemoryStateStore::default());
     let agent = agent(model(), Arc::clone(&store));
-    let ctx = RuntimeContext::for_user("u").with_session("s");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+        .with_session(harness_core::SessionId::from_static("s"));
     agent.call("plan", ctx.clone()).await.unwrap();
-    let key = agent.key_for(&ctx).unwrap();
+    let key = agent.key_for(&ctx);
     let (state, _) = store.load(&key).await.unwrap().unwrap();
     assert_eq!(
         tool_texts(&state),
@@ -97,7 +98,8 @@ async fn a_tool_changes_session_state_and_the_next_call_sees_it() {
 #[tokio::test]
 async fn a_new_process_sees_the_saved_session_state() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = RuntimeContext::for_user("u").with_session("s");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+        .with_session(harness_core::SessionId::from_static("s"));
     let first = agent(model(), Arc::new(harness_store::FileStateStore::new(dir.path())));
     first.call("plan", ctx.clone()).await.unwrap();
     drop(first);
@@ -109,7 +111,7 @@ async fn a_new_process_sees_the_saved_session_state() {
         Arc::clone(&store),
     );
     second.call("more", ctx.clone()).await.unwrap();
-    let (state, _) = store.load(&second.key_for(&ctx).unwrap()).await.unwrap().unwrap();
+    let (state, _) = store.load(&second.key_for(&ctx)).await.unwrap().unwrap();
     assert_eq!(tool_texts(&state), ["a", "a,b", "a,b,c"]);
 }
 
@@ -124,8 +126,9 @@ async fn a_corrupt_slot_is_a_clear_error() {
             .reply_text("sorry"),
         Arc::clone(&store),
     );
-    let ctx = RuntimeContext::for_user("u").with_session("s");
-    let key = agent.key_for(&ctx).unwrap();
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+        .with_session(harness_core::SessionId::from_static("s"));
+    let key = agent.key_for(&ctx);
     let mut state = AgentState::default();
     state.extensions.insert("todos".into(), json!({"items": 42}));
     store.save(&key, &state, 0, None).await.unwrap();

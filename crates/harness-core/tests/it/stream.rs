@@ -73,7 +73,11 @@ async fn a_tool_using_call_yields_events_in_order_with_final_last() {
         });
     let agent = ReActAgent::builder().model(model).tool(echo()).build().unwrap();
     let events: Vec<AgentEvent> = agent
-        .stream("go", RuntimeContext::for_user("u1").with_session("s1"))
+        .stream(
+            "go",
+            RuntimeContext::for_user(harness_core::UserId::from_static("u1"))
+                .with_session(harness_core::SessionId::from_static("s1")),
+        )
         .collect()
         .await;
     assert!(
@@ -106,7 +110,7 @@ async fn a_tool_using_call_yields_events_in_order_with_final_last() {
 async fn a_failed_call_ends_with_an_error_event() {
     let model = ScriptedModel::new().reply_error(ScriptedError::Auth);
     let agent = ReActAgent::builder().model(model).build().unwrap();
-    let mut stream = agent.stream("go", RuntimeContext::for_user("u1"));
+    let mut stream = agent.stream("go", RuntimeContext::for_user(harness_core::UserId::from_static("u1")));
     let mut described = Vec::new();
     while let Some(event) = stream.next().await {
         described.push(describe(&event.kind));
@@ -152,7 +156,7 @@ async fn dropping_the_stream_mid_call_stops_it() {
         .reply_tool_call("wait", json!({}))
         .reply_text("never");
     let agent = ReActAgent::builder().model(model.clone()).tool(tool).build().unwrap();
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     let mut stream = agent.stream("go", ctx.clone());
     loop {
         let event = stream.next().await.unwrap();
@@ -169,7 +173,7 @@ async fn dropping_the_stream_mid_call_stops_it() {
     assert_eq!(log.entries(), ["tool started", "tool dropped"]);
     assert!(!finished.load(Ordering::SeqCst));
     assert_eq!(model.request_count(), 1);
-    let key = agent.key_for(&ctx).unwrap();
+    let key = agent.key_for(&ctx);
     assert!(agent.state_store().load(&key).await.unwrap().is_none());
 }
 
@@ -189,7 +193,12 @@ async fn stream_with_a_tagged_sink_tags_every_event() {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let sink = EventSink::new(tx).with_source(source.clone());
     let events: Vec<AgentEvent> = agent
-        .stream_with("go".into(), RuntimeContext::for_user("u1"), sink, rx)
+        .stream_with(
+            "go".into(),
+            RuntimeContext::for_user(harness_core::UserId::from_static("u1")),
+            sink,
+            rx,
+        )
         .collect()
         .await;
     assert!(events.len() > 5, "{events:?}");
@@ -227,7 +236,9 @@ async fn the_stream_ends_after_final_even_if_a_sink_clone_lives_on() {
     let agent = ReActAgent::builder().model(model).tool(tool).build().unwrap();
     let events = tokio::time::timeout(
         Duration::from_secs(5),
-        agent.stream("go", RuntimeContext::for_user("u1")).collect::<Vec<_>>(),
+        agent
+            .stream("go", RuntimeContext::for_user(harness_core::UserId::from_static("u1")))
+            .collect::<Vec<_>>(),
     )
     .await;
     let _ = release.send(());

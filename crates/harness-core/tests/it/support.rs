@@ -290,7 +290,7 @@ pub(crate) fn assert_paired(messages: &[Arc<Msg>]) {
 
 /// The saved messages of `ctx`'s session.
 pub(crate) async fn saved(agent: &ReActAgent, ctx: &RuntimeContext) -> AgentState {
-    let key = agent.key_for(ctx).unwrap_or_else(|err| panic!("{err}"));
+    let key = agent.key_for(ctx);
     match agent.state_store().load(&key).await {
         Ok(Some((state, _version))) => state,
         Ok(None) => panic!("session {} was never saved", key.display()),
@@ -324,7 +324,8 @@ pub(crate) async fn check(agent: ReActAgentBuilder, model: ScriptedModel, input:
         .model(model.clone())
         .build()
         .unwrap_or_else(|err| panic!("build: {err}"));
-    let ctx = RuntimeContext::for_user("tester").with_session("check");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("tester"))
+        .with_session(harness_core::SessionId::from_static("check"));
     let result = agent.call(input, ctx.clone()).await;
     let state = saved(&agent, &ctx).await;
     assert_eq!(render(&state.messages), lines(expect), "saved session differs");

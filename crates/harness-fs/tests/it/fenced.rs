@@ -8,9 +8,9 @@ use std::sync::Arc;
 fn scope() -> CallScope {
     CallScope::new(
         IsolationScope::User,
-        AgentId::new("main"),
-        UserId::new("alice"),
-        SessionId::new("s1"),
+        AgentId::from_static("main"),
+        UserId::from_static("alice"),
+        SessionId::from_static("s1"),
     )
     .unwrap()
 }
@@ -76,6 +76,14 @@ async fn a_stale_token_writes_nothing_through_any_view() {
             let refused = view.write(&transcript, b"stale\n", WriteMode::Overwrite).await;
             assert!(refused.as_ref().is_err_and(fenced), "{name}: {refused:?}");
         }
+        // Nor can it delete shared data.
+        let refused = old.user.delete(&transcript).await;
+        assert!(
+            refused.as_ref().is_err_and(|err| std::error::Error::source(err)
+                .and_then(|source| source.downcast_ref::<StoreError>())
+                .is_some_and(|source| matches!(source, StoreError::Fenced { .. }))),
+            "delete: {refused:?}"
+        );
         // Files outside the shared store are not fenced (one host's disk is under its OS lock).
         old.user
             .write(&p("notes.md"), b"local", WriteMode::Overwrite)

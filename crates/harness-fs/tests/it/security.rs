@@ -216,9 +216,9 @@ async fn check_cross_namespace(base: Arc<dyn Filesystem>, attack_link: Option<&P
     let scope = |user: &str| {
         CallScope::new(
             IsolationScope::User,
-            AgentId::new("main"),
-            UserId::new(user),
-            SessionId::new("s1"),
+            AgentId::from_static("main"),
+            UserId::parse(user).unwrap(),
+            SessionId::from_static("s1"),
         )
     };
     // The model's layered views: their own namespace over the read-only shared layer.

@@ -78,7 +78,15 @@ async fn check_shared_layer(root: Arc<dyn Filesystem>) {
     }
 
     // Alice's layered view: her own files, the shared ones through, nothing of bob's.
-    let scope = |kind| CallScope::new(kind, AgentId::new("main"), UserId::new("alice"), SessionId::new("s")).unwrap();
+    let scope = |kind| {
+        CallScope::new(
+            kind,
+            AgentId::from_static("main"),
+            UserId::from_static("alice"),
+            SessionId::from_static("s"),
+        )
+        .unwrap()
+    };
     let alice = CallWorkspace::new(&root, &scope(IsolationScope::User), None).layered;
     assert_eq!(alice.read(&p("knowledge/products.md")).await.unwrap(), b"router wifi\n");
     assert!(matches!(

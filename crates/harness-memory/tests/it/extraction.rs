@@ -32,7 +32,7 @@ async fn extraction_appends_only_new_facts() {
         .flush(
             dyn_fs(&fs),
             &NamespaceKey::new("alice"),
-            &SessionId::new("s1"),
+            &SessionId::from_static("s1"),
             &conversation("I moved to Berlin in 2024, and I still love green tea.", "Noted!"),
         )
         .await
@@ -71,7 +71,7 @@ async fn no_reply_writes_nothing() {
         .flush(
             dyn_fs(&fs),
             &NamespaceKey::new("alice"),
-            &SessionId::new("s1"),
+            &SessionId::from_static("s1"),
             &conversation("hello", "hi there"),
         )
         .await
@@ -206,7 +206,7 @@ async fn memory_off_makes_no_extraction_call() {
             .flush(
                 dyn_fs(&fs),
                 &NamespaceKey::new("bo"),
-                &SessionId::new("s1"),
+                &SessionId::from_static("s1"),
                 &conversation("a", "b"),
             )
             .await
@@ -245,7 +245,7 @@ async fn before_compaction_mode_extracts_only_what_compaction_hands_over() {
     memory.flush_before_compaction(
         dyn_fs(&fs),
         &NamespaceKey::new("cy"),
-        &SessionId::new("s1"),
+        &SessionId::from_static("s1"),
         conversation("My project is Orca.", "ok"),
     );
     assert!(memory.shutdown(Duration::from_secs(5)).await.completed);

@@ -248,7 +248,7 @@ async fn transcripts_are_searched_per_agent_and_torn_lines_are_tolerated() {
         .await;
     assert_eq!(all.hits.len(), 3, "{all:?}");
     let helper = SearchScope::Sessions {
-        agent: Some(AgentId::new("helper")),
+        agent: Some(AgentId::from_static("helper")),
     };
     let scoped = memory.search_in(dyn_fs(&fs), &key, &helper, "van level", 10).await;
     assert_eq!(scoped.hits[0].path, "agents/helper/sessions/s1.log.jsonl");

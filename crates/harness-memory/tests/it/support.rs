@@ -264,7 +264,11 @@ pub fn eager() -> MemoryConfig {
 
 /// A call context for `user` in `session` with `fs` as the user's workspace.
 pub fn ctx(user: &str, session: &str, fs: &Arc<MemFs>) -> RuntimeContext {
-    let mut ctx = RuntimeContext::for_user(user).with_session(session);
+    let (user_id, session_id) = (
+        harness_core::UserId::parse(user).expect("test ids are safe"),
+        harness_core::SessionId::parse(session).expect("test ids are safe"),
+    );
+    let mut ctx = RuntimeContext::for_user(user_id).with_session(session_id);
     let fs: Arc<dyn Filesystem> = fs.clone();
     ctx.insert(CallWorkspace {
         user: Arc::clone(&fs),
@@ -272,13 +276,8 @@ pub fn ctx(user: &str, session: &str, fs: &Arc<MemFs>) -> RuntimeContext {
         unfenced: Arc::clone(&fs),
         shared: fs,
     });
-    let scope = harness_fs::CallScope::new(
-        harness_fs::IsolationScope::User,
-        "main".into(),
-        user.into(),
-        session.into(),
-    )
-    .expect("test ids are safe");
+    let scope = harness_fs::CallScope::parse(harness_fs::IsolationScope::User, "main", user, session)
+        .expect("test ids are safe");
     ctx.insert(scope);
     ctx
 }

@@ -14,7 +14,7 @@ const TRANSCRIPT: &str = "agents/main/sessions/s1.log.jsonl";
 const MARK: &str = "memory/.extraction/main/s1.json";
 
 fn scope() -> CallScope {
-    CallScope::new(IsolationScope::User, "main".into(), "ana".into(), "s1".into()).unwrap()
+    CallScope::parse(IsolationScope::User, "main", "ana", "s1").unwrap()
 }
 
 fn append_transcript(fs: &MemFs, messages: &[Msg]) {

@@ -22,9 +22,9 @@ pub(crate) struct StateFixture {
 
 fn key(session: &str) -> StateKey {
     StateKey {
-        agent_id: AgentId::new("agent"),
-        user_id: UserId::new("user"),
-        session_id: SessionId::new(session),
+        agent_id: AgentId::from_static("agent"),
+        user_id: UserId::from_static("user"),
+        session_id: SessionId::parse(session).unwrap(),
     }
 }
 
@@ -356,9 +356,9 @@ async fn tokens_grow(lease: &Arc<dyn SessionLease>, key: &LeaseKey) {
 /// state write is refused.
 pub(crate) async fn expiry_and_takeover(lease: Arc<dyn SessionLease>, store: Arc<dyn StateStore>, unique: &str) {
     let k = StateKey {
-        agent_id: AgentId::new("agent"),
-        user_id: UserId::new("user"),
-        session_id: SessionId::new(format!("expiry-{unique}")),
+        agent_id: AgentId::from_static("agent"),
+        user_id: UserId::from_static("user"),
+        session_id: SessionId::parse(format!("expiry-{unique}")).unwrap(),
     };
     let lease_key = default_lease_key(&k);
     let base = with_messages(1);

@@ -299,6 +299,15 @@ mod redis {
                 Err(StoreError::Conflict { .. })
             ));
             assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
+            // Deletes are fenced too: the stale writer cannot remove shared data.
+            match store.delete_fenced("t/transcript", &stale).await {
+                Err(StoreError::Fenced { token, .. }) => assert_eq!(token, stale.token),
+                other => panic!("a stale delete must be refused: {other:?}"),
+            }
+            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
+            assert!(store.delete_fenced("t/transcript", &current).await.unwrap());
+            assert!(store.get("t/transcript").await.unwrap().is_none());
+            assert!(!store.delete_fenced("t/transcript", &current).await.unwrap());
             second.release().await;
         };
         let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;

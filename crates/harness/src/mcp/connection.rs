@@ -1,6 +1,12 @@
 //! One MCP server: connect, watch for its death, restart it once per death (with a growing
 //! backoff), shut it down with its whole process group.
 //!
+//! A streamable-HTTP server is not ours to restart: when it goes away the connection is
+//! re-established instead, with the same growing backoff and without giving up, and a tool
+//! call while it is away asks for an attempt at once and waits for that attempt only (so a
+//! call during the outage is an error result as soon as the connect fails, and the first
+//! call after the server is back reconnects and goes through).
+//!
 //! A stdio server runs in its own process group with a scrubbed environment (see
 //! [`HostEnv::scrubbed`]) plus the `env` of its configuration; shutdown and death kill the
 //! group, so grandchildren go too. The live state is published on a `watch` channel: tools
@@ -129,6 +135,8 @@ pub struct ServerStatus {
     /// Restarts so far.
     pub restarts: u32,
     peer: Option<Peer<RoleClient>>,
+    /// Completed reconnect attempts (streamable HTTP), so a call can wait for the next one.
+    attempts: u64,
 }
 
 /// A live connection to one server plus its restart supervisor.
@@ -140,6 +148,11 @@ pub(crate) struct Connection {
     shutdown: CancellationToken,
     supervisor: Mutex<Option<JoinHandle<()>>>,
     stderr_tail: Arc<StdMutex<VecDeque<String>>>,
+    /// A call asking the HTTP reconnect loop to try now.
+    nudge: tokio::sync::Notify,
+    /// Cancels the live client (a call found its transport broken).
+    current: StdMutex<Option<CancellationToken>>,
+    attempts: std::sync::atomic::AtomicU64,
 }
 
 /// A connected server: the client plus, for stdio, the child (owned here so it is reaped).
@@ -216,6 +229,7 @@ impl Connection {
             pid: running.pid(),
             restarts: 0,
             peer: Some(running.client.peer().clone()),
+            attempts: 0,
         });
         let connection = Arc::new(Self {
             config,
@@ -225,6 +239,9 @@ impl Connection {
             shutdown: CancellationToken::new(),
             supervisor: Mutex::new(None),
             stderr_tail,
+            nudge: tokio::sync::Notify::new(),
+            current: StdMutex::new(None),
+            attempts: std::sync::atomic::AtomicU64::new(0),
         });
         let supervisor = tokio::spawn(Arc::clone(&connection).supervise(running));
         *connection.supervisor.lock().await = Some(supervisor);
@@ -258,6 +275,51 @@ impl Connection {
         }
     }
 
+    fn is_http(&self) -> bool {
+        matches!(self.config.transport, McpTransport::StreamableHttp { .. })
+    }
+
+    /// The peer for a tool call. A streamable-HTTP server that is away is asked to
+    /// reconnect now; the call waits for that one attempt (bounded by the connect timeout)
+    /// and gets the new peer, or the reason it is still away.
+    pub(crate) async fn peer_for_call(&self) -> Result<Peer<RoleClient>, String> {
+        let mut status = self.status.subscribe();
+        let (away, seen) = {
+            let now = status.borrow();
+            (matches!(now.phase, ServerPhase::Restarting { .. }), now.attempts)
+        };
+        if !(away && self.is_http()) {
+            return self.peer();
+        }
+        self.nudge.notify_one();
+        let attempted =
+            status.wait_for(|now| now.attempts > seen || !matches!(now.phase, ServerPhase::Restarting { .. }));
+        // One connect attempt is bounded by the connect timeout; the slack covers the
+        // supervisor getting to it.
+        let _ = tokio::time::timeout(self.policy.connect_timeout + Duration::from_secs(5), attempted).await;
+        self.peer()
+    }
+
+    /// A call found the transport broken (a streamable-HTTP server that went away): drop
+    /// the client so the supervisor reconnects, and stop handing out its peer at once.
+    pub(crate) fn mark_broken(&self, reason: &str) {
+        if !self.is_http() {
+            return;
+        }
+        let token = self.current.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(token) = token {
+            token.cancel();
+            let restarts = self.status.borrow().restarts;
+            self.publish(
+                ServerPhase::Restarting {
+                    reason: format!("MCP server `{}` is unreachable: {reason}", self.config.name),
+                },
+                None,
+                restarts,
+            );
+        }
+    }
+
     /// Stops the supervisor, the client and the process group; waits until they are gone.
     pub(crate) async fn shutdown(&self) {
         self.shutdown.cancel();
@@ -273,18 +335,57 @@ impl Connection {
             pid: running.and_then(Running::pid),
             restarts,
             peer: running.map(|r| r.client.peer().clone()),
+            attempts: self.attempts.load(std::sync::atomic::Ordering::SeqCst),
         });
+    }
+
+    /// Reconnects a streamable-HTTP server that went away: attempts after a growing backoff
+    /// or at once when a call asks ([`peer_for_call`](Self::peer_for_call)), without giving
+    /// up; `None` at shutdown.
+    async fn reconnect_http(&self, restarts: u32) -> Option<Running> {
+        let mut failures = 0u32;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(self.policy.delay(failures)) => {}
+                () = self.nudge.notified() => {}
+                () = self.shutdown.cancelled() => return None,
+            }
+            let attempt = tokio::select! {
+                attempt = connect(&self.config, &self.env, &self.policy, &self.stderr_tail) => attempt,
+                () = self.shutdown.cancelled() => return None,
+            };
+            self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match attempt {
+                Ok(next) => {
+                    tracing::info!(server = %self.config.name, "MCP server reconnected");
+                    self.publish(ServerPhase::Ready, Some(&next), restarts + 1);
+                    return Some(next);
+                }
+                Err(err) => {
+                    failures = failures.saturating_add(1);
+                    let reason = format!("MCP server `{}` is unreachable: {err}", self.config.name);
+                    tracing::debug!(server = %self.config.name, %reason, "reconnect failed; will retry");
+                    self.publish(ServerPhase::Restarting { reason: reason.clone() }, None, restarts);
+                }
+            }
+        }
     }
 
     async fn supervise(self: Arc<Self>, mut running: Running) {
         let mut restarts = 0u32;
         loop {
             let token = running.client.cancellation_token();
+            let broken = CancellationToken::new();
+            *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(broken.clone());
             let Running { client, mut child } = running;
             let waiting = client.waiting();
             tokio::pin!(waiting);
             tokio::select! {
                 _ = &mut waiting => {}
+                () = broken.cancelled() => {
+                    token.cancel();
+                    let _ = waiting.await;
+                }
                 () = self.shutdown.cancelled() => {
                     token.cancel();
                     let _ = waiting.await;
@@ -294,6 +395,22 @@ impl Connection {
                 }
             }
             kill(child.as_mut()).await;
+            if self.is_http() {
+                let reason = format!("MCP server `{}` went away; reconnecting", self.config.name);
+                tracing::warn!(server = %self.config.name, "MCP server went away; reconnecting");
+                self.publish(ServerPhase::Restarting { reason }, None, restarts);
+                match self.reconnect_http(restarts).await {
+                    Some(next) => {
+                        restarts += 1;
+                        running = next;
+                        continue;
+                    }
+                    None => {
+                        self.publish(ServerPhase::Stopped, None, restarts);
+                        return;
+                    }
+                }
+            }
             let reason = format!("MCP server `{}` exited{}", self.config.name, self.stderr_suffix());
             tracing::warn!(server = %self.config.name, %reason, "MCP server died; restarting");
             self.publish(ServerPhase::Restarting { reason: reason.clone() }, None, restarts);

@@ -7,6 +7,7 @@ use super::naming::tool_name;
 use async_trait::async_trait;
 use harness_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use rmcp::model::CallToolRequestParams;
+use rmcp::service::ServiceError;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,16 +101,25 @@ impl Tool for McpTool {
                 });
             }
         };
-        let peer = self.server.peer().map_err(|reason| {
+        let unavailable = |reason: String| {
             ToolError::failed(format!(
                 "MCP server `{}` is unavailable: {reason}. Try again later or use another tool.",
                 self.server.name()
             ))
-        })?;
+        };
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = arguments;
         let after = self.server.timeout();
-        match tokio::time::timeout(after, peer.call_tool(params)).await {
+        let peer = self.server.peer_for_call().await.map_err(unavailable)?;
+        let mut outcome = tokio::time::timeout(after, peer.call_tool(params.clone())).await;
+        if let Ok(Err(err @ (ServiceError::TransportSend(_) | ServiceError::TransportClosed))) = &outcome {
+            // The transport could not deliver the request (the server went away, or came
+            // back without our session): reconnect and send it once more.
+            self.server.mark_broken(&err.to_string());
+            let peer = self.server.peer_for_call().await.map_err(unavailable)?;
+            outcome = tokio::time::timeout(after, peer.call_tool(params)).await;
+        }
+        match outcome {
             Ok(Ok(result)) => Ok(to_output(result)),
             Ok(Err(err)) => Err(ToolError::failed(format!("MCP server `{}`: {err}", self.server.name()))),
             Err(_) => Err(ToolError::Timeout {

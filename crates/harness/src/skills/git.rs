@@ -37,6 +37,17 @@ pub enum GitSyncError {
         /// The repository.
         url: String,
     },
+    /// The pinned `ref` names no branch, tag or commit of the repository.
+    #[error("git repository `{url}`: `ref = \"{reference}\"` is not a branch, tag or commit of it")]
+    UnknownRef {
+        /// The repository.
+        url: String,
+        /// The configured ref.
+        reference: String,
+        /// Why it did not resolve.
+        #[source]
+        source: BoxError,
+    },
     /// Writing the staged files failed.
     #[error("staging skills into {path}")]
     Io {
@@ -54,11 +65,11 @@ pub enum GitSyncError {
 /// What a sync did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SyncOutcome {
-    /// The remote HEAD is the one already staged.
+    /// The commit to stage (the remote HEAD, or the pinned ref's) is the one already staged.
     Unchanged,
-    /// A new HEAD was staged.
+    /// A new commit was staged.
     Updated {
-        /// The new HEAD commit (hex).
+        /// The staged commit (hex).
         head: String,
         /// Files written (new or changed).
         written: usize,
@@ -71,6 +82,8 @@ pub enum SyncOutcome {
 #[derive(Debug)]
 pub struct GitSkillRepository {
     url: String,
+    /// The pinned branch, tag or commit; `None`: the remote HEAD.
+    reference: Option<String>,
     source: String,
     git_dir: PathBuf,
     stage_dir: PathBuf,
@@ -91,11 +104,25 @@ impl GitSkillRepository {
         let source = source.into();
         Self {
             url: url.into(),
+            reference: None,
             git_dir: cache_root.join(".git").join(&source),
             stage_dir: cache_root.join(&source),
             source,
             lock: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Stages `reference` (a branch, tag or commit) instead of the remote HEAD; `None`
+    /// keeps the HEAD. A branch follows new commits at every sync; a tag or a commit stays.
+    #[must_use]
+    pub fn pinned(mut self, reference: Option<String>) -> Self {
+        self.reference = reference;
+        self
+    }
+
+    /// The pinned ref, when there is one.
+    pub fn reference(&self) -> Option<&str> {
+        self.reference.as_deref()
     }
 
     /// Where the repository's files are staged on the host.
@@ -113,14 +140,16 @@ impl GitSkillRepository {
         &self.url
     }
 
-    /// Fetches; stages the remote HEAD's skills when HEAD changed since the last sync.
+    /// Fetches; stages the skills of the remote HEAD (or of the pinned ref) when that commit
+    /// changed since the last sync.
     ///
     /// # Errors
     /// [`GitSyncError`]; the previously staged skills stay.
     pub async fn sync(&self) -> Result<SyncOutcome, GitSyncError> {
         let _one_at_a_time = self.lock.lock().await;
         let (url, git_dir, stage_dir) = (self.url.clone(), self.git_dir.clone(), self.stage_dir.clone());
-        tokio::task::spawn_blocking(move || sync_blocking(&url, &git_dir, &stage_dir)).await?
+        let reference = self.reference.clone();
+        tokio::task::spawn_blocking(move || sync_blocking(&url, reference.as_deref(), &git_dir, &stage_dir)).await?
     }
 }
 
@@ -160,26 +189,16 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> GitSyncError + '_ {
     }
 }
 
-fn sync_blocking(url: &str, git_dir: &Path, stage_dir: &Path) -> Result<SyncOutcome, GitSyncError> {
+fn sync_blocking(
+    url: &str,
+    reference: Option<&str>,
+    git_dir: &Path,
+    stage_dir: &Path,
+) -> Result<SyncOutcome, GitSyncError> {
     let git = git_err(url);
     let interrupt = AtomicBool::new(false);
-    let (repo, outcome) = if git_dir.join("HEAD").is_file() {
-        let repo = gix::open(git_dir).map_err(|e| git(e.into()))?;
-        // A bare clone configures no fetch refspec; fetch every branch (HEAD is one of them).
-        let remote = repo
-            .find_remote("origin")
-            .map_err(|e| git(e.into()))?
-            .with_refspecs(["+refs/heads/*:refs/heads/*"], gix::remote::Direction::Fetch)
-            .map_err(|e| git(e.into()))?;
-        let outcome = remote
-            .connect(gix::remote::Direction::Fetch)
-            .map_err(|e| git(e.into()))?
-            .prepare_fetch(gix::progress::Discard, Default::default())
-            .map_err(|e| git(e.into()))?
-            .receive(gix::progress::Discard, &interrupt)
-            .map_err(|e| git(e.into()))?;
-        (repo, outcome)
-    } else {
+    let fresh = !git_dir.join("HEAD").is_file();
+    let (repo, outcome) = if fresh {
         if let Some(parent) = git_dir.parent() {
             std::fs::create_dir_all(parent).map_err(io_err(parent))?;
         }
@@ -187,8 +206,83 @@ fn sync_blocking(url: &str, git_dir: &Path, stage_dir: &Path) -> Result<SyncOutc
         prepare
             .fetch_only(gix::progress::Discard, &interrupt)
             .map_err(|e| git(e.into()))?
+    } else {
+        let repo = gix::open(git_dir).map_err(|e| git(e.into()))?;
+        let outcome = fetch_branches_and_tags(&repo, url, &interrupt)?;
+        (repo, outcome)
     };
-    let head = outcome
+    // A pinned ref may name a tag: a fresh clone fetches branches only, so fetch the tags
+    // (and the branches, as every later sync does) before resolving it.
+    let outcome = if fresh && reference.is_some() {
+        fetch_branches_and_tags(&repo, url, &interrupt)?
+    } else {
+        outcome
+    };
+    let head = match reference {
+        Some(reference) => resolve_reference(&repo, url, reference)?,
+        None => remote_head(&repo, &outcome, url)?,
+    };
+    stage(&repo, url, head, stage_dir)
+}
+
+/// Fetches every branch (HEAD is one of them) and every tag (a pinned ref may name one) into
+/// the bare clone, which configures no fetch refspec of its own.
+fn fetch_branches_and_tags(
+    repo: &gix::Repository,
+    url: &str,
+    interrupt: &AtomicBool,
+) -> Result<gix::remote::fetch::Outcome, GitSyncError> {
+    let git = git_err(url);
+    repo.find_remote("origin")
+        .map_err(|e| git(e.into()))?
+        .with_refspecs(
+            ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+            gix::remote::Direction::Fetch,
+        )
+        .map_err(|e| git(e.into()))?
+        .connect(gix::remote::Direction::Fetch)
+        .map_err(|e| git(e.into()))?
+        .prepare_fetch(gix::progress::Discard, Default::default())
+        .map_err(|e| git(e.into()))?
+        .receive(gix::progress::Discard, interrupt)
+        .map_err(|e| git(e.into()))
+}
+
+/// The commit a pinned ref names in the clone: a branch (`refs/heads/<ref>`, which every
+/// fetch updates), else a tag (`refs/tags/<ref>`), else a full commit id.
+fn resolve_reference(repo: &gix::Repository, url: &str, reference: &str) -> Result<gix::ObjectId, GitSyncError> {
+    let unknown = |source: BoxError| GitSyncError::UnknownRef {
+        url: url.to_owned(),
+        reference: reference.to_owned(),
+        source,
+    };
+    for candidate in [format!("refs/heads/{reference}"), format!("refs/tags/{reference}")] {
+        let found = repo
+            .try_find_reference(candidate.as_str())
+            .map_err(|e| unknown(e.into()))?;
+        if let Some(mut found) = found {
+            let commit = found.peel_to_commit().map_err(|e| unknown(e.into()))?;
+            return Ok(commit.id);
+        }
+    }
+    let id = gix::ObjectId::from_hex(reference.as_bytes()).map_err(|_| {
+        unknown("no branch or tag has that name, and it is not a full commit id (40 hex digits)".into())
+    })?;
+    let commit = repo
+        .find_object(id)
+        .map_err(|e| unknown(e.into()))?
+        .peel_to_commit()
+        .map_err(|e| unknown(e.into()))?;
+    Ok(commit.id)
+}
+
+/// The remote's HEAD after a clone or fetch.
+fn remote_head(
+    repo: &gix::Repository,
+    outcome: &gix::remote::fetch::Outcome,
+    url: &str,
+) -> Result<gix::ObjectId, GitSyncError> {
+    outcome
         .ref_map
         .remote_refs
         .iter()
@@ -201,8 +295,17 @@ fn sync_blocking(url: &str, git_dir: &Path, stage_dir: &Path) -> Result<SyncOutc
         // A refetch asks only for branches, so HEAD may not be advertised: the clone's own
         // HEAD names the same branch, which the fetch just updated.
         .or_else(|| repo.head_id().ok().map(|id| id.detach()))
-        .ok_or_else(|| GitSyncError::NoHead { url: url.to_owned() })?;
+        .ok_or_else(|| GitSyncError::NoHead { url: url.to_owned() })
+}
 
+/// Stages the skills of commit `head` (only files whose hash changed are written).
+fn stage(
+    repo: &gix::Repository,
+    url: &str,
+    head: gix::ObjectId,
+    stage_dir: &Path,
+) -> Result<SyncOutcome, GitSyncError> {
+    let git = git_err(url);
     let manifest_path = stage_dir.join(MANIFEST);
     let manifest: Manifest = std::fs::read(&manifest_path)
         .ok()

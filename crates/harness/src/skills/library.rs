@@ -2,7 +2,7 @@
 
 use super::catalogue;
 use super::git::{GitSkillRepository, SKILLS_CACHE, source_name};
-use super::skill::{Skill, SkillLayer, scan};
+use super::skill::{ScanSite, Skill, SkillFileCache, SkillLayer, scan};
 use harness_fs::{CallWorkspace, Filesystem, FsError, LocalFs, WsPath};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +17,35 @@ pub struct SkillsConfig {
     /// The global directory (lowest layer); skipped when missing.
     pub global_dir: Option<PathBuf>,
     /// Git repositories by URL or path, in priority order (a later one shadows an earlier).
-    pub repositories: Vec<String>,
+    pub repositories: Vec<SkillRepositorySource>,
+}
+
+/// One skill repository: where it is, and what to stage from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillRepositorySource {
+    /// The URL or local path.
+    pub url: String,
+    /// A branch, tag or commit to stage; `None` stages the remote HEAD. A branch follows
+    /// its new commits; a tag or a commit stays where it is.
+    pub reference: Option<String>,
+}
+
+impl SkillRepositorySource {
+    /// The remote HEAD of `url`.
+    pub fn head(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            reference: None,
+        }
+    }
+
+    /// `reference` (a branch, tag or commit) of `url`.
+    pub fn pinned(url: impl Into<String>, reference: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            reference: Some(reference.into()),
+        }
+    }
 }
 
 /// Why the skills capability could not be set up.
@@ -41,6 +69,8 @@ pub struct Skills {
     repositories: Vec<GitSkillRepository>,
     /// The workspace root on the host, when skills' files can be reached by a shell there.
     host_root: Option<PathBuf>,
+    /// Parsed `SKILL.md` files, re-read only when their size or modification time changes.
+    files: SkillFileCache,
 }
 
 impl std::fmt::Debug for Skills {
@@ -79,7 +109,7 @@ impl Skills {
         let cache_root = workspace_root.join(SKILLS_CACHE);
         let mut sources = HashSet::new();
         let mut repositories = Vec::new();
-        for url in config.repositories {
+        for SkillRepositorySource { url, reference } in config.repositories {
             let base = source_name(&url);
             let mut source = base.clone();
             let mut n = 2;
@@ -90,12 +120,13 @@ impl Skills {
             if source != base {
                 tracing::warn!(%url, %source, "two skill repositories share a source name; renamed");
             }
-            repositories.push(GitSkillRepository::new(url, source, &cache_root));
+            repositories.push(GitSkillRepository::new(url, source, &cache_root).pinned(reference));
         }
         Ok(Self {
             global,
             repositories,
             host_root: shell.then(|| workspace_root.to_owned()),
+            files: SkillFileCache::default(),
         })
     }
 
@@ -120,13 +151,28 @@ impl Skills {
         futures::future::join_all(syncs).await;
     }
 
+    /// How many times a `SKILL.md` was read and parsed since these skills were made (a
+    /// diagnostic: unchanged files are not read again).
+    pub fn skill_file_reads(&self) -> u64 {
+        self.files.reads()
+    }
+
     /// Every skill the caller sees: global, repositories, workspace `skills/`, then the
-    /// caller's `skills/`, a higher layer shadowing the same name.
-    pub async fn resolve(&self, workspace: &CallWorkspace) -> SkillSet {
+    /// caller's `skills/`, a higher layer shadowing the same name. `namespace` is the
+    /// caller's namespace ([`CallScope::namespace`](harness_fs::CallScope::namespace)); with
+    /// `None` the caller's own skills are read afresh every time instead of being cached.
+    pub async fn resolve(&self, workspace: &CallWorkspace, namespace: Option<&WsPath>) -> SkillSet {
         let mut set = SkillSet::default();
+        let cache = &self.files;
         if let Some((fs, dir)) = &self.global {
-            let host = self.host_root.as_ref().map(|_| dir.as_path());
-            set.add(scan(fs, &WsPath::root(), &SkillLayer::Global, host).await);
+            let site = ScanSite {
+                fs,
+                base: &WsPath::root(),
+                layer: &SkillLayer::Global,
+                host_base: self.host_root.as_ref().map(|_| dir.as_path()),
+                cache_key: Some("global".to_owned()),
+            };
+            set.add(scan(site, cache).await);
         }
         for repo in &self.repositories {
             // Staged on the host by the sync (not part of the callers' shared layer, which
@@ -137,14 +183,35 @@ impl Skills {
             let staged: Arc<dyn Filesystem> = Arc::new(staged);
             let host = self.host_root.as_ref().map(|_| repo.stage_dir());
             let layer = SkillLayer::Repository(repo.source().to_owned());
-            set.add(scan(&staged, &WsPath::root(), &layer, host).await);
+            let site = ScanSite {
+                fs: &staged,
+                base: &WsPath::root(),
+                layer: &layer,
+                host_base: host,
+                cache_key: Some(format!("repository\u{0}{}", repo.source())),
+            };
+            set.add(scan(site, cache).await);
         }
         let skills_dir = WsPath::parse(SKILLS_DIR).unwrap_or_else(|_| WsPath::root());
         let host = self.host_root.as_ref().map(|root| root.join(SKILLS_DIR));
-        set.add(scan(&workspace.shared, &skills_dir, &SkillLayer::Workspace, host.as_deref()).await);
+        let site = ScanSite {
+            fs: &workspace.shared,
+            base: &skills_dir,
+            layer: &SkillLayer::Workspace,
+            host_base: host.as_deref(),
+            cache_key: Some("workspace".to_owned()),
+        };
+        set.add(scan(site, cache).await);
         // Without a user namespace the caller's view is the root: nothing more to add.
         if !Arc::ptr_eq(&workspace.user, &workspace.shared) {
-            set.add(scan(&workspace.user, &skills_dir, &SkillLayer::User, None).await);
+            let site = ScanSite {
+                fs: &workspace.user,
+                base: &skills_dir,
+                layer: &SkillLayer::User,
+                host_base: None,
+                cache_key: namespace.map(|namespace| format!("user\u{0}{namespace}")),
+            };
+            set.add(scan(site, cache).await);
         }
         set
     }

@@ -4,7 +4,7 @@
 use super::library::Skills;
 use async_trait::async_trait;
 use harness_core::{AgentError, AgentNext, Hooks, Middleware, SystemPrompt, Turn};
-use harness_fs::CallWorkspace;
+use harness_fs::{CallScope, CallWorkspace};
 use std::sync::Arc;
 
 /// Name of the prompt part holding the catalogue.
@@ -39,7 +39,9 @@ impl Middleware for SkillsContext {
 
     async fn system_prompt(&self, prompt: &mut SystemPrompt, turn: &Turn) {
         if let Some(workspace) = turn.ctx().get::<CallWorkspace>() {
-            prompt.push_stable(CATALOGUE_PART, self.skills.resolve(workspace).await.catalogue());
+            let namespace = turn.ctx().get::<CallScope>().map(CallScope::namespace);
+            let set = self.skills.resolve(workspace, namespace).await;
+            prompt.push_stable(CATALOGUE_PART, set.catalogue());
         }
     }
 }

@@ -18,7 +18,7 @@ mod skill;
 mod tool;
 
 pub use git::{GitSkillRepository, GitSyncError, SKILLS_CACHE, SyncOutcome, source_name};
-pub use library::{SKILLS_DIR, SkillSet, Skills, SkillsConfig, SkillsError};
+pub use library::{SKILLS_DIR, SkillRepositorySource, SkillSet, Skills, SkillsConfig, SkillsError};
 pub use middleware::{CATALOGUE_PART, SkillsContext};
 pub use section::{SkillRepositoryEntry, SkillsSection};
 pub use skill::{SKILL_FILE, Skill, SkillError, SkillLayer};

@@ -6,14 +6,15 @@
 //! global_dir = "/opt/harness/skills"      # lowest layer; relative paths are from the workspace
 //! repositories = [
 //!   { url = "https://example.com/team-skills.git" },
-//!   { path = "../shared-skills" },        # a local git repository, relative to the workspace
+//!   { path = "../shared-skills", ref = "stable" },  # a local git repository, a branch of it
+//!   { url = "https://example.com/x.git", ref = "v1.2.0" },  # a tag (or a full commit id)
 //! ]
 //! ```
 //!
-//! A repository is staged from its HEAD; pinning a branch or tag is not supported yet, so an
-//! entry with `ref` is refused (naming the key) rather than silently ignored.
+//! A repository is staged from its remote HEAD, or from `ref`: a branch follows its new
+//! commits at every sync, a tag or a commit id stays where it is.
 
-use super::library::SkillsConfig;
+use super::library::{SkillRepositorySource, SkillsConfig};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,9 @@ pub struct SkillRepositoryEntry {
     pub url: Option<String>,
     /// A local repository path (relative to the workspace).
     pub path: Option<PathBuf>,
+    /// A branch, tag or commit to stage instead of the remote HEAD.
+    #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
 }
 
 impl SkillsSection {
@@ -55,6 +59,15 @@ impl SkillsSection {
         for (index, entry) in self.repositories.iter().enumerate() {
             if entry.url.is_some() == entry.path.is_some() {
                 return Err(format!("repositories[{index}] needs exactly one of `url` or `path`"));
+            }
+            if entry
+                .reference
+                .as_deref()
+                .is_some_and(|reference| reference.trim().is_empty())
+            {
+                return Err(format!(
+                    "repositories[{index}].ref is empty; name a branch, tag or commit, or leave `ref` out"
+                ));
             }
         }
         Ok(())
@@ -69,10 +82,16 @@ impl SkillsSection {
         let repositories = self
             .repositories
             .iter()
-            .filter_map(|entry| match (&entry.url, &entry.path) {
-                (Some(url), _) => Some(url.clone()),
-                (None, Some(path)) => Some(workspace_root.join(path).display().to_string()),
-                (None, None) => None,
+            .filter_map(|entry| {
+                let url = match (&entry.url, &entry.path) {
+                    (Some(url), _) => url.clone(),
+                    (None, Some(path)) => workspace_root.join(path).display().to_string(),
+                    (None, None) => return None,
+                };
+                Some(SkillRepositorySource {
+                    url,
+                    reference: entry.reference.clone(),
+                })
             })
             .collect();
         Some(SkillsConfig {
@@ -94,13 +113,24 @@ mod tests {
         assert_eq!(section.check(), Ok(()));
         let config = section.resolve(Path::new("/ws")).unwrap_or_default();
         assert_eq!(config.global_dir, Some(PathBuf::from("/ws/g")));
-        assert_eq!(config.repositories, ["https://h/x.git", "/ws/../r"]);
+        assert_eq!(
+            config.repositories,
+            [
+                SkillRepositorySource::head("https://h/x.git"),
+                SkillRepositorySource::head("/ws/../r")
+            ]
+        );
         let off: SkillsSection = toml::from_str("enabled = false\n").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(off.resolve(Path::new("/ws")), None);
         let both: SkillsSection =
             toml::from_str("repositories = [{ url = \"u\", path = \"p\" }]\n").unwrap_or_else(|e| panic!("{e}"));
         assert!(both.check().is_err_and(|e| e.contains("repositories[0]")));
-        let pinned = toml::from_str::<SkillsSection>("repositories = [{ url = \"u\", ref = \"main\" }]\n").err();
-        assert!(pinned.map(|e| e.to_string()).unwrap_or_default().contains("ref"));
+        let pinned: SkillsSection =
+            toml::from_str("repositories = [{ url = \"u\", ref = \"v1\" }]\n").unwrap_or_else(|e| panic!("{e}"));
+        let config = pinned.resolve(Path::new("/ws")).unwrap_or_default();
+        assert_eq!(config.repositories, [SkillRepositorySource::pinned("u", "v1")]);
+        let empty: SkillsSection =
+            toml::from_str("repositories = [{ url = \"u\", ref = \"\" }]\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(empty.check().is_err_and(|e| e.contains("repositories[0].ref")));
     }
 }

@@ -2,8 +2,10 @@
 
 use harness_fs::{Filesystem, FsError, WsPath};
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The file that makes a directory a skill.
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -36,8 +38,11 @@ impl std::fmt::Display for SkillLayer {
     }
 }
 
+/// Most `SKILL.md` files remembered by a [`SkillFileCache`]; past this the cache starts over.
+const MAX_CACHED_FILES: usize = 4096;
+
 /// The front matter of `SKILL.md`. Other keys are ignored (marketplace skills carry more).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct FrontMatter {
     name: String,
     description: String,
@@ -123,6 +128,50 @@ impl Skill {
     }
 }
 
+/// Parsed `SKILL.md` files, by where they were read (layer, namespace and path), kept while
+/// the file's size and modification time stay the same: a call re-reads and re-parses only
+/// the files that changed (one `stat` per skill otherwise). A filesystem that reports no
+/// modification time is read every time.
+#[derive(Default)]
+pub(crate) struct SkillFileCache {
+    entries: Mutex<HashMap<String, CachedSkillFile>>,
+    reads: AtomicU64,
+}
+
+#[derive(Clone)]
+struct CachedSkillFile {
+    size: u64,
+    modified: jiff::Timestamp,
+    text: String,
+    matter: FrontMatter,
+}
+
+impl SkillFileCache {
+    /// How many times a `SKILL.md` was read and parsed (a diagnostic).
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    fn get(&self, key: &str, size: u64, modified: Option<jiff::Timestamp>) -> Option<CachedSkillFile> {
+        let modified = modified?;
+        // A poisoned lock only means another call panicked mid-insert; the map is still a
+        // valid cache (each entry is inserted whole).
+        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries
+            .get(key)
+            .filter(|entry| entry.size == size && entry.modified == modified)
+            .cloned()
+    }
+
+    fn put(&self, key: String, entry: CachedSkillFile) {
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= MAX_CACHED_FILES && !entries.contains_key(&key) {
+            entries.clear();
+        }
+        entries.insert(key, entry);
+    }
+}
+
 /// Splits `---\n<yaml>\n---\n<body>` and parses the YAML.
 fn front_matter(text: &str, path: &str) -> Result<FrontMatter, SkillError> {
     let no_front = || SkillError::NoFrontMatter { path: path.to_owned() };
@@ -159,14 +208,28 @@ fn front_matter(text: &str, path: &str) -> Result<FrontMatter, SkillError> {
     Ok(matter)
 }
 
-/// Every skill directly under `base` (each a directory holding `SKILL.md`). Broken skills
-/// are skipped with a warning; a missing `base` is an empty layer.
-pub(crate) async fn scan(
-    fs: &Arc<dyn Filesystem>,
-    base: &WsPath,
-    layer: &SkillLayer,
-    host_base: Option<&std::path::Path>,
-) -> Vec<Skill> {
+/// Where one layer's skills are scanned: the filesystem, the directory holding the skills,
+/// the layer, the host directory for shell commands, and the cache key prefix that tells
+/// this layer's files apart from another's with the same paths (another user's).
+pub(crate) struct ScanSite<'a> {
+    pub(crate) fs: &'a Arc<dyn Filesystem>,
+    pub(crate) base: &'a WsPath,
+    pub(crate) layer: &'a SkillLayer,
+    pub(crate) host_base: Option<&'a std::path::Path>,
+    /// `None`: do not cache (the layer's owner is unknown).
+    pub(crate) cache_key: Option<String>,
+}
+
+/// Every skill directly under `site.base` (each a directory holding `SKILL.md`). Broken
+/// skills are skipped with a warning; a missing `base` is an empty layer.
+pub(crate) async fn scan(site: ScanSite<'_>, cache: &SkillFileCache) -> Vec<Skill> {
+    let ScanSite {
+        fs,
+        base,
+        layer,
+        host_base,
+        cache_key,
+    } = site;
     let entries = match fs.list(base).await {
         Ok(entries) => entries,
         Err(FsError::NotFound { .. } | FsError::NotDirectory { .. }) => return Vec::new(),
@@ -177,7 +240,8 @@ pub(crate) async fn scan(
     };
     let mut skills = Vec::new();
     for entry in entries.into_iter().filter(|entry| entry.is_dir) {
-        match load(fs, &entry.path, layer, host_base).await {
+        let key = cache_key.as_deref();
+        match load(fs, &entry.path, layer, host_base, key.map(|key| (key, cache))).await {
             Ok(Some(skill)) => skills.push(skill),
             Ok(None) => {}
             Err(err) => tracing::warn!(layer = %layer, error = %err, "skill skipped"),
@@ -191,15 +255,45 @@ async fn load(
     dir: &WsPath,
     layer: &SkillLayer,
     host_base: Option<&std::path::Path>,
+    cache: Option<(&str, &SkillFileCache)>,
 ) -> Result<Option<Skill>, SkillError> {
     let file = dir.join(SKILL_FILE)?;
-    let bytes = match fs.read(&file).await {
-        Ok(bytes) => bytes,
-        Err(FsError::NotFound { .. }) => return Ok(None),
+    let info = match fs.stat(&file).await {
+        Ok(info) if !info.is_dir => info,
+        Ok(_) | Err(FsError::NotFound { .. }) => return Ok(None),
         Err(err) => return Err(err.into()),
     };
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let matter = front_matter(&text, file.as_str())?;
+    let key = cache.map(|(prefix, cache)| (format!("{prefix}\u{0}{file}"), cache));
+    let cached = key
+        .as_ref()
+        .and_then(|(key, cache)| cache.get(key, info.size, info.modified));
+    let CachedSkillFile { text, matter, .. } = match cached {
+        Some(entry) => entry,
+        None => {
+            let bytes = match fs.read(&file).await {
+                Ok(bytes) => bytes,
+                Err(FsError::NotFound { .. }) => return Ok(None),
+                Err(err) => return Err(err.into()),
+            };
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Some((_, cache)) = &key {
+                cache.reads.fetch_add(1, Ordering::Relaxed);
+            }
+            let matter = front_matter(&text, file.as_str())?;
+            let entry = CachedSkillFile {
+                // The stat taken before the read: if the file changed in between, the next
+                // call sees a different stat and reads it again.
+                size: info.size,
+                modified: info.modified.unwrap_or_default(),
+                text,
+                matter,
+            };
+            if let (Some((key, cache)), Some(_)) = (key, info.modified) {
+                cache.put(key, entry.clone());
+            }
+            entry
+        }
+    };
     let mut resources = Vec::new();
     for info in fs.glob(dir, "**/*", MAX_RESOURCES + 1).await? {
         if info.is_dir {

@@ -4,7 +4,7 @@ use super::library::Skills;
 use super::skill::SKILL_FILE;
 use async_trait::async_trait;
 use harness_core::{JsonSchema, Tool, ToolContext, ToolError, ToolOutput, TypedTool, typed};
-use harness_fs::{CallWorkspace, WsPath};
+use harness_fs::{CallScope, CallWorkspace, WsPath};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -47,7 +47,8 @@ impl TypedTool for LoadSkill {
             .runtime
             .get::<CallWorkspace>()
             .ok_or_else(|| ToolError::failed("no workspace is bound to this call"))?;
-        let set = self.skills.resolve(workspace).await;
+        let namespace = ctx.runtime.get::<CallScope>().map(CallScope::namespace);
+        let set = self.skills.resolve(workspace, namespace).await;
         let Some(skill) = set.get(&args.skill_id) else {
             let names = set.names();
             return Err(ToolError::failed(if names.is_empty() {

@@ -256,11 +256,11 @@ impl Runtime {
         }
         let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
         let instance_key = label.map_or_else(|| task_id.clone(), str::to_owned);
-        let child_session = SessionId::new(format!("sub.{}.{}.{}", scope.session(), declaration.id, instance_key));
-        child_session.validate().map_err(|err| SpawnError::Build {
-            id: declaration.id.clone(),
-            message: err.to_string(),
-        })?;
+        let child_session = SessionId::parse(format!("sub.{}.{}.{}", scope.session(), declaration.id, instance_key))
+            .map_err(|err| SpawnError::Build {
+                id: declaration.id.clone(),
+                message: err.to_string(),
+            })?;
         let child = self.factory.child(declaration).map_err(|err| SpawnError::Build {
             id: declaration.id.clone(),
             message: harness_core::error_chain(&err),

@@ -104,7 +104,7 @@ async fn compacts_when_the_message_trigger_fires() {
     let summaries = summarizer();
     let config = CompactionConfig::default().trigger_messages(6).keep_messages(2);
     let agent = agent_with(&model, compaction(config, &summaries), vec![]);
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     for turn in 1..=3 {
         agent.call(format!("m{turn}"), ctx.clone()).await.expect("call");
     }
@@ -162,7 +162,7 @@ async fn compacts_when_reported_tokens_reach_the_trigger_and_forgets_stale_usage
         .trigger_tokens(1_000)
         .keep_messages(2);
     let agent = agent_with(&model, compaction(config, &summaries), vec![]);
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     agent.call("q1", ctx.clone()).await.expect("call 1");
     agent.call("q2", ctx.clone()).await.expect("call 2");
     assert_eq!(summaries.request_count(), 0, "100 reported tokens stay under 1,000");
@@ -198,7 +198,7 @@ async fn the_cut_never_separates_a_tool_call_from_its_result() {
     let summaries = summarizer();
     let config = CompactionConfig::default().trigger_messages(5).keep_messages(1);
     let agent = agent_with(&model, compaction(config, &summaries), vec![lookup]);
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     agent.call("q1", ctx.clone()).await.expect("call 1");
     assert_eq!(agent.call("q2", ctx).await.expect("call 2").text(), "a2");
 
@@ -277,7 +277,7 @@ async fn summaries_record_their_range_and_hash_and_offload_the_raw_messages() {
     let first_batch: Vec<Arc<Msg>> = ["m1", "echo: m1", "m2", "echo: m2", "m3"].map(by_text).into();
     let second_batch: Vec<Arc<Msg>> = ["echo: m3", "m4", "echo: m4", "m5"].map(by_text).into();
 
-    let key = agent.key_for(&ctx).expect("key");
+    let key = agent.key_for(&ctx);
     let (state, _) = store.load(&key).await.expect("load").expect("saved");
     let history = compaction_history(&state);
     assert_eq!(history.len(), 2);
@@ -332,7 +332,7 @@ async fn a_failed_summary_leaves_the_context_unchanged_and_the_turn_goes_on() {
         .reply_text("## Intent\nfinally");
     let config = CompactionConfig::default().trigger_messages(3).keep_messages(1);
     let agent = agent_with(&model, compaction(config, &summaries), vec![]);
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     agent.call("m1", ctx.clone()).await.expect("call 1");
 
     for (turn, expected_error) in [("m2", "summary model call failed"), ("m3", "empty summary")] {
@@ -370,7 +370,7 @@ async fn three_turns_then(then: &[Reply]) -> (ReActAgent, ScriptedModel, Scripte
     let summaries = summarizer();
     let config = CompactionConfig::default().keep_messages(4);
     let agent = agent_with(&model, compaction(config, &summaries), vec![]);
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     for turn in 1..=3 {
         agent.call(format!("m{turn}"), ctx.clone()).await.expect("call");
     }
@@ -434,14 +434,14 @@ async fn without_compaction_an_overflow_is_a_typed_error_without_advice() {
     let model = ScriptedModel::new().reply(overflow()).reply(overflow());
     let agent = ReActAgent::builder().model(model).build().expect("agent");
     let err = agent
-        .call("hi", RuntimeContext::for_user("u1"))
+        .call("hi", RuntimeContext::for_user(harness_core::UserId::from_static("u1")))
         .await
         .expect_err("overflow");
     assert!(matches!(err, AgentError::Model(ModelError::ContextOverflow { .. })));
     assert_eq!(err.kind(), harness_core::ErrorKind::Overflow);
     let text = error_chain(&err);
     assert!(!text.contains("harness.toml") && !text.contains("enable"), "{text}");
-    let events = collect(agent.stream("hi", RuntimeContext::for_user("u1"))).await;
+    let events = collect(agent.stream("hi", RuntimeContext::for_user(harness_core::UserId::from_static("u1")))).await;
     let error = outcome(&events).expect_err("overflow");
     assert!(error.contains("context window exceeded"), "{error}");
 }
@@ -473,7 +473,7 @@ async fn oversized_arguments_are_cut_first_without_a_model_call() {
         .middleware(Arc::new(compaction(config, &summaries)))
         .build()
         .expect("agent");
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     agent.call("write it", ctx.clone()).await.expect("call 1");
     let events = collect(agent.stream("and now?", ctx.clone())).await;
     assert_eq!(outcome(&events), Ok("next".to_owned()));
@@ -511,11 +511,7 @@ async fn oversized_arguments_are_cut_first_without_a_model_call() {
     let raw = recorder.messages();
     let raw_call = raw[1].tool_calls().next().map(|call| call.input["content"].clone());
     assert_eq!(raw_call, Some(json!(content)));
-    let (state, _) = store
-        .load(&agent.key_for(&ctx).expect("key"))
-        .await
-        .expect("load")
-        .expect("saved");
+    let (state, _) = store.load(&agent.key_for(&ctx)).await.expect("load").expect("saved");
     assert_eq!(state.messages[1].id, raw[1].id);
     assert_eq!(
         state.messages[1]
@@ -537,7 +533,7 @@ async fn a_long_history_is_summarized_in_chunks_without_dropping_a_message() {
         .keep_messages(2)
         .summary_chunk_tokens(1_000);
     let agent = agent_with(&model, compaction(config, &summaries), vec![]);
-    let ctx = RuntimeContext::for_user("u1");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
     let message = |turn: usize| format!("m{turn} {}", "word ".repeat(320)); // ~400 tokens
     for turn in 1..=5 {
         agent.call(message(turn), ctx.clone()).await.expect("call");

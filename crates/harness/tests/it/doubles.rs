@@ -386,9 +386,26 @@ impl Filesystem for FailingFs {
     }
 }
 
-/// A context for `user` whose namespace (and shared root) is `fs`.
+/// A context for `user` in the default session whose namespace (and shared root) is `fs`.
 pub fn ctx_with(user: &str, fs: Arc<dyn Filesystem>) -> RuntimeContext {
-    let mut ctx = RuntimeContext::for_user(user);
+    ctx_in(user, harness_core::DEFAULT_SESSION, fs)
+}
+
+/// A context for `user` in `session` whose namespace (and shared root) is `fs`, with the
+/// call's scope (isolation `user`, agent `agent`, the builder's default name) as the harness
+/// binds it.
+pub fn ctx_in(user: &str, session: &str, fs: Arc<dyn Filesystem>) -> RuntimeContext {
+    let user = harness_core::UserId::parse(user).unwrap();
+    let session = harness_core::SessionId::parse(session).unwrap();
+    let scope = harness_fs::CallScope::new(
+        harness_fs::IsolationScope::User,
+        harness_core::AgentId::from_static("agent"),
+        user.clone(),
+        session.clone(),
+    )
+    .unwrap();
+    let mut ctx = RuntimeContext::for_user(user).with_session(session);
+    ctx.insert(scope);
     ctx.insert(CallWorkspace {
         user: Arc::clone(&fs),
         layered: Arc::clone(&fs),

@@ -2,12 +2,12 @@
 //! re-runs, exclusions, and write failures.
 #![allow(clippy::expect_used)]
 
-use crate::doubles::{FailingFs, MemFs, ReadFile, collect, ctx_with, notices, outcome, text_tool, warnings};
+use crate::doubles::{FailingFs, MemFs, ReadFile, collect, ctx_in, ctx_with, notices, outcome, text_tool, warnings};
 use harness::eviction::{
     EvictionNotice, EvictionOutcome, NOTICE_TOOL_RESULT_EVICTED, ToolResultEviction, ToolResultEvictionConfig,
     WARNING_EVICTION_FAILED,
 };
-use harness_core::{AgentId, Block, ChatRequest, Msg, ReActAgent, Role, RuntimeContext, Tool};
+use harness_core::{Block, ChatRequest, Msg, ReActAgent, Role, RuntimeContext, Tool};
 use harness_models::{Reply, ScriptedModel, ScriptedToolCall};
 use serde_json::json;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ fn paging_model() -> ScriptedModel {
 }
 
 fn agent(model: &ScriptedModel, tools: Vec<Arc<dyn Tool>>, config: ToolResultEvictionConfig) -> ReActAgent {
-    let eviction = ToolResultEviction::new(&AgentId::new("agent"), config).expect("valid config");
+    let eviction = ToolResultEviction::new(config).expect("valid config");
     ReActAgent::builder()
         .model(model.clone())
         .tools(tools)
@@ -149,7 +149,7 @@ async fn running_the_same_call_again_does_not_fail() {
     let fs = MemFs::new();
     let mut paths = Vec::new();
     for session in ["s1", "s2", "s3"] {
-        let ctx = ctx_with("alice", fs.clone()).with_session(session);
+        let ctx = ctx_in("alice", session, fs.clone());
         let events = collect(agent.stream("dump it", ctx)).await;
         assert!(outcome(&events).is_ok(), "{:?}", outcome(&events));
         assert!(warnings(&events).is_empty());
@@ -190,7 +190,10 @@ async fn a_failed_write_cuts_the_result_in_place_and_warns() {
     let full = big_text();
     for (ctx, reason) in [
         (ctx_with("alice", Arc::new(FailingFs)), "no space left on device"),
-        (RuntimeContext::for_user("alice"), "no workspace"),
+        (
+            RuntimeContext::for_user(harness_core::UserId::from_static("alice")),
+            "no workspace",
+        ),
     ] {
         let output = full.clone();
         let model = ScriptedModel::new()

@@ -91,6 +91,15 @@ async fn a_stale_replica_appends_nothing_to_the_shared_transcript() {
             .expect("B's transcript in Redis");
         let transcript_key = transcript_key.as_str();
         let before = kv.get(transcript_key).await.unwrap().unwrap();
+        // The index was written under B's lease (fenced), before the call returned: no
+        // flush, no write-behind after the lease was released.
+        let index_key = keys
+            .iter()
+            .map(|entry| entry.key.clone())
+            .find(|key| key.ends_with("/sessions.json"))
+            .unwrap_or_else(|| panic!("B's session index in Redis when its call returns: {keys:?}"));
+        let index_before = kv.get(&index_key).await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&index_before.value).contains("\"s\""));
         // Replica A still believes it holds the lease with token 0, older than B's.
         let model_a = ScriptedModel::new().reply_text("A's late answer");
         let replica_a = builder()
@@ -110,6 +119,12 @@ async fn a_stale_replica_appends_nothing_to_the_shared_transcript() {
             String::from_utf8_lossy(&after.value),
             String::from_utf8_lossy(&before.value),
             "nothing of A's turn was appended"
+        );
+        replica_a.shutdown(std::time::Duration::from_secs(5)).await;
+        assert_eq!(
+            kv.get(&index_key).await.unwrap().unwrap().version,
+            index_before.version,
+            "A wrote nothing to the index, not even at shutdown"
         );
         // B continues from its own state and transcript.
         let model_b2 = ScriptedModel::new().reply_text("B again");

@@ -4,6 +4,7 @@
 
 mod backends;
 mod caching;
+mod caller_tools;
 mod capability;
 mod compaction;
 mod doubles;

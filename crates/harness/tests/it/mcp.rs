@@ -77,7 +77,7 @@ async fn start(text: &str, policy: RestartPolicy) -> McpManager {
 
 fn tool_ctx() -> ToolContext {
     ToolContext {
-        runtime: RuntimeContext::for_user("u1"),
+        runtime: RuntimeContext::for_user(harness_core::UserId::from_static("u1")),
         call_id: "call-1".into(),
         events: EventSink::disabled(),
         session: harness_core::SessionState::default(),
@@ -232,12 +232,17 @@ async fn python_time_server_over_stdio() {
 /// Starts server-everything over streamable HTTP on a free port and waits for its
 /// "listening" line (a readiness signal, not a sleep).
 async fn http_server() -> (tokio::process::Child, u16) {
-    use tokio::io::AsyncBufReadExt;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
+    (http_server_on(port).await, port)
+}
+
+/// Starts server-everything over streamable HTTP on `port`.
+async fn http_server_on(port: u16) -> tokio::process::Child {
+    use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new("node")
         .arg(everything_js())
         .arg("streamableHttp")
@@ -260,7 +265,47 @@ async fn http_server() -> (tokio::process::Child, u16) {
     .await
     .unwrap();
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, port)
+    child
+}
+
+/// A streamable-HTTP server that goes away and comes back on the same port: a call during
+/// the outage is an error result at once (no hang), and the first call after it is back
+/// reconnects and works.
+#[tokio::test]
+async fn a_streamable_http_server_that_comes_back_is_reconnected_on_the_next_call() {
+    let (mut server, port) = http_server().await;
+    let policy = RestartPolicy {
+        backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+        ..RestartPolicy::default()
+    };
+    let manager = start(
+        &format!(
+            r#"{{"mcpServers": {{"web": {{"transport": "streamableHttp", "url": "http://127.0.0.1:{port}/mcp",
+                 "timeout_seconds": 20}}}}}}"#
+        ),
+        policy,
+    )
+    .await;
+    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
+    let echo = |text: &'static str| call(&manager, "mcp__web__echo", json!({ "message": text }));
+    assert!(echo("before").await.unwrap().text_content().contains("before"));
+
+    server.kill().await.unwrap();
+    let _ = server.wait().await;
+    let during = tokio::time::timeout(Duration::from_secs(60), echo("during"))
+        .await
+        .expect("a call during the outage must not hang");
+    let err = during.expect_err("the server is gone");
+    assert!(err.to_string().contains("web"), "{err}");
+
+    let mut back = http_server_on(port).await;
+    let after = tokio::time::timeout(Duration::from_secs(60), echo("after"))
+        .await
+        .expect("the call after the outage must not hang");
+    assert!(after.unwrap().text_content().contains("after"));
+    manager.shutdown().await;
+    back.kill().await.unwrap();
 }
 
 #[tokio::test]

@@ -260,7 +260,8 @@ fn walk(dir: &Path) -> Vec<String> {
     found
 }
 
-/// Problem 7: sessions `v1.2`, `v1.3` and `v1` do not share a lock, and `..hidden` works.
+/// Problem 7: sessions `v1.2`, `v1.3` and `v1` (and `v1.2.lock`) do not share a lock; a
+/// hidden name such as `..hidden` cannot be a session id at all.
 #[tokio::test]
 async fn problem_7_similar_session_ids_have_their_own_lease() {
     let dir = tempfile::tempdir().unwrap();
@@ -281,7 +282,8 @@ async fn problem_7_similar_session_ids_have_their_own_lease() {
     while model.requests().is_empty() {
         tokio::task::yield_now().await;
     }
-    for session in ["v1.3", "v1", "..hidden"] {
+    assert!(harness_core::SessionId::parse("..hidden").is_err());
+    for session in ["v1.3", "v1", "v1.2.lock"] {
         let fast = tokio::time::timeout(Duration::from_secs(10), agent.call("fast", ctx("u", session))).await;
         assert_eq!(fast.unwrap().unwrap().text(), "fast done", "{session}");
     }
@@ -423,4 +425,72 @@ async fn the_lease_token_and_the_scope_key_reach_the_state_store() {
         ("harness", "s9", "s9")
     );
     assert_eq!(*fence, Some(harness_core::FencingToken::new(42)));
+}
+
+/// Compaction's offload and eviction's files are derived from the call's `CallScope`: under
+/// each isolation scope they land in the caller's layer as ARCHITECTURE.md's layout table
+/// says (`<ns>/large_tool_results/<agent>/…`, `<ns>/agents/<agent>/compacted/<session>/…`).
+#[tokio::test]
+async fn offloaded_and_evicted_files_land_in_the_scopes_layer() {
+    use harness::compaction::CompactionConfig;
+    use harness::eviction::ToolResultEvictionConfig;
+    for (scope, ns) in [
+        (IsolationScope::User, "alice/"),
+        (IsolationScope::Session, "s1/"),
+        (IsolationScope::Agent, ""),
+        (IsolationScope::Global, ""),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = ScriptedModel::from_fn(|request: &ChatRequest| {
+            let last = request.messages.last().unwrap();
+            if last.role == Role::User && last.text() == "dump" {
+                Reply::tool_call("dump", serde_json::json!({}))
+            } else {
+                Reply::text("ok")
+            }
+        });
+        let summaries = ScriptedModel::from_fn(|_| Reply::text("## Intent\nsummary"));
+        let agent = builder()
+            .workspace(dir.path())
+            .isolation(scope)
+            .name("bot")
+            .tool(crate::doubles::text_tool("dump", |_| "x".repeat(5_000)))
+            .tool_result_eviction(Some(
+                ToolResultEvictionConfig::default().max_chars(2_000).preview_chars(100),
+            ))
+            .compaction(CompactionConfig::default().trigger_messages(6).keep_messages(2))
+            .compaction_model(Arc::new(summaries.clone()))
+            .model(model)
+            .build()
+            .unwrap();
+        agent.call("dump", ctx("alice", "s1")).await.unwrap();
+        for turn in 0..4 {
+            agent.call(format!("m{turn}"), ctx("alice", "s1")).await.unwrap();
+        }
+        assert!(summaries.request_count() >= 1, "{scope:?}: compaction ran");
+        let root = dir.path().to_string_lossy().into_owned();
+        let files: Vec<String> = walk(dir.path())
+            .into_iter()
+            .map(|path| path.strip_prefix(&format!("{root}/")).unwrap_or(&path).to_owned())
+            .collect();
+        let evicted = format!("{ns}large_tool_results/bot/");
+        let compacted = format!("{ns}agents/bot/compacted/s1/");
+        assert!(
+            files
+                .iter()
+                .any(|path| path.starts_with(&evicted) && path.ends_with(".txt")),
+            "{scope:?}: {evicted} in {files:?}"
+        );
+        assert!(
+            files
+                .iter()
+                .any(|path| path.starts_with(&compacted) && path.ends_with(".jsonl")),
+            "{scope:?}: {compacted} in {files:?}"
+        );
+        let stray = files
+            .iter()
+            .filter(|path| path.contains("large_tool_results/") || path.contains("/compacted/"))
+            .find(|path| !path.starts_with(&evicted) && !path.starts_with(&compacted));
+        assert_eq!(stray, None, "{scope:?}");
+    }
 }

@@ -169,7 +169,7 @@ async fn fifty_concurrent_calls_on_one_session_are_served_in_order() {
     let expected: Vec<String> = (0..50).flat_map(|n| [format!("m{n}"), format!("re: m{n}")]).collect();
     assert_eq!(texts, expected);
     let store = agent.kernel().state_store();
-    let key = agent.kernel().key_for(&agent.bind(ctx("u", "s")).unwrap()).unwrap();
+    let key = agent.kernel().key_for(&agent.bind(ctx("u", "s")).unwrap());
     let (state, version) = store.load(&key).await.unwrap().unwrap();
     assert_eq!((state.messages.len(), version), (100, 50));
 }
@@ -248,8 +248,12 @@ async fn users_are_isolated_through_every_path_form() {
     // Bob's sessions and index do not list Alice's.
     assert!(read_index(bob_fs.as_ref(), "harness").await.sessions.is_empty());
     // Reserved names and unsafe ids are refused before any IO.
-    for user in ["memory", "agents", "..", "a/b"] {
-        assert!(agent.call("x", RuntimeContext::for_user(user)).await.is_err(), "{user}");
+    for user in ["memory", "agents"] {
+        let ctx = RuntimeContext::for_user(harness_core::UserId::parse(user).unwrap());
+        assert!(agent.call("x", ctx).await.is_err(), "{user}");
+    }
+    for user in ["..", "a/b", "..hidden"] {
+        assert!(harness_core::UserId::parse(user).is_err(), "{user}");
     }
 }
 
@@ -318,7 +322,7 @@ async fn compaction_never_touches_the_raw_transcript() {
         .flat_map(|n| [format!("turn {n}"), format!("re: turn {n}")])
         .collect();
     assert_eq!(texts, expected, "the transcript holds every raw message and no summary");
-    let key = agent.kernel().key_for(&agent.bind(ctx("u", "s")).unwrap()).unwrap();
+    let key = agent.kernel().key_for(&agent.bind(ctx("u", "s")).unwrap());
     let (state, _) = agent.kernel().state_store().load(&key).await.unwrap().unwrap();
     assert!(
         state.messages.len() < raw.len(),

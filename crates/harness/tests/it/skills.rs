@@ -207,6 +207,66 @@ async fn the_catalogue_is_byte_stable_across_steps_and_turns() {
     }
 }
 
+/// Unchanged `SKILL.md` files are not read again (one `stat` each); an edited one is, and
+/// the next call's catalogue shows the new description. Per-user skills are cached per user.
+#[tokio::test]
+async fn skill_files_are_reread_only_when_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let skills_dir = dir.path().join("skills");
+    skill(&skills_dir, "a-skill", "first");
+    skill(&skills_dir, "b-skill", "second");
+    skill(&dir.path().join("alice/skills"), "mine", "alice's");
+    skill(&dir.path().join("bob/skills"), "mine", "bob's");
+    let ext = extensions(dir.path(), Default::default()).await;
+    let skills = Arc::clone(ext.skills().unwrap());
+    let model = ScriptedModel::new()
+        .reply_text("1")
+        .reply_text("2")
+        .reply_text("3")
+        .reply_text("4")
+        .reply_text("5");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 3, "first call reads every file once");
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 3, "nothing changed, nothing re-read");
+    agent.call("hi", ctx("bob", "s1")).await.unwrap();
+    assert_eq!(
+        skills.skill_file_reads(),
+        4,
+        "bob's own skill is his, not alice's cached one"
+    );
+    // A new size (and modification time): re-read.
+    std::fs::write(
+        skills_dir.join("b-skill/SKILL.md"),
+        "---\nname: b-skill\ndescription: second, edited\n---\nNew body.\n",
+    )
+    .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 5, "only the edited file is read");
+    // The same size, a later modification time: re-read too.
+    let edited = skills_dir.join("a-skill/SKILL.md");
+    let before = std::fs::read_to_string(&edited).unwrap();
+    std::fs::write(&edited, before.replace("first", "fir5t")).unwrap();
+    let file = std::fs::File::options().write(true).open(&edited).unwrap();
+    file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(skills.skill_file_reads(), 6);
+    let requests = model.requests();
+    let bob = catalogue(&requests[2]);
+    assert!(bob.contains("bob's") && !bob.contains("alice's"), "{bob}");
+    let after_edit = catalogue(&requests[3]);
+    assert!(after_edit.contains("second, edited"), "{after_edit}");
+    let last = catalogue(&requests[4]);
+    assert!(last.contains("fir5t") && last.contains("alice's"), "{last}");
+}
+
 #[tokio::test]
 async fn files_root_is_shown_only_with_a_shell() {
     let dir = tempfile::tempdir().unwrap();
@@ -282,7 +342,7 @@ async fn a_git_repository_skill_updates_when_a_commit_lands() {
         dir.path(),
         harness::skills::SkillsConfig {
             global_dir: None,
-            repositories: vec![bare.display().to_string()],
+            repositories: vec![harness::skills::SkillRepositorySource::head(bare.display().to_string())],
         },
     )
     .await;
@@ -370,4 +430,68 @@ async fn a_sync_rewrites_only_changed_files() {
             .unwrap()
             .contains("edited")
     );
+}
+
+/// `ref` pins a branch (which follows its new commits), a tag or a full commit id (which stay
+/// put while `main` moves on); a ref the repository does not have is an error naming it.
+#[tokio::test]
+async fn a_pinned_ref_follows_its_branch_and_a_tag_or_commit_stays() {
+    let origin = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let bare = origin.path().join("pinned.git");
+    git(origin.path(), &["init", "--bare", "-q", bare.to_str().unwrap()]);
+    git(work.path(), &["init", "-q", "."]);
+    let push = |refspec: &str| git(work.path(), &["push", "-q", "-f", bare.to_str().unwrap(), refspec]);
+    let commit = |description: &str| {
+        skill(work.path(), "tool", description);
+        git(work.path(), &["add", "-A"]);
+        git(work.path(), &["commit", "-qm", description]);
+    };
+    let head = || {
+        let output = Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    commit("v1");
+    let first_commit = head();
+    git(work.path(), &["tag", "v1"]);
+    push("HEAD:refs/heads/main");
+    push("HEAD:refs/heads/stable");
+    push("refs/tags/v1:refs/tags/v1");
+    let url = bare.display().to_string();
+    let staged = |source: &str| std::fs::read_to_string(cache.path().join(source).join("tool/SKILL.md")).unwrap();
+    let pinned = |source: &str, reference: &str| {
+        GitSkillRepository::new(url.clone(), source, cache.path()).pinned(Some(reference.to_owned()))
+    };
+    let (branch, tag, by_id) = (
+        pinned("branch", "stable"),
+        pinned("tag", "v1"),
+        pinned("commit", &first_commit),
+    );
+    for repo in [&branch, &tag, &by_id] {
+        assert!(
+            matches!(repo.sync().await.unwrap(), SyncOutcome::Updated { .. }),
+            "{repo:?}"
+        );
+        assert!(staged(repo.source()).contains("description: v1"));
+    }
+
+    // main and stable move on; the tag and the commit do not.
+    commit("v2");
+    push("HEAD:refs/heads/main");
+    push("HEAD:refs/heads/stable");
+    assert!(matches!(branch.sync().await.unwrap(), SyncOutcome::Updated { .. }));
+    assert!(staged("branch").contains("description: v2"), "the branch followed");
+    for repo in [&tag, &by_id] {
+        assert_eq!(repo.sync().await.unwrap(), SyncOutcome::Unchanged, "{repo:?}");
+        assert!(staged(repo.source()).contains("description: v1"));
+    }
+
+    let missing = pinned("missing", "no-such-branch");
+    let err = missing.sync().await.unwrap_err();
+    assert!(err.to_string().contains("`ref = \"no-such-branch\"`"), "{err}");
 }

@@ -23,7 +23,8 @@ pub fn builder() -> harness::HarnessAgentBuilder {
 }
 
 pub fn ctx(user: &str, session: &str) -> RuntimeContext {
-    RuntimeContext::for_user(user).with_session(session)
+    RuntimeContext::for_user(harness_core::UserId::parse(user).unwrap())
+        .with_session(harness_core::SessionId::parse(session).unwrap())
 }
 
 pub async fn collect(stream: harness_core::AgentStream) -> Vec<AgentEvent> {

@@ -35,12 +35,12 @@ fn env() -> Env {
             .unwrap()
             .with_shell(LocalShellConfig::default()),
     );
-    let mut runtime = RuntimeContext::for_user("alice");
+    let mut runtime = RuntimeContext::for_user(harness_core::UserId::from_static("alice"));
     let scope = CallScope::new(
         IsolationScope::User,
-        "main".into(),
-        "alice".into(),
-        harness_core::DEFAULT_SESSION.into(),
+        harness_core::AgentId::from_static("main"),
+        harness_core::UserId::from_static("alice"),
+        harness_core::DEFAULT_SESSION_ID,
     )
     .unwrap();
     runtime.insert(CallWorkspace::new(&root, &scope, None));
@@ -395,7 +395,7 @@ async fn execute_reports_exit_codes_stderr_and_timeouts() {
 async fn execute_needs_a_shell() {
     // A KV workspace has no shell: the tool explains instead of running on the host.
     let kv: Arc<dyn Filesystem> = Arc::new(KvFs::new(Arc::new(InMemoryKv::default()), WsPath::root()));
-    let mut runtime = RuntimeContext::for_user("alice");
+    let mut runtime = RuntimeContext::for_user(harness_core::UserId::from_static("alice"));
     runtime.insert(CallWorkspace {
         user: Arc::clone(&kv),
         layered: Arc::clone(&kv),
@@ -418,7 +418,7 @@ async fn execute_needs_a_shell() {
         .unwrap();
     assert_eq!(output.text_content(), "Exit code: 0\n\nhi\n");
     // Without any workspace the file tools say so.
-    let bare = context(RuntimeContext::for_user("alice"));
+    let bare = context(RuntimeContext::for_user(harness_core::UserId::from_static("alice")));
     let err = file_tools()[0].call(json!({"path": "x"}), &bare).await.unwrap_err();
     assert!(err.to_string().contains("no workspace is bound"), "{err}");
 }
