@@ -208,7 +208,14 @@ async fn plan_exit_waits_for_approval_and_plan_mode_stays_active() {
         );
         assert!(banner(&last).is_some(), "{config}: still planning");
         let reader = harness::SessionReader::open(dir.path(), None).await.unwrap();
-        let state = reader.state(&"alice".into(), &"s1".into()).await.unwrap().unwrap();
+        let state = reader
+            .state(
+                &harness_core::UserId::parse("alice").unwrap(),
+                &harness_core::SessionId::parse("s1").unwrap(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
         assert!(
             PlanState::from_state(&state).active,
             "{config}: the saved state says planning"
