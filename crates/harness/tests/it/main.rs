@@ -13,6 +13,7 @@ mod fenced_writes;
 mod gate;
 mod mcp;
 mod memory;
+mod approval;
 mod permissions;
 mod scope;
 mod sessions;
