@@ -39,9 +39,10 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::memory::REGISTRATION,
     crate::compaction::capability::REGISTRATION,
     crate::eviction::REGISTRATION,
+    // Before subagents: children are built with the parent's inherited policy.
+    crate::permissions::REGISTRATION,
     crate::subagents::REGISTRATION,
     crate::prompt::REGISTRATION,
-    crate::permissions::REGISTRATION,
     crate::task_list::REGISTRATION,
 ];
 

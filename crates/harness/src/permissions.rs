@@ -94,6 +94,17 @@ impl HarnessAgentBuilder {
     }
 }
 
+/// A child agent's permissions: the parent's policy as [`Policy::inherited`] (its deny and
+/// ask rules and its mode, so the child is never more permissive), and asks that cannot
+/// wait for a person (the child's turn is not what a person resumes).
+pub(crate) fn for_child(builder: HarnessAgentBuilder, parent: Option<&Policy>) -> HarnessAgentBuilder {
+    let builder = builder.setting(CannotWait);
+    match parent {
+        Some(policy) => builder.permissions(policy.inherited()),
+        None => builder,
+    }
+}
+
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let policy = match setup.take::<PolicyOverride>() {
         Some(PolicyOverride(policy)) => policy,

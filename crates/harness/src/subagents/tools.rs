@@ -21,7 +21,8 @@ pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
 /// The tools' own limit: the longest wait plus a margin to answer.
 const TOOL_LIMIT: Duration = Duration::from_secs(MAX_TIMEOUT_SECONDS + 5);
 
-const WAITS: ToolAnnotations = ToolAnnotations::new().concurrency_safe(true);
+// Children run inside the caller's area under the inherited permissions: closed-world.
+const WAITS: ToolAnnotations = ToolAnnotations::new().closed_world().concurrency_safe(true);
 const READS: ToolAnnotations = ToolAnnotations::new().read_only().concurrency_safe(true);
 
 /// Every subagent tool.

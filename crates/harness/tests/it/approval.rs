@@ -314,3 +314,117 @@ async fn dont_ask_denies_instead_of_waiting() {
     assert!(!dir.path().join("alice/marker").exists());
     assert!(results_seen(&model)[0].contains("dont_ask"));
 }
+
+/// A leaf child keeps the parent's deny rules and mode whatever its configuration says: a
+/// builder policy (not in harness.toml) still binds it, a denied command hidden in a list
+/// is denied, `explore` stays read-only, and the child's asks cannot wait (they get an
+/// error result, the parent's turn goes on).
+#[tokio::test]
+async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
+    use harness::permissions::{Mode, Policy, Rule};
+    use harness_models::Reply;
+    let dir = tempfile::tempdir().unwrap();
+    let child_calls = Arc::new(std::sync::Mutex::new(Vec::<harness_core::ChatRequest>::new()));
+    let seen = Arc::clone(&child_calls);
+    let parent_replies = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from([
+        Reply::tool_call("agent_spawn", json!({"agent_id": "leaf", "task": "try"})),
+        Reply::text("parent done"),
+    ])));
+    let model = ScriptedModel::from_fn(move |request| {
+        let system: String = request.system.parts.iter().map(|part| part.text.as_str()).collect();
+        if !system.contains("LEAF-CHILD") {
+            return parent_replies
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| Reply::text("parent done"));
+        }
+        let mut calls = seen.lock().unwrap();
+        calls.push(request.clone());
+        let call = |name: &str, arguments: serde_json::Value| harness_models::ScriptedToolCall {
+            name: name.into(),
+            arguments,
+            id: None,
+        };
+        match calls.len() {
+            1 => Reply {
+                tool_calls: vec![
+                    call("execute", json!({"command": "touch escaped"})),
+                    call("execute", json!({"command": "echo ok; touch hidden"})),
+                    call("write_file", json!({"path": "written.txt", "content": "x"})),
+                    call("execute", json!({"command": "echo hi"})),
+                ],
+                ..Reply::default()
+            },
+            _ => Reply::text("child done"),
+        }
+    });
+    let policy = Policy {
+        mode: Mode::Default,
+        allow: vec![Rule::parse("execute(echo *)").unwrap()],
+        ask: Vec::new(),
+        deny: vec![
+            Rule::parse("execute(touch *)").unwrap(),
+            Rule::parse("write_file").unwrap(),
+        ],
+    };
+    let fs = harness_fs::LocalFs::new(dir.path())
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    let mut subagents = harness::subagents::SubagentsConfig::default();
+    subagents.max_depth = 1;
+    let parent = builder()
+        .workspace(dir.path())
+        .filesystem(Arc::new(fs))
+        .model(model)
+        .permissions(policy)
+        .subagents(subagents)
+        .subagent(harness::subagents::SubagentDeclaration::new(
+            "leaf",
+            "tries things",
+            "LEAF-CHILD you try things.",
+        ))
+        .build()
+        .unwrap();
+    let reply = parent.call("go", ctx("alice", "s1")).await.unwrap();
+    assert_eq!(reply.text(), "parent done");
+    assert!(parent.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
+    let found = |name: &str| {
+        walkdir(dir.path()).iter().any(|path| path.ends_with(name))
+    };
+    assert!(!found("escaped") && !found("hidden") && !found("written.txt"));
+    let calls = child_calls.lock().unwrap();
+    assert_eq!(calls.len(), 2, "the child's turn went on after its calls");
+    let results: Vec<String> = calls[1]
+        .messages
+        .iter()
+        .flat_map(|msg| msg.content.iter())
+        .filter_map(|block| match block {
+            harness_core::Block::ToolResult { content, .. } => Some(harness_core::join_text(content)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert!(results[0].contains("Permission denied"), "{results:?}");
+    assert!(results[1].contains("Permission denied"), "{results:?}");
+    assert!(results[2].contains("Permission denied"), "{results:?}");
+    assert!(
+        results[3].contains("needs a person's approval"),
+        "the parent's allow rules are not inherited, and a child cannot wait: {results:?}"
+    );
+}
+
+fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path.clone());
+            }
+            out.push(path);
+        }
+    }
+    out
+}
