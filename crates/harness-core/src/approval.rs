@@ -251,9 +251,9 @@ impl ToolContext {
     /// Whether a person approved exactly this call (same id, tool and arguments): the call
     /// is being resumed after approval, so a layer that would ask lets it run.
     pub fn is_approved(&self, call: &ToolCall) -> bool {
-        self.runtime
-            .get::<ApprovedCall>()
-            .is_some_and(|approved| approved.id == call.id && approved.name == call.name && approved.input == call.input)
+        self.runtime.get::<ApprovedCall>().is_some_and(|approved| {
+            approved.id == call.id && approved.name == call.name && approved.input == call.input
+        })
     }
 }
 
@@ -294,7 +294,11 @@ impl Kernel {
     pub(crate) async fn settle_approvals(&self, turn: &mut Turn) -> Result<Settled, AgentError> {
         let mut pending = turn.session.get::<PendingApproval>().map_err(slot_error)?;
         let resuming = turn.ctx.get::<Approvals>().is_some();
-        let decisions = turn.ctx.get::<Approvals>().map(|approvals| approvals.0.clone()).unwrap_or_default();
+        let decisions = turn
+            .ctx
+            .get::<Approvals>()
+            .map(|approvals| approvals.0.clone())
+            .unwrap_or_default();
         // A started call got its "interrupted" result when the state was loaded.
         let had_started = pending.calls.iter().any(|call| call.started);
         pending.calls.retain(|call| !call.started);
@@ -391,7 +395,12 @@ impl Kernel {
             .filter_map(|call| {
                 decided(call)
                     .filter(|decision| decision.verdict.approves())
-                    .map(|decision| (call.clone(), decision.input.clone().unwrap_or_else(|| call.input.clone())))
+                    .map(|decision| {
+                        (
+                            call.clone(),
+                            decision.input.clone().unwrap_or_else(|| call.input.clone()),
+                        )
+                    })
             })
             .collect();
         let denied: Vec<String> = pending

@@ -20,9 +20,9 @@
 //! ```
 
 mod acting;
-mod approval;
 mod agent;
 mod annotations;
+mod approval;
 mod context;
 mod error_kind;
 mod event;
@@ -43,9 +43,7 @@ pub use agent::{
     DEFAULT_USER, ReActAgent, ReActAgentBuilder, error_chain,
 };
 pub use annotations::ToolAnnotations;
-pub use approval::{
-    ApprovalDecision, ApprovalError, Approvals, PendingApproval, PendingCall, TurnModelSpec, Verdict,
-};
+pub use approval::{ApprovalDecision, ApprovalError, Approvals, PendingApproval, PendingCall, TurnModelSpec, Verdict};
 pub use context::RuntimeContext;
 pub use error_kind::ErrorKind;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};

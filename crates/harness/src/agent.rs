@@ -637,8 +637,12 @@ impl HarnessAgent {
         decisions: Vec<harness_core::ApprovalDecision>,
         ctx: RuntimeContext,
     ) -> Result<Msg, AgentError> {
-        self.run(AgentInput(Vec::new()), with_decisions(ctx, decisions), EventSink::disabled())
-            .await
+        self.run(
+            AgentInput(Vec::new()),
+            with_decisions(ctx, decisions),
+            EventSink::disabled(),
+        )
+        .await
     }
 
     /// [`resume`](Self::resume), yielding the turn's events like [`stream`](Self::stream).

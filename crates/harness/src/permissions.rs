@@ -193,7 +193,9 @@ impl PermissionGate {
             return Arc::clone(&self.policy);
         }
         let mut policy = (*self.policy).clone();
-        policy.allow.extend(added.iter().filter_map(|text| Rule::parse(text).ok()));
+        policy
+            .allow
+            .extend(added.iter().filter_map(|text| Rule::parse(text).ok()));
         Arc::new(policy)
     }
 }

@@ -38,7 +38,9 @@ fn results_seen(model: &ScriptedModel) -> Vec<String> {
 }
 
 fn lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map(|text| text.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
 }
 
 /// The file the shell's `echo x >> count` appends to (the caller's area).
@@ -153,7 +155,9 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
         .reply_text("done");
     let agent = agent(dir.path(), config, &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
-    let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0].id.clone();
+    let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0]
+        .id
+        .clone();
     agent
         .resume(
             vec![ApprovalDecision::approve(&id).with_input(json!({"command": "touch edited"}))],
@@ -166,7 +170,9 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
 
     // The second call waits too; its edit falls under the deny rule.
     std::fs::write(dir.path().join("alice/victim"), "keep").unwrap();
-    let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0].id.clone();
+    let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0]
+        .id
+        .clone();
     agent
         .resume(
             vec![ApprovalDecision::approve(&id).with_input(json!({"command": "rm victim"}))],
@@ -174,7 +180,10 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
         )
         .await
         .unwrap();
-    assert!(dir.path().join("alice/victim").exists(), "the deny rule wins over approval");
+    assert!(
+        dir.path().join("alice/victim").exists(),
+        "the deny rule wins over approval"
+    );
     let seen = results_seen(&model);
     assert!(seen.last().unwrap().contains("Permission denied"), "{seen:?}");
 
@@ -184,7 +193,9 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
         .reply_text("done");
     let agent = self::agent(dir.path(), config, &model);
     agent.call("go", ctx("alice", "s2")).await.unwrap();
-    let id = agent.pending_approval(ctx("alice", "s2")).await.unwrap().calls[0].id.clone();
+    let id = agent.pending_approval(ctx("alice", "s2")).await.unwrap().calls[0]
+        .id
+        .clone();
     agent
         .resume(
             vec![ApprovalDecision::approve(&id).with_input(json!({"command": 7}))],
@@ -206,7 +217,9 @@ async fn approve_always_covers_later_calls_of_the_session() {
         .reply_text("done");
     let agent = agent(dir.path(), ASK, &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
-    let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0].id.clone();
+    let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0]
+        .id
+        .clone();
     let reply = agent
         .resume(vec![ApprovalDecision::approve_always(&id)], ctx("alice", "s1"))
         .await
@@ -246,18 +259,21 @@ async fn a_new_message_supersedes_pending_calls_and_keeps_the_transcript_valid()
         .reply_text("fine");
     let agent = agent(dir.path(), ASK, &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
-    assert!(dir.path().join("alice/note.txt").exists(), "the allowed call of the step ran");
-    let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
-    assert_eq!(
-        pending.calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
-        ["x1"]
+    assert!(
+        dir.path().join("alice/note.txt").exists(),
+        "the allowed call of the step ran"
     );
+    let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
+    assert_eq!(pending.calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["x1"]);
     let reply = agent.call("never mind", ctx("alice", "s1")).await.unwrap();
     assert_eq!(reply.text(), "fine");
     assert!(!dir.path().join("alice/marker").exists());
     let seen = results_seen(&model);
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert!(seen.iter().any(|r| r.contains("x1") && r.contains("superseded")), "{seen:?}");
+    assert!(
+        seen.iter().any(|r| r.contains("x1") && r.contains("superseded")),
+        "{seen:?}"
+    );
     let last_request = model.requests().last().unwrap().clone();
     let last_user = last_request.messages.last().unwrap();
     assert_eq!(last_user.text(), "never mind", "the new message follows the results");
@@ -276,10 +292,12 @@ async fn an_approved_call_that_was_started_is_never_run_twice() {
     agent.call("go", ctx("alice", "s1")).await.unwrap();
     // What a process that died while running the approved call leaves behind.
     let store = agent.kernel().state_store();
-    let key = agent.kernel().key_for(&agent.bind(ctx("alice", "s1")).unwrap()).unwrap();
+    let key = agent
+        .kernel()
+        .key_for(&agent.bind(ctx("alice", "s1")).unwrap())
+        .unwrap();
     let (mut state, version) = store.load(&key).await.unwrap().unwrap();
-    let mut pending: PendingApproval =
-        serde_json::from_value(state.extensions[PendingApproval::KEY].clone()).unwrap();
+    let mut pending: PendingApproval = serde_json::from_value(state.extensions[PendingApproval::KEY].clone()).unwrap();
     pending.calls[0].started = true;
     state
         .extensions
@@ -288,7 +306,10 @@ async fn an_approved_call_that_was_started_is_never_run_twice() {
 
     assert!(agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0].started);
     let again = agent
-        .resume(vec![ApprovalDecision::approve(&pending.calls[0].id)], ctx("alice", "s1"))
+        .resume(
+            vec![ApprovalDecision::approve(&pending.calls[0].id)],
+            ctx("alice", "s1"),
+        )
         .await;
     assert!(
         matches!(again, Err(AgentError::Approval(ApprovalError::NothingPending))),
@@ -297,7 +318,11 @@ async fn an_approved_call_that_was_started_is_never_run_twice() {
     assert_eq!(lines(&count_file(dir.path())), 0, "never run by the retry");
     let reply = agent.call("and now?", ctx("alice", "s1")).await.unwrap();
     assert_eq!(reply.text(), "after the crash");
-    assert!(results_seen(&model)[0].contains("interrupted"), "{:?}", results_seen(&model));
+    assert!(
+        results_seen(&model)[0].contains("interrupted"),
+        "{:?}",
+        results_seen(&model)
+    );
 }
 
 /// `dont_ask` never waits: the call is denied and the turn goes on.
@@ -389,9 +414,7 @@ async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
     let reply = parent.call("go", ctx("alice", "s1")).await.unwrap();
     assert_eq!(reply.text(), "parent done");
     assert!(parent.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
-    let found = |name: &str| {
-        walkdir(dir.path()).iter().any(|path| path.ends_with(name))
-    };
+    let found = |name: &str| walkdir(dir.path()).iter().any(|path| path.ends_with(name));
     assert!(!found("escaped") && !found("hidden") && !found("written.txt"));
     let calls = child_calls.lock().unwrap();
     assert_eq!(calls.len(), 2, "the child's turn went on after its calls");

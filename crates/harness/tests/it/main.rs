@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
+mod approval;
 mod backends;
 mod caching;
 mod capability;
@@ -13,7 +14,6 @@ mod fenced_writes;
 mod gate;
 mod mcp;
 mod memory;
-mod approval;
 mod permissions;
 mod scope;
 mod sessions;
