@@ -11,7 +11,10 @@
 //! deny = ["execute(rm *)"]
 //! ```
 //!
-//! The capability is on when the section is present (or the builder sets a policy). A call
+//! The capability is always on. Without the section the built-in defaults apply: mode
+//! `default` and no rules, so read-only tools and closed-world tools (the file, memory and
+//! session tools inside the caller's area, `agent_*`, `task_*`, `todo_write`, ...) run, and
+//! everything else (`execute`, MCP tools without hints or with side effects) asks. A call
 //! that needs approval does not run: it is recorded as pending in the session
 //! ([`harness_core::PendingApproval`]) and the turn ends after its step with an
 //! `ApprovalRequired` event; [`HarnessAgent::resume`](crate::HarnessAgent::resume) continues
@@ -112,7 +115,8 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
             Some(section) => section
                 .policy()
                 .map_err(|err| CapabilityError::new(PermissionsSection::KEY, err))?,
-            None => return Ok(None),
+            // The built-in defaults: mode `default`, no rules.
+            None => Policy::default(),
         },
     };
     let can_wait = setup.take::<CannotWait>().is_none();

@@ -451,3 +451,40 @@ fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Without `[permissions]` the built-in defaults apply: closed-world tools (the file tools in
+/// the caller's area) and read-only tools run, the shell waits for a person.
+#[tokio::test]
+async fn without_a_permissions_section_the_defaults_ask_for_the_shell_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new().reply(harness_models::Reply {
+        tool_calls: vec![
+            harness_models::ScriptedToolCall {
+                name: "write_file".into(),
+                arguments: json!({"path": "a.txt", "content": "x"}),
+                id: Some("w".into()),
+            },
+            harness_models::ScriptedToolCall {
+                name: "read_file".into(),
+                arguments: json!({"path": "a.txt"}),
+                id: Some("r".into()),
+            },
+            harness_models::ScriptedToolCall {
+                name: "execute".into(),
+                arguments: json!({"command": "touch marker"}),
+                id: Some("x".into()),
+            },
+        ],
+        ..harness_models::Reply::default()
+    });
+    let agent = agent(dir.path(), "", &model);
+    assert!(agent.middleware_order().contains(&"permissions"));
+    agent.call("go", ctx("alice", "s1")).await.unwrap();
+    assert!(dir.path().join("alice/a.txt").exists());
+    assert!(!dir.path().join("alice/marker").exists());
+    let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
+    assert_eq!(
+        pending.calls.iter().map(|call| call.id.as_str()).collect::<Vec<_>>(),
+        ["x"]
+    );
+}

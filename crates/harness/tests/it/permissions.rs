@@ -191,7 +191,10 @@ fn the_policy_is_readable_for_children() {
             .build()
             .unwrap()
     };
-    assert!(build("").permission_policy().is_none());
+    // Without [permissions] the built-in defaults apply: mode `default`, no rules.
+    let defaults = build("").permission_policy().cloned().unwrap();
+    assert_eq!(defaults.mode, harness::permissions::Mode::Default);
+    assert!(defaults.allow.is_empty() && defaults.ask.is_empty() && defaults.deny.is_empty());
     let agent = build("[permissions]\nmode = \"explore\"\nallow = [\"execute\"]\ndeny = [\"write_file(src/**)\"]\n");
     let child = agent.permission_policy().unwrap().inherited();
     assert_eq!(child.mode, harness::permissions::Mode::Explore);
