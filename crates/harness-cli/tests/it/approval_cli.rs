@@ -235,3 +235,58 @@ fn always_covers_the_next_call_and_save_writes_harness_toml() {
     assert!(output.status.success(), "{:?}", text(&output));
     assert_eq!(count(&ws), 3);
 }
+
+/// `harness chat` asks inline, showing the rule "always" would add: `n` refuses (the model
+/// hears it), `a` runs the call and the session's next identical call needs no question.
+#[test]
+fn chat_asks_inline_and_always_adds_the_rule() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let model = script(
+        dir.path(),
+        &format!(
+            r#"{{"replies": [{}, {{"text": "refused, fine"}}, {}, {}, {{"text": "counted"}}]}}"#,
+            shell_call("echo no >> count"),
+            shell_call("echo x >> count"),
+            shell_call("echo x >> count")
+        ),
+    );
+    let mut child = harness()
+        .args(["chat", "--model", &model, "--workspace"])
+        .arg(&ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "first").unwrap();
+    writeln!(stdin, "n").unwrap();
+    writeln!(stdin, "second").unwrap();
+    writeln!(stdin, "a").unwrap();
+    writeln!(stdin, "/exit").unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("always adds `execute(echo x*)` for this session"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("A person refused this call"), "{stdout}");
+    assert!(
+        stdout.contains("refused, fine") && stdout.contains("counted"),
+        "{stdout}"
+    );
+    let counted = std::fs::read_to_string(find(&ws, "count").unwrap()).unwrap();
+    assert_eq!(
+        counted, "x\nx\n",
+        "the refused call never ran; the second x needed no question"
+    );
+    assert_eq!(
+        stdout.matches("  ? execute").count(),
+        2,
+        "asked twice, not three times: {stdout}"
+    );
+}
