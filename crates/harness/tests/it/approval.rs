@@ -396,8 +396,10 @@ async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
     let fs = harness_fs::LocalFs::new(dir.path())
         .unwrap()
         .with_shell(harness_fs::LocalShellConfig::default());
-    let mut subagents = harness::subagents::SubagentsConfig::default();
-    subagents.max_depth = 1;
+    let subagents = harness::subagents::SubagentsConfig {
+        max_depth: 1,
+        ..Default::default()
+    };
     let parent = builder()
         .workspace(dir.path())
         .filesystem(Arc::new(fs))
