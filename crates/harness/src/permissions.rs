@@ -139,7 +139,15 @@ impl Capability for Permissions {
     fn middleware(&self, _assembly: &Assembly) -> Vec<(Layer, Arc<dyn Middleware>)> {
         vec![(Layer::Permissions, Arc::clone(&self.0) as Arc<dyn Middleware>)]
     }
+
+    fn session_slots(&self) -> &'static [crate::capability::SlotKey] {
+        SLOTS
+    }
 }
+
+/// The session's "approve always" rules live in one slot (the pending calls themselves are
+/// the kernel's `pending_approval`).
+const SLOTS: &[crate::capability::SlotKey] = &[crate::capability::SlotKey::of::<SessionRules>()];
 
 /// Code of the warning event sent when a call is denied.
 pub const WARNING_DENIED: &str = "permissions.denied";
