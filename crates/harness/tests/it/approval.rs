@@ -490,3 +490,63 @@ async fn without_a_permissions_section_the_defaults_ask_for_the_shell_only() {
         ["x"]
     );
 }
+
+/// The pending approval lives in the session state, so it works with every state store: two
+/// agents (two replicas) on Redis and on PostgreSQL state, one asks, the other resumes.
+#[tokio::test]
+async fn approval_crosses_replicas_on_redis_and_postgres_state() {
+    use harness::state::{StateConfig, StateKind};
+    let redis = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let postgres =
+        std::env::var("HARNESS_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let stamp = jiff::Timestamp::now().as_nanosecond();
+    for (kind, url) in [(StateKind::Redis, redis), (StateKind::Postgres, postgres)] {
+        let config = StateConfig {
+            kind,
+            url: Some(url),
+            key_prefix: Some(format!("approval_{stamp}_")),
+            ..StateConfig::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let replica = |model: &ScriptedModel| {
+            let config = config.clone();
+            let model = model.clone();
+            let dir = dir.path().to_path_buf();
+            async move {
+                let backend = harness::state::open(&config)
+                    .await
+                    .expect("Redis and PostgreSQL must answer (scripts/services.sh starts them)")
+                    .unwrap();
+                let fs = harness_fs::LocalFs::new(&dir)
+                    .unwrap()
+                    .with_shell(harness_fs::LocalShellConfig::default());
+                builder()
+                    .workspace(&dir)
+                    .filesystem(Arc::new(fs))
+                    .state_store(backend.store)
+                    .session_lease(backend.lease)
+                    .model(model)
+                    .build()
+                    .unwrap()
+            }
+        };
+        let first_model = ScriptedModel::new().reply_tool_call("execute", json!({"command": "echo x >> count"}));
+        let first = replica(&first_model).await;
+        first.call("count", ctx("alice", "s1")).await.unwrap();
+        assert_eq!(lines(&count_file(dir.path())), 0);
+        let second_model = ScriptedModel::new().reply_text("counted");
+        let second = replica(&second_model).await;
+        let pending = second.pending_approval(ctx("alice", "s1")).await.unwrap();
+        assert_eq!(pending.calls.len(), 1, "{kind:?}");
+        let reply = second
+            .resume(
+                vec![ApprovalDecision::approve(&pending.calls[0].id)],
+                ctx("alice", "s1"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(reply.text(), "counted");
+        assert_eq!(lines(&count_file(dir.path())), 1, "{kind:?}");
+        assert!(first.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
+    }
+}
