@@ -8,8 +8,8 @@ use anyhow::{Context as _, bail};
 use clap::Parser;
 use harness::HarnessAgent;
 use harness_core::{
-    AgentState, JsonSchema, Msg, RuntimeContext, StateKey, StateStore, ToolContext, ToolError, ToolOutput, TypedTool,
-    async_trait, typed,
+    AgentState, JsonSchema, Msg, RuntimeContext, StateKey, StateStore, ToolAnnotations, ToolContext, ToolError,
+    ToolOutput, TypedTool, async_trait, typed,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -69,6 +69,8 @@ impl TypedTool for Lookup {
     const NAME: &'static str = "lookup";
     const DESCRIPTION: &'static str = "Look up the record stored under a key and return it verbatim.";
     type Args = LookupArgs;
+    // It only returns a constant record: read-only, so the default permissions run it.
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
     async fn call(&self, _args: LookupArgs, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text(LOOKUP_RESULT))

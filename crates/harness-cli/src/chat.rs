@@ -146,74 +146,142 @@ async fn chat_loop(
         let cancel = CancellationToken::new();
         let mut ctx = base.clone().with_cancellation(cancel.clone());
         ctx.session_id = Some(session.clone());
-        let mut events = agent.stream(line, ctx);
-        let mut waiting = Some(crate::progress::WaitingNote::start("the model".to_owned()));
-        let mut at_line_start = true;
-        loop {
-            let event = tokio::select! {
-                event = events.next() => event,
-                _ = tokio::signal::ctrl_c(), if !cancel.is_cancelled() => {
-                    cancel.cancel();
-                    out.line("\n(cancelling… Ctrl-C again to quit)")?;
-                    continue;
+        show_turn(agent.stream(line, ctx.clone()), &cancel, out).await?;
+        // Calls that wait for a person: ask here, then run the rest of the turn.
+        while !cancel.is_cancelled() {
+            let pending = match agent.pending_approval(ctx.clone()).await {
+                Ok(pending) if !pending.is_empty() => pending,
+                Ok(_) => break,
+                Err(err) => {
+                    out.line(&format!("error: {}", harness_core::error_chain(&err)))?;
+                    break;
                 }
             };
-            let Some(event) = event else { break };
-            waiting.take();
-            if let Some(source) = &event.source {
-                // A child's activity: compact, indented, tagged with its id.
-                if let Some(line) = child_line(source, &event.kind) {
-                    if !at_line_start {
-                        out.line("")?;
-                    }
-                    out.line(&line)?;
-                    at_line_start = true;
-                }
-                continue;
-            }
-            match event.kind {
-                EventKind::TextDelta { delta } => {
-                    out.write(&delta)?;
-                    at_line_start = delta.ends_with('\n');
-                }
-                EventKind::ToolCallEnd { name, input, .. } => {
-                    if !at_line_start {
-                        out.line("")?;
-                    }
-                    out.line(&format!(
-                        "  → {name}({})",
-                        harness_core::excerpt(&input.to_string(), 120)
-                    ))?;
-                    at_line_start = true;
-                }
-                EventKind::ToolResult { content, is_error, .. } => {
-                    let text: Vec<&str> = content.iter().filter_map(Block::as_text).collect();
-                    let mark = if is_error { "✗" } else { "←" };
-                    out.line(&format!(
-                        "  {mark} {}",
-                        harness_core::excerpt(&text.join(" ").replace('\n', " "), 120)
-                    ))?;
-                }
-                EventKind::Warning { message, .. } => eprintln!("warning: {message}"),
-                EventKind::Error { message, .. } => {
-                    if !at_line_start {
-                        out.line("")?;
-                    }
-                    out.line(&format!("error: {message}"))?;
-                    at_line_start = true;
-                }
-                EventKind::Final { .. } => {
-                    if !at_line_start {
-                        out.line("")?;
-                    }
-                    at_line_start = true;
-                }
-                _ => {}
-            }
+            let Some(decisions) = ask_decisions(&editor, &pending, out).await? else {
+                out.line(&format!(
+                    "(left waiting; decide later with `harness approve --session {session}`)"
+                ))?;
+                break;
+            };
+            show_turn(agent.resume_stream(decisions, ctx.clone()), &cancel, out).await?;
         }
         interrupts.reset();
     }
     Ok(())
+}
+
+/// Prints one turn's events as they come (tokens, tool calls and results, children's lines).
+async fn show_turn(
+    mut events: harness_core::AgentStream,
+    cancel: &CancellationToken,
+    out: &mut Out,
+) -> anyhow::Result<()> {
+    let mut waiting = Some(crate::progress::WaitingNote::start("the model".to_owned()));
+    let mut at_line_start = true;
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            _ = tokio::signal::ctrl_c(), if !cancel.is_cancelled() => {
+                cancel.cancel();
+                out.line("\n(cancelling… Ctrl-C again to quit)")?;
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
+        waiting.take();
+        if let Some(source) = &event.source {
+            // A child's activity: compact, indented, tagged with its id.
+            if let Some(line) = child_line(source, &event.kind) {
+                if !at_line_start {
+                    out.line("")?;
+                }
+                out.line(&line)?;
+                at_line_start = true;
+            }
+            continue;
+        }
+        match event.kind {
+            EventKind::TextDelta { delta } => {
+                out.write(&delta)?;
+                at_line_start = delta.ends_with('\n');
+            }
+            EventKind::ToolCallEnd { name, input, .. } => {
+                if !at_line_start {
+                    out.line("")?;
+                }
+                out.line(&format!(
+                    "  → {name}({})",
+                    harness_core::excerpt(&input.to_string(), 120)
+                ))?;
+                at_line_start = true;
+            }
+            EventKind::ToolResult { content, is_error, .. } => {
+                let text: Vec<&str> = content.iter().filter_map(Block::as_text).collect();
+                let mark = if is_error { "✗" } else { "←" };
+                out.line(&format!(
+                    "  {mark} {}",
+                    harness_core::excerpt(&text.join(" ").replace('\n', " "), 120)
+                ))?;
+            }
+            EventKind::Warning { message, .. } => eprintln!("warning: {message}"),
+            EventKind::Error { message, .. } => {
+                if !at_line_start {
+                    out.line("")?;
+                }
+                out.line(&format!("error: {message}"))?;
+                at_line_start = true;
+            }
+            EventKind::Final { .. } => {
+                if !at_line_start {
+                    out.line("")?;
+                }
+                at_line_start = true;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Asks about each pending call: y approves, n refuses, a approves and adds the shown rule to
+/// the session. `None` when input ended (the calls stay pending).
+async fn ask_decisions(
+    editor: &std::sync::Arc<std::sync::Mutex<rustyline::DefaultEditor>>,
+    pending: &harness_core::PendingApproval,
+    out: &mut Out,
+) -> anyhow::Result<Option<Vec<harness_core::ApprovalDecision>>> {
+    let mut decisions = Vec::new();
+    for call in &pending.calls {
+        out.line(&format!(
+            "  ? {}({}) needs approval: {}",
+            call.tool,
+            harness_core::excerpt(&call.input.to_string(), 200),
+            call.reason
+        ))?;
+        if let Some(rule) = &call.suggestion {
+            out.line(&format!("    always adds `{rule}` for this session"))?;
+        }
+        let always = if call.suggestion.is_some() { " / [a]lways" } else { "" };
+        loop {
+            let answer = match read_line(editor.clone(), format!("    run it? [y]es / [n]o{always}: ")).await? {
+                Line::Text(answer) => answer.trim().to_lowercase(),
+                Line::Invalid => continue,
+                Line::Eof => return Ok(None),
+            };
+            let decision = match answer.as_str() {
+                "y" | "yes" => harness_core::ApprovalDecision::approve(&call.id),
+                "n" | "no" => harness_core::ApprovalDecision::deny(&call.id),
+                "a" | "always" if call.suggestion.is_some() => harness_core::ApprovalDecision::approve_always(&call.id),
+                _ => {
+                    out.line("    please answer y, n or a")?;
+                    continue;
+                }
+            };
+            decisions.push(decision);
+            break;
+        }
+    }
+    Ok(Some(decisions))
 }
 
 /// One compact line for a subagent's event (tool calls, results, its answer, errors), or

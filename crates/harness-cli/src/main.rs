@@ -7,6 +7,7 @@
 
 #![allow(clippy::print_stderr)]
 
+mod approve;
 mod chat;
 mod demo;
 mod input;
@@ -29,8 +30,9 @@ use std::sync::Arc;
 
 /// Harness: a runtime for long-running LLM agents.
 ///
-/// Commands: init, run, chat, tools, sessions (list, show, search), memory (search, extract, consolidate), demo.
-/// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error.
+/// Commands: init, run, approve, chat, tools, sessions (list, show, search), memory (search, extract, consolidate), demo.
+/// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error, 3 the turn waits
+/// for a person's approval (`harness approve` continues it).
 #[derive(Parser)]
 #[command(name = "harness", version, about, long_about = None)]
 struct Cli {
@@ -104,6 +106,16 @@ enum Command {
         file: Option<PathBuf>,
         /// The message; `-` (or no message with stdin not a terminal) reads stdin.
         message: Option<String>,
+    },
+    /// Decide the calls a turn waits for (approve, or --deny) and run the rest of the turn.
+    ///
+    /// The model is the one the waiting turn used (recorded with it); --model overrides it.
+    /// Exits 3 again when the rest of the turn asks for approval.
+    Approve {
+        #[command(flatten)]
+        agent: AgentArgs,
+        #[command(flatten)]
+        approve: approve::ApproveArgs,
     },
     /// Chat interactively (streams tokens; /session ID, /new, /exit; Ctrl-C cancels a turn).
     Chat {
@@ -231,7 +243,7 @@ async fn run(
     let _handling = interrupts.handling();
     let cancel = CancellationToken::new();
     let ctx = context(&args).with_cancellation(cancel.clone());
-    let turn = run_turn(&agent, ctx, json, message, &spec);
+    let turn = run_turn(&agent, ctx, json, TurnInput::Message(message), &spec);
     tokio::pin!(turn);
     let result = tokio::select! {
         result = &mut turn => result,
@@ -252,34 +264,71 @@ async fn run(
     result
 }
 
+/// What a turn is given.
+enum TurnInput {
+    /// A new message.
+    Message(String),
+    /// Decisions on the calls it waits for.
+    Decisions(Vec<harness_core::ApprovalDecision>),
+}
+
+/// Runs one turn (or the rest of a waiting one) and prints it: the reply text, or with
+/// `json` one event per line. A turn that ends waiting for approval prints the pending calls
+/// and fails with [`approve::AwaitingApproval`] (exit code 3).
 async fn run_turn(
     agent: &HarnessAgent,
-    ctx: RuntimeContext,
+    mut ctx: RuntimeContext,
     json: bool,
-    message: String,
+    input: TurnInput,
     spec: &str,
 ) -> anyhow::Result<()> {
+    ctx.insert(harness_core::TurnModelSpec(spec.to_owned()));
     let mut out = Out::new();
     let waiting = progress::WaitingNote::start(format!("the model {spec}"));
     if !json {
         // Nobody watches tokens: one non-streaming request per model call.
-        let reply = agent.call(message, ctx).await;
+        let reply = match input {
+            TurnInput::Message(message) => agent.call(message, ctx.clone()).await,
+            TurnInput::Decisions(decisions) => agent.resume(decisions, ctx.clone()).await,
+        };
         drop(waiting);
         let reply = reply.map_err(|err| runtime(&err))?;
-        out.line(&reply.text())?;
+        let pending = agent.pending_approval(ctx.clone()).await.map_err(|err| runtime(&err))?;
+        let text = reply.text();
+        if !pending.is_empty() {
+            if !text.trim().is_empty() {
+                out.line(&text)?;
+            }
+            approve::print_pending(&mut out, &pending, &ctx)?;
+            return Err(anyhow::Error::new(approve::AwaitingApproval));
+        }
+        out.line(&text)?;
         return Ok(());
     }
     let mut waiting = Some(waiting);
-    let mut events = agent.stream(message, ctx);
+    let mut events = match input {
+        TurnInput::Message(message) => agent.stream(message, ctx),
+        TurnInput::Decisions(decisions) => agent.resume_stream(decisions, ctx),
+    };
     let mut failed = None;
+    let mut asked = false;
     // Every event is drained even when nobody reads stdout any more: the turn completes and
     // is persisted.
     while let Some(event) = events.next().await {
         waiting.take();
+        let lines = match &event.kind {
+            // One event per pending call.
+            EventKind::ApprovalRequired { calls } if event.source.is_none() => {
+                asked = true;
+                approve::pending_lines(calls)?
+            }
+            _ => vec![serde_json::to_string(&event)?],
+        };
         if !out.closed() {
-            let mut line = serde_json::to_string(&event)?;
-            line.push('\n');
-            out.write(&line)?;
+            for mut line in lines {
+                line.push('\n');
+                out.write(&line)?;
+            }
         }
         if let EventKind::Error { message, .. } = event.kind {
             failed = Some(message);
@@ -287,8 +336,67 @@ async fn run_turn(
     }
     match failed {
         Some(message) => Err(anyhow::anyhow!(message)),
+        None if asked => Err(anyhow::Error::new(approve::AwaitingApproval)),
         None => Ok(()),
     }
+}
+
+/// `harness approve`: reads what the session waits for, turns the flags into decisions,
+/// optionally saves the rules, and runs the rest of the turn like `run`.
+async fn approve_cmd(
+    mut args: AgentArgs,
+    flags: approve::ApproveArgs,
+    interrupts: Arc<Interrupts>,
+) -> anyhow::Result<()> {
+    let ctx = context(&args);
+    let pending = approve::read_pending(&args, &ctx).await?;
+    if pending.is_empty() {
+        return Err(usage(format!(
+            "nothing is waiting for approval in session `{}` of user `{}` (`harness run` exits 3 when a turn waits)",
+            ctx.session_id
+                .as_ref()
+                .map_or(harness_core::DEFAULT_SESSION, |id| id.as_str()),
+            ctx.user_id
+                .as_ref()
+                .map_or(harness_core::DEFAULT_USER, |id| id.as_str()),
+        )));
+    }
+    let decisions = approve::decisions(&flags, &pending)?;
+    if args.model.is_none() {
+        args.model = pending.model.clone();
+    }
+    if flags.save {
+        let rules: Vec<String> = decisions
+            .iter()
+            .filter_map(|decision| pending.call(&decision.call_id))
+            .filter_map(|call| call.suggestion.clone())
+            .collect();
+        let dir = workspace::resolve(args.ws.workspace.clone())?.dir;
+        let added = approve::save_rules(&dir, &rules)?;
+        for rule in added {
+            eprintln!(
+                "added `{rule}` to [permissions] allow in {}",
+                dir.join(harness::config::CONFIG_FILE).display()
+            );
+        }
+    }
+    let (agent, spec) = build_agent(&args).await?;
+    let _handling = interrupts.handling();
+    let cancel = CancellationToken::new();
+    let ctx = ctx.with_cancellation(cancel.clone());
+    let turn = run_turn(&agent, ctx, flags.json, TurnInput::Decisions(decisions), &spec);
+    tokio::pin!(turn);
+    let result = tokio::select! {
+        result = &mut turn => result,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("(cancelling the turn; Ctrl-C again to quit)");
+            cancel.cancel();
+            turn.await
+        }
+    };
+    interrupts.reset();
+    shutdown(&agent).await;
+    result
 }
 
 fn init(dir: Option<PathBuf>, model: Option<String>) -> anyhow::Result<()> {
@@ -382,6 +490,7 @@ fn main() -> ExitCode {
                 let message = tokio::task::spawn_blocking(move || input::message(message, file.as_deref())).await??;
                 run(agent, json, wait_tasks, message, interrupts).await
             }
+            Command::Approve { agent, approve } => approve_cmd(agent, approve, interrupts).await,
             Command::Chat { agent } => {
                 let (harness, _) = build_agent(&agent).await?;
                 let _handling = interrupts.handling();
@@ -397,6 +506,8 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The pending calls were printed; the status says the turn waits.
+        Err(err) if err.downcast_ref::<approve::AwaitingApproval>().is_some() => ExitCode::from(approve::EXIT_WAITING),
         Err(err) => {
             // One line, except a message that carries its own layout (a TOML caret diagram).
             let text = format!("{err:#}");

@@ -90,7 +90,12 @@ impl Kernel {
             }
             start = end;
         }
+        // Calls a layer left waiting for a person get no result until they are decided.
+        let waiting = crate::approval::waiting_ids(&turn.session);
         for (call, output) in calls.into_iter().zip(outputs) {
+            if waiting.contains(&call.id) {
+                continue;
+            }
             // Every index was filled above: refused calls in the first loop, the rest by
             // their batch.
             let output = output.unwrap_or_else(|| ToolOutput::error("tool call was not run"));

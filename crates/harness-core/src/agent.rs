@@ -9,7 +9,7 @@ use crate::message::{Msg, Role, Usage};
 use crate::middleware::{AgentNext, Chain, Middleware, ReasoningNext};
 use crate::model::{BoxError, ChatModel, ModelError, ToolSpec};
 use crate::session_state::SessionState;
-use crate::state::{InMemoryStateStore, StateError, StateKey, StateStore, repair_tool_pairs};
+use crate::state::{InMemoryStateStore, StateError, StateKey, StateStore, repair_tool_pairs_except};
 use crate::tool::{Tool, Toolkit, ToolkitError};
 use crate::turn::Turn;
 use futures::Stream;
@@ -63,6 +63,10 @@ pub enum AgentError {
         #[source]
         source: BoxError,
     },
+    /// The call's approval decisions cannot be applied (nothing pending, an unknown call
+    /// id). Nothing was run.
+    #[error("approval")]
+    Approval(#[from] crate::ApprovalError),
     /// The provider's content filter stopped the model's reply (OpenAI `content_filter`,
     /// Anthropic `refusal`). The reply is not returned and not kept in the session.
     #[error("the reply of model `{model}` was stopped by the provider's content filter")]
@@ -80,7 +84,7 @@ impl AgentError {
             Self::State(StateError::Conflict { .. }) => ErrorKind::Conflict,
             Self::State(_) | Self::Capability { .. } => ErrorKind::Internal,
             Self::Cancelled => ErrorKind::Cancelled,
-            Self::Identity(_) => ErrorKind::Configuration,
+            Self::Identity(_) | Self::Approval(_) => ErrorKind::Configuration,
             Self::ContentFiltered { .. } => ErrorKind::ContentFilter,
         }
     }
@@ -432,11 +436,15 @@ impl ReActAgent {
     ) -> Result<Msg, AgentError> {
         let kernel = &*self.kernel;
         let (mut state, version) = kernel.store.load(&key).await?.unwrap_or_default();
-        let repaired = repair_tool_pairs(&mut state.messages);
+        let session = SessionState::from_extensions(&state.extensions);
+        // Calls waiting for a person keep no result until they are decided; a call that was
+        // approved and started but never finished gets the "interrupted" result here.
+        let waiting = crate::approval::waiting_ids(&session);
+        let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
+        let repaired = repair_tool_pairs_except(&mut state.messages, &waiting);
         if repaired > 0 {
             tracing::warn!(repairs = repaired, "repaired tool calls left without results");
         }
-        let session = SessionState::from_extensions(&state.extensions);
         let mut turn = Turn {
             ctx,
             key,
@@ -488,6 +496,9 @@ impl Kernel {
                 session_id: turn.key.session_id.to_string(),
             })
             .await;
+        if self.settle_approvals(turn).await? == crate::approval::Settled::StillWaiting {
+            return Ok(());
+        }
         for msg in std::mem::take(&mut turn.input) {
             turn.push(msg);
         }
@@ -526,6 +537,9 @@ impl Kernel {
                     usage: reply.usage,
                 })
                 .await;
+            if self.end_if_waiting(turn).await {
+                return Ok(());
+            }
             if turn.ctx.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }

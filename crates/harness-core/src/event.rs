@@ -99,6 +99,12 @@ pub enum EventKind {
         /// Details.
         data: Value,
     },
+    /// Calls wait for a person's approval: the turn ends here, saved, and resumes with
+    /// decisions (see [`PendingApproval`](crate::PendingApproval)).
+    ApprovalRequired {
+        /// The pending calls.
+        calls: Vec<crate::PendingCall>,
+    },
     /// The call failed.
     Error {
         /// What went wrong.

@@ -22,6 +22,7 @@
 mod acting;
 mod agent;
 mod annotations;
+mod approval;
 mod context;
 mod error_kind;
 mod event;
@@ -42,6 +43,7 @@ pub use agent::{
     DEFAULT_TOOL_TIMEOUT, DEFAULT_USER, DEFAULT_USER_ID, ReActAgent, ReActAgentBuilder, error_chain,
 };
 pub use annotations::ToolAnnotations;
+pub use approval::{ApprovalDecision, ApprovalError, Approvals, PendingApproval, PendingCall, TurnModelSpec, Verdict};
 pub use context::RuntimeContext;
 pub use error_kind::ErrorKind;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};
@@ -56,6 +58,7 @@ pub use model::{
 pub use session_state::{SessionSlot, SessionState, SessionStateError};
 pub use state::{
     AgentState, InMemoryStateStore, STATE_FORMAT, StateError, StateKey, StateStore, Version, repair_tool_pairs,
+    repair_tool_pairs_except,
 };
 pub use tokens::{
     MEDIA_TOKENS, MESSAGE_OVERHEAD_TOKENS, estimate_msg, estimate_request, estimate_tokens, prefix_within_tokens,

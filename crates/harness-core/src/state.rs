@@ -185,16 +185,24 @@ impl StateStore for InMemoryStateStore {
 /// message list: a missing result becomes a synthetic error result placed right after the
 /// calling message; an orphan result is dropped. Returns how many repairs were made.
 pub fn repair_tool_pairs(messages: &mut Vec<Arc<Msg>>) -> usize {
+    repair_tool_pairs_except(messages, &[])
+}
+
+/// [`repair_tool_pairs`], leaving the calls in `waiting` without a result: they wait for a
+/// person's approval ([`PendingApproval`](crate::PendingApproval)) and get their result when
+/// the session resumes.
+pub fn repair_tool_pairs_except(messages: &mut Vec<Arc<Msg>>, waiting: &[&str]) -> usize {
     use crate::message::{Block, Role, meta};
     use std::collections::HashSet;
 
     // Runs on every load: skip the owned id sets and the rebuild when nothing is broken.
-    if is_well_paired(messages) {
+    if is_well_paired(messages, waiting) {
         return 0;
     }
     let answered: HashSet<String> = messages
         .iter()
         .flat_map(|msg| msg.tool_result_ids().map(str::to_owned))
+        .chain(waiting.iter().map(|id| (*id).to_owned()))
         .collect();
     let called: HashSet<String> = messages
         .iter()
@@ -246,7 +254,7 @@ pub fn repair_tool_pairs(messages: &mut Vec<Arc<Msg>>) -> usize {
 /// Whether every tool result answers an earlier call that is still open and no call is left
 /// open, in which case [`repair_tool_pairs`] has nothing to do. One pass, no hashing and no
 /// id copies; open calls are few (one step's worth).
-fn is_well_paired(messages: &[Arc<Msg>]) -> bool {
+fn is_well_paired(messages: &[Arc<Msg>], waiting: &[&str]) -> bool {
     let mut open: Vec<&str> = Vec::new();
     for msg in messages {
         open.extend(msg.tool_calls().map(|call| call.id));
@@ -259,5 +267,5 @@ fn is_well_paired(messages: &[Arc<Msg>]) -> bool {
             }
         }
     }
-    open.is_empty()
+    open.iter().all(|call| waiting.contains(call))
 }

@@ -602,7 +602,56 @@ impl HarnessAgent {
         self.run(input.into(), ctx, EventSink::disabled()).await
     }
 
-    /// Runs one turn, yielding its events; the last is `Final` or `Error`.
+    /// The calls of `ctx`'s session that wait for a person's approval (empty when none).
+    /// Reads the saved state without taking the session, so any process may ask.
+    ///
+    /// # Errors
+    /// [`AgentError::Identity`] for unsafe ids, [`AgentError::State`] when the state cannot
+    /// be loaded, [`AgentError::Capability`] when the record is corrupt.
+    pub async fn pending_approval(&self, ctx: RuntimeContext) -> Result<harness_core::PendingApproval, AgentError> {
+        let ctx = self.bind(ctx)?;
+        let key = self.kernel.key_for(&ctx)?;
+        let Some((state, _)) = self.kernel.state_store().load(&key).await? else {
+            return Ok(harness_core::PendingApproval::default());
+        };
+        harness_core::SessionState::from_extensions(&state.extensions)
+            .get::<harness_core::PendingApproval>()
+            .map_err(|err| AgentError::Capability {
+                capability: "approval",
+                source: Box::new(err),
+            })
+    }
+
+    /// Resumes a turn that waits for approval with a person's decisions (from this process
+    /// or another one) and runs it to its end: refused calls get an error result saying a
+    /// person refused, approved ones run exactly once (edited arguments are checked and
+    /// decided again), then the loop goes on. Returns like [`call`](Self::call); when calls
+    /// are still (or again) waiting, the returned message is the one that asked and
+    /// [`pending_approval`](Self::pending_approval) lists them.
+    ///
+    /// # Errors
+    /// [`AgentError::Approval`] when nothing is pending or a decision names an unknown call
+    /// (nothing runs then), and the errors of [`call`](Self::call).
+    pub async fn resume(
+        &self,
+        decisions: Vec<harness_core::ApprovalDecision>,
+        ctx: RuntimeContext,
+    ) -> Result<Msg, AgentError> {
+        self.run(
+            AgentInput(Vec::new()),
+            with_decisions(ctx, decisions),
+            EventSink::disabled(),
+        )
+        .await
+    }
+
+    /// [`resume`](Self::resume), yielding the turn's events like [`stream`](Self::stream).
+    pub fn resume_stream(&self, decisions: Vec<harness_core::ApprovalDecision>, ctx: RuntimeContext) -> AgentStream {
+        self.stream(AgentInput(Vec::new()), with_decisions(ctx, decisions))
+    }
+
+    /// Runs one turn, yielding its events; the last is `Final` or `Error`. A turn that
+    /// waits for approval yields `ApprovalRequired` before its `Final`.
     pub fn stream(&self, input: impl Into<AgentInput>, ctx: RuntimeContext) -> AgentStream {
         let (sink, rx) = AgentStream::channel();
         let agent = self.clone();
@@ -623,4 +672,9 @@ impl HarnessAgent {
             rx,
         )
     }
+}
+
+fn with_decisions(mut ctx: RuntimeContext, decisions: Vec<harness_core::ApprovalDecision>) -> RuntimeContext {
+    ctx.insert(harness_core::Approvals(decisions));
+    ctx
 }

@@ -41,9 +41,10 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::eviction::REGISTRATION,
     // Before permissions: plan mode turns the permission check on.
     crate::plan_mode::REGISTRATION,
+    // Before subagents: children are built with the parent's inherited policy.
+    crate::permissions::REGISTRATION,
     crate::subagents::REGISTRATION,
     crate::prompt::REGISTRATION,
-    crate::permissions::REGISTRATION,
     crate::task_list::REGISTRATION,
 ];
 

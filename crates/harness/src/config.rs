@@ -299,6 +299,16 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # key_prefix = "harness:state:"   # Redis key prefix; for postgres the table prefix (default harness_)
 # lease_ttl = "30s"               # a crashed or paused replica loses the session after this long
 
+# Permissions: an allow / ask / deny decision before every tool call. Without this section the
+# defaults apply: read-only tools and tools that stay in your area (file tools, memory, subagents)
+# run; the shell (`execute`) and MCP tools without hints ask a person: `harness run` exits 3 and
+# `harness approve` continues the turn. Order: deny, ask, sensitive paths (.git/, .env, ...), allow, mode.
+# [permissions]
+# mode = "default"                # default | accept_edits | explore (read-only) | bypass | dont_ask (unattended: ask = deny)
+# allow = ["execute(git status*)", "execute(cargo test*)"]
+# ask = ["write_file(src/**)"]
+# deny = ["execute(rm *)"]
+
 # Large tool results are moved to large_tool_results/ and replaced by a preview (on by default).
 # [tool_result_eviction]
 # enabled = true

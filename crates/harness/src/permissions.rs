@@ -11,13 +11,19 @@
 //! deny = ["execute(rm *)"]
 //! ```
 //!
-//! Plan mode turns it on with the default policy when the section is absent (so leaving plan
-//! mode asks).
-//!
-//! The capability is on when the section is present (or the builder sets a policy). There is
-//! no way to ask a person yet: a call that needs approval gets an error result saying so
-//! (with the rule that would allow it) and does not run. Denied calls and calls that needed
-//! approval are also reported as warning events ([`WARNING_DENIED`], [`WARNING_APPROVAL`]).
+//! The capability is always on. Without the section the built-in defaults apply: mode
+//! `default` and no rules, so read-only tools and closed-world tools (the file, memory and
+//! session tools inside the caller's area, `agent_*`, `task_*`, `todo_write`, ...) run, and
+//! everything else (`execute`, MCP tools without hints or with side effects) asks. A call
+//! that needs approval does not run: it is recorded as pending in the session
+//! ([`harness_core::PendingApproval`]) and the turn ends after its step with an
+//! `ApprovalRequired` event; [`HarnessAgent::resume`](crate::HarnessAgent::resume) continues
+//! it with a person's decisions, from this process or another. "Approve always" adds the
+//! pending call's suggested rule to the session's [`SessionRules`] (allow rules consulted
+//! after the configured ones). A subagent cannot wait for a person: its asks get an error
+//! result saying so (with the rule that would allow it), as do calls of any agent built
+//! that way. Denied calls are also reported as warning events ([`WARNING_DENIED`]; unanswerable
+//! asks as [`WARNING_APPROVAL`]).
 
 mod command_line;
 pub mod policy;
@@ -28,7 +34,10 @@ pub use rule::{Rule, RuleError};
 
 use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
-use harness_core::{ActingNext, Hooks, Middleware, ToolCall, ToolContext, ToolOutput};
+use harness_core::{
+    ActingNext, AgentError, AgentNext, Approvals, Hooks, Middleware, PendingApproval, ToolCall, ToolContext,
+    ToolOutput, Turn, Verdict,
+};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -88,6 +97,17 @@ impl HarnessAgentBuilder {
     }
 }
 
+/// A child agent's permissions: the parent's policy as [`Policy::inherited`] (its deny and
+/// ask rules and its mode, so the child is never more permissive), and asks that cannot
+/// wait for a person (the child's turn is not what a person resumes).
+pub(crate) fn for_child(builder: HarnessAgentBuilder, parent: Option<&Policy>) -> HarnessAgentBuilder {
+    let builder = builder.setting(CannotWait);
+    match parent {
+        Some(policy) => builder.permissions(policy.inherited()),
+        None => builder,
+    }
+}
+
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let policy = match setup.take::<PolicyOverride>() {
         Some(PolicyOverride(policy)) => policy,
@@ -95,13 +115,14 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
             Some(section) => section
                 .policy()
                 .map_err(|err| CapabilityError::new(PermissionsSection::KEY, err))?,
-            // `plan_exit` must ask even when nothing else is configured.
-            None if setup.provided::<crate::plan_mode::PlanModeEnabled>().is_some() => Policy::default(),
-            None => return Ok(None),
+            // The built-in defaults: mode `default`, no rules.
+            None => Policy::default(),
         },
     };
+    let can_wait = setup.take::<CannotWait>().is_none();
     let gate = Arc::new(PermissionGate {
         policy: Arc::new(policy),
+        can_wait,
     });
     setup.provide(Arc::clone(&gate.policy));
     Ok(Some(Arc::new(Permissions(gate))))
@@ -118,7 +139,15 @@ impl Capability for Permissions {
     fn middleware(&self, _assembly: &Assembly) -> Vec<(Layer, Arc<dyn Middleware>)> {
         vec![(Layer::Permissions, Arc::clone(&self.0) as Arc<dyn Middleware>)]
     }
+
+    fn session_slots(&self) -> &'static [crate::capability::SlotKey] {
+        SLOTS
+    }
 }
+
+/// The session's "approve always" rules live in one slot (the pending calls themselves are
+/// the kernel's `pending_approval`).
+const SLOTS: &[crate::capability::SlotKey] = &[crate::capability::SlotKey::of::<SessionRules>()];
 
 /// Code of the warning event sent when a call is denied.
 pub const WARNING_DENIED: &str = "permissions.denied";
@@ -136,9 +165,51 @@ async fn warn(ctx: &ToolContext, code: &str, message: String) {
     }
 }
 
+/// The rules a person added to one session with "approve always" (saved with the session,
+/// consulted after the configured rules: they only allow, and never beat a deny or ask rule
+/// or a dangerous path).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct SessionRules {
+    /// Allow rules, as written (`tool` or `tool(pattern)`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+impl harness_core::SessionSlot for SessionRules {
+    const KEY: &'static str = "permission_rules";
+}
+
+/// Marks an agent whose asks cannot wait for a person (a subagent's: its parent's turn is
+/// what a person would resume). Such an agent answers an ask with an error result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CannotWait;
+
 /// Decides on each call before the tool runs.
 struct PermissionGate {
     policy: Arc<Policy>,
+    /// Whether an ask may end the turn to wait for a person.
+    can_wait: bool,
+}
+
+impl PermissionGate {
+    /// The configured policy plus the session's "approve always" rules.
+    fn effective(&self, ctx: &ToolContext) -> Arc<Policy> {
+        let added = match ctx.session.get::<SessionRules>() {
+            Ok(rules) => rules.allow,
+            Err(err) => {
+                tracing::warn!(error = %err, "session permission rules unreadable; using the configured rules only");
+                Vec::new()
+            }
+        };
+        if added.is_empty() {
+            return Arc::clone(&self.policy);
+        }
+        let mut policy = (*self.policy).clone();
+        policy
+            .allow
+            .extend(added.iter().filter_map(|text| Rule::parse(text).ok()));
+        Arc::new(policy)
+    }
 }
 
 #[async_trait::async_trait]
@@ -148,7 +219,37 @@ impl Middleware for PermissionGate {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::ACTING
+        Hooks::ACTING | Hooks::AGENT
+    }
+
+    async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
+        // "Approve always": the pending call's suggested rule joins the session's rules
+        // before the decisions are applied, so it covers the approved call's successors.
+        if let Some(Approvals(decisions)) = turn.ctx().get::<Approvals>() {
+            let pending = turn.session().get::<PendingApproval>().unwrap_or_default();
+            let added: Vec<String> = decisions
+                .iter()
+                .filter(|decision| decision.verdict == Verdict::ApproveAlways)
+                .filter_map(|decision| pending.call(&decision.call_id))
+                .filter_map(|call| call.suggestion.clone())
+                .filter(|rule| Rule::parse(rule).is_ok())
+                .collect();
+            if !added.is_empty() {
+                turn.session()
+                    .update::<SessionRules, _>(|rules| {
+                        for rule in added {
+                            if !rules.allow.contains(&rule) {
+                                rules.allow.push(rule);
+                            }
+                        }
+                    })
+                    .map_err(|err| AgentError::Capability {
+                        capability: "permissions",
+                        source: Box::new(err),
+                    })?;
+            }
+        }
+        next.run(turn).await
     }
 
     async fn acting(&self, call: ToolCall, ctx: &ToolContext, next: ActingNext<'_>) -> ToolOutput {
@@ -157,7 +258,7 @@ impl Middleware for PermissionGate {
             Ok(hints) => hints,
             Err(err) => return ToolOutput::error(err.to_string()),
         };
-        match self.policy.decide(&call.name, hints, &call.input) {
+        match self.effective(ctx).decide(&call.name, hints, &call.input) {
             Decision::Allow => next.run(call, ctx).await,
             Decision::Invalid { message } => ToolOutput::error(message),
             Decision::Deny { reason } => {
@@ -166,6 +267,14 @@ impl Middleware for PermissionGate {
                 ToolOutput::error(format!(
                     "Permission denied: {reason}. The call was not run; do not retry it."
                 ))
+            }
+            // A person approved exactly this call (resumed after the decision).
+            Decision::Ask { .. } if ctx.is_approved(&call) => next.run(call, ctx).await,
+            Decision::Ask { reason, suggestion } if self.can_wait => {
+                tracing::info!(tool = %call.name, %reason, "call waits for a person's approval");
+                // An empty suggestion: no rule can allow it (leaving plan mode).
+                let suggestion = (!suggestion.is_empty()).then_some(suggestion);
+                ctx.request_approval(&call, &reason, suggestion)
             }
             Decision::Ask { reason, suggestion } => {
                 tracing::info!(tool = %call.name, %reason, "call needs approval");

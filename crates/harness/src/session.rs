@@ -25,7 +25,7 @@
 //! bounded, and compare-and-set still holds (see `harness_store`'s `file_state` module).
 
 use harness_core::{
-    AgentError, AgentNext, Hooks, Middleware, Msg, ReasoningNext, Role, Turn, async_trait, repair_tool_pairs,
+    AgentError, AgentNext, Hooks, Middleware, Msg, ReasoningNext, Role, Turn, async_trait, repair_tool_pairs_except,
 };
 use harness_fs::{CallScope, CallWorkspace, Filesystem, FsError, WriteMode, WsPath};
 use serde::{Deserialize, Serialize};
@@ -400,7 +400,21 @@ impl SessionPersistence {
         for msg in missing {
             turn.state_mut().messages.push(Arc::new(msg));
         }
-        repaired += repair_tool_pairs(&mut turn.state_mut().messages);
+        // Calls waiting for a person's approval get their result when they are decided.
+        let waiting: Vec<String> = turn
+            .session()
+            .get::<harness_core::PendingApproval>()
+            .map(|pending| {
+                pending
+                    .calls
+                    .into_iter()
+                    .filter(|call| !call.started)
+                    .map(|call| call.id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
+        repaired += repair_tool_pairs_except(&mut turn.state_mut().messages, &waiting);
         // A torn last line: end it so the next record starts on a line of its own.
         let mut end = bytes.len() as u64;
         if bytes.last().is_some_and(|b| *b != b'\n') {

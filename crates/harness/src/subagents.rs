@@ -136,6 +136,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let declared = setup.take::<Declared>().unwrap_or_default();
     let depth = setup.take::<ChildDepth>().map_or(0, |ChildDepth(depth)| depth);
     let inherited = setup.take::<Inherited>().unwrap_or_default();
+    let parent_policy = setup.provided::<Arc<crate::permissions::Policy>>().cloned();
     if config.max_depth > MAX_DEPTH_LIMIT {
         return Err(CapabilityError::new(
             "subagents",
@@ -177,6 +178,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         parent_name: setup.agent_id.to_string(),
         depth: depth + 1,
         inherited,
+        parent_policy,
         built: Mutex::new(HashMap::new()),
     };
     let handle = Handle {
@@ -254,6 +256,8 @@ pub(crate) struct ChildFactory {
     parent_name: String,
     depth: u32,
     inherited: Inherited,
+    /// The parent's permission policy: a child keeps its deny and ask rules and its mode.
+    parent_policy: Option<Arc<crate::permissions::Policy>>,
     built: Mutex<HashMap<SubagentDeclaration, HarnessAgent>>,
 }
 
@@ -315,6 +319,7 @@ impl ChildFactory {
         if let Some(tools) = &declaration.tools {
             builder = builder.setting(ToolAllowList(tools.clone()));
         }
+        builder = crate::permissions::for_child(builder, self.parent_policy.as_deref());
         let agent = builder.build()?;
         self.built().insert(declaration.clone(), agent.clone());
         Ok(agent)

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
+mod approval_cli;
 mod cli;
 mod memory_cli;
 mod newcomer;

@@ -3,7 +3,7 @@
 use super::library::Skills;
 use super::skill::SKILL_FILE;
 use async_trait::async_trait;
-use harness_core::{JsonSchema, Tool, ToolContext, ToolError, ToolOutput, TypedTool, typed};
+use harness_core::{JsonSchema, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
 use harness_fs::{CallScope, CallWorkspace, WsPath};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -41,6 +41,10 @@ impl TypedTool for LoadSkill {
     const DESCRIPTION: &'static str = "Read a skill listed in <available_skills>: `SKILL.md` for its instructions, \
          or one of the files it names (exact path relative to SKILL.md).";
     type Args = LoadSkillArgs;
+    // Only reads the caller's own skill layers. Not marked closed-world on purpose: its
+    // `path` is relative to SKILL.md, not a workspace path, so the permission check must not
+    // read it as one (the tool checks it itself); read-only is enough to run by default.
+    const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only();
 
     async fn call(&self, args: LoadSkillArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let workspace = ctx

@@ -138,6 +138,7 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
             "session_persistence",
             "tool_result_eviction",
             "subagents",
+            "permissions",
             "workspace_context"
         ]
     );
@@ -160,6 +161,7 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
             "probe",
             "tool_result_eviction",
             "subagents",
+            "permissions",
             "workspace_context"
         ]
     );
@@ -287,6 +289,7 @@ async fn the_prompt_claims_only_what_the_host_shell_allows() {
         .workspace(dir.path())
         .filesystem(Arc::new(shell_fs))
         .model(model.clone())
+        .permissions(crate::support::unattended())
         .build()
         .unwrap();
     agent.call("read bob's notes", ctx("alice", "s1")).await.unwrap();

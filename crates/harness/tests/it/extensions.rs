@@ -281,6 +281,8 @@ async fn a_guessed_call_to_a_hidden_group_tool_is_refused_and_never_runs() {
         .tool(Arc::new(Counted(spec, Arc::clone(&runs))))
         .tool(groups.activation_tool())
         .middleware(Arc::new(ToolGroupsLayer::new(Arc::clone(&groups), None)))
+        // The tool has no hints (it would ask); this test is about offering, not approval.
+        .permissions(crate::support::unattended())
         .build()
         .unwrap();
     agent.call("hi", ctx("alice", "s1")).await.unwrap();

@@ -133,6 +133,7 @@ async fn a_local_shell_is_opt_in() {
         .workspace(dir.path())
         .filesystem(fs)
         .model(model.clone())
+        .permissions(crate::support::unattended())
         .build()
         .unwrap();
     agent.call("run it", ctx("u", "s")).await.unwrap();

@@ -38,32 +38,27 @@ fn tool_results(model: &ScriptedModel) -> Vec<String> {
         .collect()
 }
 
-/// In mode `default` the shell asks; with no person to ask the command does not run, and
-/// the model is told why and which rule would allow it.
+/// In mode `default` the shell asks: the command does not run and the turn waits for a
+/// person, with the rule that would allow it (the approval tests resume such turns).
 #[tokio::test]
 async fn the_shell_asks_by_default_and_nothing_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let model = ScriptedModel::new()
-        .reply_tool_call("execute", json!({"command": "touch marker"}))
-        .reply_text("done");
+    let model = ScriptedModel::new().reply_tool_call("execute", json!({"command": "touch marker"}));
     let agent = shell_agent(dir.path(), "[permissions]\n", &model);
     assert!(agent.middleware_order().contains(&"permissions"));
     let events = crate::support::collect(agent.stream("make a marker", ctx("alice", "s1"))).await;
-    let warned: Vec<String> = events
+    let asked: Vec<harness_core::PendingCall> = events
         .iter()
         .filter_map(|event| match &event.kind {
-            harness_core::EventKind::Warning { code, message } if code == harness::permissions::WARNING_APPROVAL => {
-                Some(message.clone())
-            }
+            harness_core::EventKind::ApprovalRequired { calls } => Some(calls.clone()),
             _ => None,
         })
+        .flatten()
         .collect();
-    assert_eq!(warned.len(), 1, "{events:?}");
-    assert!(warned[0].contains("execute(touch marker*)"), "{warned:?}");
+    assert_eq!(asked.len(), 1, "{events:?}");
+    assert_eq!(asked[0].suggestion.as_deref(), Some("execute(touch marker*)"));
     assert!(!dir.path().join("alice/marker").exists() && !dir.path().join("marker").exists());
-    let results = tool_results(&model);
-    assert!(results[0].contains("needs a person's approval"), "{results:?}");
-    assert!(results[0].contains("execute(touch marker*)"), "{results:?}");
+    assert_eq!(model.requests().len(), 1, "the turn ended after the asking step");
 }
 
 /// An allow rule lets exactly the commands it covers run; a list that hides another command
@@ -196,7 +191,10 @@ fn the_policy_is_readable_for_children() {
             .build()
             .unwrap()
     };
-    assert!(build("").permission_policy().is_none());
+    // Without [permissions] the built-in defaults apply: mode `default`, no rules.
+    let defaults = build("").permission_policy().cloned().unwrap();
+    assert_eq!(defaults.mode, harness::permissions::Mode::Default);
+    assert!(defaults.allow.is_empty() && defaults.ask.is_empty() && defaults.deny.is_empty());
     let agent = build("[permissions]\nmode = \"explore\"\nallow = [\"execute\"]\ndeny = [\"write_file(src/**)\"]\n");
     let child = agent.permission_policy().unwrap().inherited();
     assert_eq!(child.mode, harness::permissions::Mode::Explore);

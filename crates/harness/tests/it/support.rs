@@ -22,6 +22,15 @@ pub fn builder() -> harness::HarnessAgentBuilder {
     HarnessAgent::builder().memory(memory)
 }
 
+/// Permissions for a test that runs the shell or MCP tools unattended and is not about
+/// permissions: mode `bypass` (the built-in defaults would ask).
+pub fn unattended() -> harness::permissions::Policy {
+    harness::permissions::Policy {
+        mode: harness::permissions::Mode::Bypass,
+        ..Default::default()
+    }
+}
+
 pub fn ctx(user: &str, session: &str) -> RuntimeContext {
     RuntimeContext::for_user(harness_core::UserId::parse(user).unwrap())
         .with_session(harness_core::SessionId::parse(session).unwrap())
@@ -51,6 +60,8 @@ pub struct WriteNote {
 impl TypedTool for WriteNote {
     const NAME: &'static str = "write_note";
     const DESCRIPTION: &'static str = "Write a file.";
+    // It writes inside the test's workspace: closed-world, so the default permissions run it.
+    const ANNOTATIONS: harness_core::ToolAnnotations = harness_core::ToolAnnotations::new().closed_world();
     type Args = WriteNoteArgs;
 
     async fn call(&self, args: WriteNoteArgs, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -73,6 +84,8 @@ pub struct Sleep;
 impl TypedTool for Sleep {
     const NAME: &'static str = "sleep";
     const DESCRIPTION: &'static str = "Sleep.";
+    // No effect outside the process: closed-world, so the default permissions run it.
+    const ANNOTATIONS: harness_core::ToolAnnotations = harness_core::ToolAnnotations::new().closed_world();
     type Args = SleepArgs;
 
     async fn call(&self, args: SleepArgs, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
