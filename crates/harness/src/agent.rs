@@ -610,7 +610,7 @@ impl HarnessAgent {
     /// be loaded, [`AgentError::Capability`] when the record is corrupt.
     pub async fn pending_approval(&self, ctx: RuntimeContext) -> Result<harness_core::PendingApproval, AgentError> {
         let ctx = self.bind(ctx)?;
-        let key = self.kernel.key_for(&ctx)?;
+        let key = self.kernel.key_for(&ctx);
         let Some((state, _)) = self.kernel.state_store().load(&key).await? else {
             return Ok(harness_core::PendingApproval::default());
         };

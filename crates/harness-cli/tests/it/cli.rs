@@ -472,7 +472,13 @@ fn sessions_show_prints_the_task_list_and_plan_mode() {
         .arg("plan it")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{:?}", text(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "plan_exit waits for approval: {:?}",
+        text(&output)
+    );
+    assert!(text(&output).0.contains("plan_exit"), "{:?}", text(&output));
     assert!(
         !ws.join("default/out.txt").exists() && !ws.join("out.txt").exists(),
         "refused while planning"
@@ -488,10 +494,6 @@ fn sessions_show_prints_the_task_list_and_plan_mode() {
         stdout.contains("Plan mode is active, so `write_file` was not run"),
         "{stdout}"
     );
-    assert!(
-        stdout.contains("needs a person's approval"),
-        "plan_exit asked: {stdout}"
-    );
     assert!(stdout.contains("plan mode: active (no plan written yet"), "{stdout}");
     assert!(
         stdout.ends_with("task list:\n  [x] read the code\n  [in progress] write the plan\n  [ ] ask for approval\n"),
@@ -506,4 +508,22 @@ fn sessions_show_prints_the_task_list_and_plan_mode() {
         let msg: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(msg.get("role").is_some(), "{line}");
     }
+
+    // A person approves leaving plan mode: the turn ends and the session no longer plans.
+    // (The second process replays the script from its start: what follows the approval.)
+    script(dir.path(), r#"{"replies": [{"text": "plan approved"}]}"#);
+    let output = harness()
+        .args(["approve", "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{:?}", text(&output));
+    let output = harness()
+        .args(["sessions", "show", "s1", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&output);
+    assert!(!stdout.contains("plan mode: active"), "{stdout}");
+    assert!(stdout.contains("task list:"), "the task list stays: {stdout}");
 }

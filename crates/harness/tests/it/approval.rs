@@ -292,10 +292,7 @@ async fn an_approved_call_that_was_started_is_never_run_twice() {
     agent.call("go", ctx("alice", "s1")).await.unwrap();
     // What a process that died while running the approved call leaves behind.
     let store = agent.kernel().state_store();
-    let key = agent
-        .kernel()
-        .key_for(&agent.bind(ctx("alice", "s1")).unwrap())
-        .unwrap();
+    let key = agent.kernel().key_for(&agent.bind(ctx("alice", "s1")).unwrap());
     let (mut state, version) = store.load(&key).await.unwrap().unwrap();
     let mut pending: PendingApproval = serde_json::from_value(state.extensions[PendingApproval::KEY].clone()).unwrap();
     pending.calls[0].started = true;

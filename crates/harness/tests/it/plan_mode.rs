@@ -175,52 +175,94 @@ async fn plan_write_writes_the_plan_in_the_callers_layer() {
     assert!(!dir.path().join("bob/plans/PLAN.md").exists());
 }
 
-/// `plan_exit` needs a person's approval: without one it does not run and plan mode stays
-/// active (with no `[permissions]` section too); under `dont_ask` it is denied.
+/// Reads the saved plan state of alice's session `s1`.
+async fn planning(dir: &Path) -> bool {
+    let reader = harness::SessionReader::open(dir, None).await.unwrap();
+    let state = reader
+        .state(
+            &harness_core::UserId::parse("alice").unwrap(),
+            &harness_core::SessionId::parse("s1").unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    PlanState::from_state(&state).active
+}
+
+/// `plan_exit` asks in every mode (even `bypass` with an allow rule): the turn ends waiting
+/// for a person with plan mode still on; approving runs it (plan mode ends and a write then
+/// runs), refusing keeps plan mode on. `dont_ask` denies it.
 #[tokio::test]
 async fn plan_exit_waits_for_approval_and_plan_mode_stays_active() {
-    for (config, expected) in [
-        (PLAN_ON.to_owned(), "needs a person's approval"),
+    for (config, approve) in [
+        (PLAN_ON.to_owned(), true),
         (
             format!("{PLAN_ON}[permissions]\nmode = \"bypass\"\nallow = [\"plan_exit\"]\n"),
-            "needs a person's approval",
+            true,
         ),
-        (
-            format!("{PLAN_ON}[permissions]\nmode = \"dont_ask\"\n"),
-            "Permission denied",
-        ),
+        (PLAN_ON.to_owned(), false),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let model = ScriptedModel::new()
             .reply_tool_call("plan_enter", json!({}))
             .reply_tool_call("plan_exit", json!({"rationale": "the plan is ready"}))
             .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
-            .reply_text("waiting");
+            .reply_text("done");
         let agent = agent(dir.path(), &config, &model);
         agent.call("plan and go", ctx("alice", "s1")).await.unwrap();
+        assert_eq!(model.request_count(), 2, "{config}: the turn stops at plan_exit");
+        let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
+        assert_eq!(pending.calls.len(), 1, "{config}: {pending:?}");
+        let call = &pending.calls[0];
+        assert_eq!(call.tool, "plan_exit");
+        assert!(call.reason.contains("leaving plan mode"), "{call:?}");
+        assert!(planning(dir.path()).await, "{config}: still planning while it waits");
+
+        let decision = if approve {
+            harness_core::ApprovalDecision::approve(call.id.clone())
+        } else {
+            harness_core::ApprovalDecision::deny(call.id.clone())
+        };
+        agent.resume(vec![decision], ctx("alice", "s1")).await.unwrap();
         let last = model.last_request().unwrap();
         let got = results(&last);
-        assert!(got[1].1 && got[1].0.contains(expected), "{config}: {got:?}");
-        assert!(got[1].0.contains("leaving plan mode"), "{config}: {got:?}");
-        assert!(
-            got[2].1 && got[2].0.contains("Plan mode is active"),
-            "{config}: {got:?}"
-        );
-        assert!(banner(&last).is_some(), "{config}: still planning");
-        let reader = harness::SessionReader::open(dir.path(), None).await.unwrap();
-        let state = reader
-            .state(
-                &harness_core::UserId::parse("alice").unwrap(),
-                &harness_core::SessionId::parse("s1").unwrap(),
-            )
+        if approve {
+            assert!(!got[1].1, "{config}: plan_exit ran: {got:?}");
+            assert!(!got[2].1, "{config}: the write ran after plan mode ended: {got:?}");
+            assert!(dir.path().join("alice/out.txt").exists());
+            assert_eq!(banner(&last), None, "{config}: no longer planning");
+            assert!(!planning(dir.path()).await);
+        } else {
+            assert!(got[1].1 && got[1].0.contains("refused"), "{got:?}");
+            assert!(got[2].1 && got[2].0.contains("Plan mode is active"), "{got:?}");
+            assert!(!dir.path().join("alice/out.txt").exists());
+            assert!(banner(&last).is_some(), "still planning");
+            assert!(planning(dir.path()).await);
+        }
+    }
+
+    // Unattended: plan_exit is denied, plan mode stays on, nothing waits.
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_enter", json!({}))
+        .reply_tool_call("plan_exit", json!({"rationale": "the plan is ready"}))
+        .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
+        .reply_text("waiting");
+    let config = format!("{PLAN_ON}[permissions]\nmode = \"dont_ask\"\n");
+    let agent = agent(dir.path(), &config, &model);
+    agent.call("plan and go", ctx("alice", "s1")).await.unwrap();
+    let got = results(&model.last_request().unwrap());
+    assert!(got[1].1 && got[1].0.contains("Permission denied"), "{got:?}");
+    assert!(got[2].1 && got[2].0.contains("Plan mode is active"), "{got:?}");
+    assert!(
+        agent
+            .pending_approval(ctx("alice", "s1"))
             .await
             .unwrap()
-            .unwrap();
-        assert!(
-            PlanState::from_state(&state).active,
-            "{config}: the saved state says planning"
-        );
-    }
+            .calls
+            .is_empty()
+    );
+    assert!(planning(dir.path()).await);
 }
 
 /// Plan mode is kept with the session: a new agent on the same workspace still plans in
@@ -264,16 +306,14 @@ async fn plan_mode_survives_a_restart_and_is_per_session() {
         &model,
     );
     third.call("leave", ctx("alice", "s2")).await.unwrap();
-    let got = results(&model.last_request().unwrap());
-    let asked = got.last().unwrap();
-    assert!(
-        asked.1 && asked.0.contains("needs a person's approval"),
-        "plan_exit asks even outside plan mode: {got:?}"
+    let pending = third.pending_approval(ctx("alice", "s2")).await.unwrap();
+    assert_eq!(
+        pending.calls.len(),
+        1,
+        "plan_exit asks even outside plan mode: {pending:?}"
     );
-    assert!(
-        !asked.0.contains("[permissions] allow"),
-        "no rule can allow it: {asked:?}"
-    );
+    assert_eq!(pending.calls[0].tool, "plan_exit");
+    assert_eq!(pending.calls[0].suggestion, None, "no rule can allow it");
 }
 
 /// The banner is in the volatile tail of the system prompt only while planning: nothing

@@ -455,6 +455,7 @@ async fn offloaded_and_evicted_files_land_in_the_scopes_layer() {
             .isolation(scope)
             .name("bot")
             .tool(crate::doubles::text_tool("dump", |_| "x".repeat(5_000)))
+            .permissions(crate::support::unattended())
             .tool_result_eviction(Some(
                 ToolResultEvictionConfig::default().max_chars(2_000).preview_chars(100),
             ))
