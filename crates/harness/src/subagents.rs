@@ -635,7 +635,7 @@ impl HarnessAgent {
         let live = futures::stream::unfold((rx, done), |(mut rx, mut done)| async move {
             use tokio::sync::broadcast::error::{RecvError, TryRecvError};
             enum Next {
-                Event(harness_core::AgentEvent),
+                Event(Box<harness_core::AgentEvent>),
                 Skip,
                 End,
                 TaskEnded,
@@ -644,14 +644,14 @@ impl HarnessAgent {
                 let next = match done.as_mut() {
                     // The task ended: what was sent before, then the end.
                     None => match rx.try_recv() {
-                        Ok(event) => Next::Event(event),
+                        Ok(event) => Next::Event(Box::new(event)),
                         Err(TryRecvError::Lagged(_)) => Next::Skip,
                         Err(_) => Next::End,
                     },
                     Some(signal) => tokio::select! {
                         biased;
                         event = rx.recv() => match event {
-                            Ok(event) => Next::Event(event),
+                            Ok(event) => Next::Event(Box::new(event)),
                             Err(RecvError::Lagged(_)) => Next::Skip,
                             Err(RecvError::Closed) => Next::End,
                         },
@@ -659,7 +659,7 @@ impl HarnessAgent {
                     },
                 };
                 match next {
-                    Next::Event(event) => return Some((event, (rx, done))),
+                    Next::Event(event) => return Some((*event, (rx, done))),
                     Next::Skip => {}
                     Next::End => return None,
                     Next::TaskEnded => done = None,
