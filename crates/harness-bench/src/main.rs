@@ -49,6 +49,10 @@ struct Args {
     /// "redis"`, a fresh key prefix per run) instead of files in the state dir.
     #[arg(long)]
     state: Option<String>,
+    /// Turn subagents off (`[subagents] enabled = false`), for A/B runs measuring what the
+    /// capability costs when it is on but unused (it is on by default).
+    #[arg(long)]
+    no_subagents: bool,
     /// Accepted for compatibility; profiling is done with external tools.
     #[arg(long)]
     profile: Option<PathBuf>,
@@ -186,6 +190,12 @@ async fn build_agent(args: &Args) -> anyhow::Result<HarnessAgent> {
             .context("opening the Redis state store")?
             .context("a redis state backend")?;
         builder = builder.state_store(backend.store).session_lease(backend.lease);
+    }
+    if args.no_subagents {
+        builder = builder.subagents(harness::subagents::SubagentsConfig {
+            enabled: false,
+            ..harness::subagents::SubagentsConfig::default()
+        });
     }
     Ok(builder
         .memory(memory)

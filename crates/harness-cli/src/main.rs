@@ -202,6 +202,11 @@ async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)>
         builder = builder.max_iters(max);
     }
     let agent = builder.build().map_err(|err| usage(harness_core::error_chain(&err)))?;
+    // A malformed subagent spec is skipped, never silently.
+    #[allow(clippy::print_stderr)]
+    for warning in agent.subagent_warnings() {
+        eprintln!("warning: subagent spec skipped: {warning}");
+    }
     Ok((agent, spec))
 }
 

@@ -52,6 +52,7 @@ pub enum ScopeError {
 /// | `user` (default) | `<user>/` | `<user>` | `<agent>/<user>/<session>` |
 /// | `session` | `<session>/` | `<session>` | `<agent>/<session>/<session>` |
 /// | `agent`, `global` | the workspace root | `global` | `<agent>/global/<session>` |
+/// | isolated subagent ([`isolated_child`](Self::isolated_child)) | `<parent namespace>/agents/<parent>/subagents/<child>/<parent session>/` | the parent's | `<child>/<parent's>/<child session>` |
 ///
 /// Paths returned by the `*_path` methods are relative to the caller's layer (the
 /// namespace); [`state_dir`](Self::state_dir) is relative to the workspace root.
@@ -63,6 +64,10 @@ pub struct CallScope {
     session: SessionId,
     namespace: WsPath,
     owner: UserId,
+    /// Where the owner's agent state lives (the owner's namespace); the same as `namespace`
+    /// except for an isolated subagent, whose files sit deeper but whose state stays where
+    /// the state store's layout puts every state of the owner.
+    state_base: WsPath,
 }
 
 impl CallScope {
@@ -101,6 +106,7 @@ impl CallScope {
             agent,
             user,
             session,
+            state_base: namespace.clone(),
             namespace,
             owner,
         })
@@ -118,6 +124,38 @@ impl CallScope {
             UserId::parse(user)?,
             SessionId::parse(session)?,
         )
+    }
+
+    /// The scope of an isolated subagent `child` that this call spawned, in the child's
+    /// `session`: its own caller layer
+    /// `<namespace>/agents/<agent>/subagents/<child>/<session of this call>/` (its transcript,
+    /// task records, large results and the files it writes live there, over the same
+    /// read-only shared layer), the same user and owner, so the child's state and lease are
+    /// keyed by (owner, child, child session). Two conversations (parent sessions) of one
+    /// user never share a child's files, even when the child's session id is the same.
+    ///
+    /// # Errors
+    /// None in practice: checked ids are single safe path segments (the `Result` keeps the
+    /// signature of the other constructors).
+    pub fn isolated_child(&self, child: AgentId, session: SessionId) -> Result<Self, ScopeError> {
+        // Checked ids are single safe segments, so the joined path always parses.
+        let nested =
+            WsPath::parse(&format!("agents/{}/subagents/{child}/{}", self.agent, self.session)).map_err(|_| {
+                IdError::BadChar {
+                    kind: "agent",
+                    id: child.to_string(),
+                    found: '/',
+                }
+            })?;
+        Ok(Self {
+            scope: self.scope,
+            agent: child,
+            user: self.user.clone(),
+            session,
+            namespace: self.namespace.join_path(&nested),
+            owner: self.owner.clone(),
+            state_base: self.state_base.clone(),
+        })
     }
 
     /// The isolation scope.
@@ -236,20 +274,11 @@ impl CallScope {
         self.agent_path(&format!("tasks/{}.json", self.session))
     }
 
-    /// The session's plan state: `agents/<agent>/plans/<session>.json`.
-    pub fn plan_state_path(&self) -> WsPath {
-        self.agent_path(&format!("plans/{}.json", self.session))
-    }
-
-    /// The session's approval records: `agents/<agent>/approvals/<session>.jsonl`.
-    pub fn approvals_path(&self) -> WsPath {
-        self.agent_path(&format!("approvals/{}.jsonl", self.session))
-    }
-
     /// The directory of the session's agent state, relative to the workspace root (where
-    /// [`state_layout`] puts it): `<namespace>/agents/<agent>/context/<session>`.
+    /// [`state_layout`] puts it): `<namespace>/agents/<agent>/context/<session>` (for an
+    /// isolated subagent, the owner's namespace rather than the child's own layer).
     pub fn state_dir(&self) -> WsPath {
-        self.namespace
+        self.state_base
             .join_path(&self.agent_path(&format!("context/{}", self.session)))
     }
 }
@@ -345,6 +374,31 @@ mod tests {
     }
 
     #[test]
+    fn an_isolated_child_gets_its_own_layer_per_parent_session() -> Result<(), ScopeError> {
+        for kind in [IsolationScope::User, IsolationScope::Session, IsolationScope::Global] {
+            let (one, two) = (scope(kind, "alice", "s1")?, scope(kind, "alice", "s2")?);
+            let child_session = SessionId::parse("sub.x")?;
+            let a = one.isolated_child(AgentId::parse("researcher")?, child_session.clone())?;
+            let b = two.isolated_child(AgentId::parse("researcher")?, child_session.clone())?;
+            assert_eq!(
+                a.namespace(),
+                &one.namespace()
+                    .join_path(&WsPath::parse("agents/main/subagents/researcher/s1").unwrap_or_default())
+            );
+            assert_ne!(a.namespace(), b.namespace(), "{kind:?}");
+            assert!(!a.is_shared_namespace());
+            assert_eq!((a.user(), a.agent().as_str()), (one.user(), "researcher"));
+            assert_eq!(a.state_key().user_id, one.state_key().user_id);
+            assert_eq!(
+                state_layout()(&a.state_key()).to_string_lossy(),
+                a.state_dir().as_str(),
+                "the child's state sits where the store puts it"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
     fn unsafe_and_reserved_ids_are_refused() {
         assert!(matches!(
             scope(IsolationScope::User, "../x", "s"),
@@ -373,8 +427,6 @@ mod tests {
     fn paths_for_later_issues() -> Result<(), ScopeError> {
         let call = scope(IsolationScope::User, "alice", "v1.2")?;
         assert_eq!(call.task_records_path().as_str(), "agents/main/tasks/v1.2.json");
-        assert_eq!(call.plan_state_path().as_str(), "agents/main/plans/v1.2.json");
-        assert_eq!(call.approvals_path().as_str(), "agents/main/approvals/v1.2.jsonl");
         assert_eq!(call.transcript_path().as_str(), "agents/main/sessions/v1.2.log.jsonl");
         assert_eq!(call.session_index_path().as_str(), "agents/main/sessions/sessions.json");
         assert_eq!(call.sessions_dir().as_str(), "agents/main/sessions");

@@ -52,7 +52,7 @@ pub use openai::{MaxTokensField, OpenAiClient, OpenAiConfig};
 pub use retry::{DEFAULT_MAX_RETRY_TIME, RetryNotice, RetryObserver, RetryPolicy, Retrying};
 pub use scripted::{Fallback, Reply, ScriptError, ScriptedError, ScriptedModel, ScriptedToolCall};
 pub use secret::Secret;
-pub use spec::{ModelConfigError, ModelSpec, TransportOptions};
+pub use spec::{ModelConfigError, ModelSpec, TransportOptions, spec_variables};
 pub use tokens::{TokenCounter, count_tokens, is_warm, warm_up};
 pub use transport::{DEFAULT_IDLE_TIMEOUT, WireError};
 pub use window::{WithContextWindow, known_context_window};

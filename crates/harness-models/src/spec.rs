@@ -202,6 +202,19 @@ pub struct ModelSpec {
     target: Target,
 }
 
+/// Every environment variable a model spec may read (API keys and base URLs of every
+/// provider), so a caller can snapshot them once and build models later from the snapshot
+/// (e.g. a subagent's `model` resolved at spawn, long after the borrowed `env` is gone).
+pub fn spec_variables() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = PRESETS
+        .iter()
+        .flat_map(|preset| preset.key_var.map(|(name, _)| name).into_iter().chain(preset.base_var))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 fn known_providers() -> String {
     let mut names: Vec<&str> = PRESETS.iter().map(|p| p.provider).collect();
     names.push(SCRIPTED);

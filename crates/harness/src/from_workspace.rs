@@ -174,6 +174,18 @@ impl<'a> WorkspaceLoader<'a> {
             .or_else(|| config.agent.name.clone())
             .unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
         let mut builder = HarnessAgentBuilder::default().workspace(&self.dir).name(name.as_str());
+        // Subagents' `model` keys are built at spawn, after `env` is gone: snapshot the
+        // variables a model spec can read.
+        let snapshot: std::collections::HashMap<&'static str, String> = harness_models::spec_variables()
+            .into_iter()
+            .filter_map(|var| (self.env)(var).map(|value| (var, value)))
+            .collect();
+        let resolver_transport = transport.clone();
+        builder = builder.model_resolver(Arc::new(move |spec: &str| {
+            harness_models::ModelSpec::parse(spec)
+                .and_then(|parsed| parsed.build_with_options(&|var| snapshot.get(var).cloned(), &resolver_transport))
+                .map_err(|err| err.to_string())
+        }));
         let mut shell = false;
         if let Some(fs_config) = &config.filesystem {
             let fs = crate::filesystem::open(fs_config, &self.dir, &name)

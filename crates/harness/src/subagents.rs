@@ -28,7 +28,7 @@ use crate::{BuildError, HarnessAgent};
 pub use declaration::{DeclarationWarning, GENERAL_PURPOSE, SubagentDeclaration, WorkspaceMode};
 use harness_core::{ChatModel, Middleware, PromptPart, SessionLease, StateStore, Tool};
 use harness_fs::{Filesystem, IsolationScope};
-pub use records::{TaskFile, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
+pub use records::{TaskFile, TaskProgress, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
 use runtime::Runtime;
 pub use runtime::SpawnError;
 use serde::Deserialize;
@@ -59,6 +59,10 @@ pub struct SubagentsConfig {
     /// `timeout` (default 600 s).
     #[serde(with = "seconds")]
     pub task_timeout: Duration,
+    /// Tokens (input + output of every model call) one child may use per spawn; past it the
+    /// child is stopped at its next step boundary and the task ends `failed` saying so.
+    /// A declaration's `max_tokens` applies too (the smaller wins). Default: no budget.
+    pub child_token_budget: Option<u64>,
 }
 
 impl Default for SubagentsConfig {
@@ -69,6 +73,7 @@ impl Default for SubagentsConfig {
             max_fanout: 4,
             max_spawns_per_call: 16,
             task_timeout: Duration::from_secs(600),
+            child_token_budget: None,
         }
     }
 }
@@ -115,10 +120,42 @@ pub(crate) struct Inherited {
 /// A child's allow-list over the inherited tools (applied by `build()`).
 pub(crate) struct ToolAllowList(pub(crate) Vec<String>);
 
+/// In an isolated child's call context: the parent's scope, from which the child's own
+/// layer is derived ([`harness_fs::CallScope::isolated_child`]).
+#[derive(Debug, Clone)]
+pub(crate) struct IsolatedParent(pub(crate) harness_fs::CallScope);
+
+/// Builds the model a `model` spec string names (a subagent's `model` key), with the same
+/// syntax as `--model` and `[agent] model`. The error says why the spec cannot be used.
+pub type ModelResolver = Arc<dyn Fn(&str) -> Result<Arc<dyn ChatModel>, String> + Send + Sync>;
+
+/// The resolver of a builder that was given none: [`harness_models::ModelSpec`] with no
+/// environment (libraries read no variables), so `scripted:PATH`, `ollama:MODEL` and
+/// explicit base URLs work and a provider that needs a key says which variable is missing.
+fn default_resolver() -> ModelResolver {
+    Arc::new(|spec: &str| {
+        harness_models::ModelSpec::parse(spec)
+            .and_then(|parsed| parsed.build(&|_| None))
+            .map_err(|err| err.to_string())
+    })
+}
+
+/// The builder's resolver.
+struct ResolverSetting(ModelResolver);
+
 impl HarnessAgentBuilder {
     /// Subagent settings (also `[subagents]` in harness.toml; on by default).
     pub fn subagents(self, config: SubagentsConfig) -> Self {
         self.setting(ConfigOverride(config))
+    }
+
+    /// How subagents' `model` spec strings are turned into models ([`from_workspace`]
+    /// sets one that reads the provider variables it was given and the `[model]` transport
+    /// settings; without one, specs are built with no environment).
+    ///
+    /// [`from_workspace`]: HarnessAgentBuilder::from_workspace
+    pub fn model_resolver(self, resolver: ModelResolver) -> Self {
+        self.setting(ResolverSetting(resolver))
     }
 
     /// Declares a subagent (replaces a workspace file or the built-in of the same id).
@@ -137,6 +174,15 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let depth = setup.take::<ChildDepth>().map_or(0, |ChildDepth(depth)| depth);
     let inherited = setup.take::<Inherited>().unwrap_or_default();
     let parent_policy = setup.provided::<Arc<crate::permissions::Policy>>().cloned();
+    let resolver = setup
+        .take::<ResolverSetting>()
+        .map_or_else(default_resolver, |ResolverSetting(resolver)| resolver);
+    if config.child_token_budget == Some(0) {
+        return Err(CapabilityError::new(
+            "subagents",
+            "child_token_budget = 0 would stop every child before it answers; remove it for no budget",
+        ));
+    }
     if config.max_depth > MAX_DEPTH_LIMIT {
         return Err(CapabilityError::new(
             "subagents",
@@ -179,6 +225,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         depth: depth + 1,
         inherited,
         parent_policy,
+        resolver,
         built: Mutex::new(HashMap::new()),
     };
     let handle = Handle {
@@ -258,6 +305,7 @@ pub(crate) struct ChildFactory {
     inherited: Inherited,
     /// The parent's permission policy: a child keeps its deny and ask rules and its mode.
     parent_policy: Option<Arc<crate::permissions::Policy>>,
+    resolver: ModelResolver,
     built: Mutex<HashMap<SubagentDeclaration, HarnessAgent>>,
 }
 
@@ -270,11 +318,37 @@ impl ChildFactory {
     /// The child agent for `declaration`.
     ///
     /// # Errors
-    /// The child's build failed (e.g. its allow-list or configuration).
-    pub(crate) fn child(&self, declaration: &SubagentDeclaration) -> Result<HarnessAgent, BuildError> {
+    /// The child's `model` cannot be built, or its build failed (e.g. its allow-list or
+    /// configuration).
+    pub(crate) fn child(&self, declaration: &SubagentDeclaration) -> Result<HarnessAgent, SpawnError> {
         if let Some(agent) = self.built().get(declaration) {
             return Ok(agent.clone());
         }
+        let model = match &declaration.model {
+            Some(spec) => (self.resolver)(spec).map_err(|message| SpawnError::Model {
+                id: declaration.id.clone(),
+                spec: spec.clone(),
+                origin: declaration
+                    .origin
+                    .clone()
+                    .unwrap_or_else(|| "its declaration".to_owned()),
+                message,
+            })?,
+            None => Arc::clone(&self.model),
+        };
+        let agent = self.build_child(declaration, model).map_err(|err| SpawnError::Build {
+            id: declaration.id.clone(),
+            message: harness_core::error_chain(&err),
+        })?;
+        self.built().insert(declaration.clone(), agent.clone());
+        Ok(agent)
+    }
+
+    fn build_child(
+        &self,
+        declaration: &SubagentDeclaration,
+        model: Arc<dyn ChatModel>,
+    ) -> Result<HarnessAgent, BuildError> {
         let name = match declaration.workspace_mode {
             WorkspaceMode::Isolated => declaration.id.clone(),
             WorkspaceMode::Shared => self.parent_name.clone(),
@@ -288,7 +362,7 @@ impl ChildFactory {
         let mut builder = HarnessAgent::builder()
             .workspace(self.root.clone())
             .filesystem(Arc::clone(&self.filesystem))
-            .shared_model(Arc::clone(&self.model))
+            .shared_model(model)
             .config(self.config.clone())
             .name(name)
             .isolation(self.isolation)
@@ -320,9 +394,11 @@ impl ChildFactory {
             builder = builder.setting(ToolAllowList(tools.clone()));
         }
         builder = crate::permissions::for_child(builder, self.parent_policy.as_deref());
-        let agent = builder.build()?;
-        self.built().insert(declaration.clone(), agent.clone());
-        Ok(agent)
+        // A child's own children resolve their models the same way.
+        builder
+            .model_resolver(Arc::clone(&self.resolver))
+            .middleware(Arc::new(runtime::BudgetGuard))
+            .build()
     }
 
     fn children(&self) -> Vec<HarnessAgent> {
@@ -420,10 +496,255 @@ impl HarnessAgent {
         Ok(file.tasks.into_values().collect())
     }
 
+    /// Spawns a subagent from application code, under the same limits as the model's
+    /// `agent_spawn`: depth (a `ctx` from inside a child's call carries its depth), fan-out,
+    /// the spawn budget, the token budget and the task time limit. Called from inside a call
+    /// (a tool's `ctx.runtime`), the spawn counts against that call's fan-out and budget;
+    /// outside one, against the session's programmatic counter in this process (fan-out:
+    /// programmatic spawns running at once; budget: `max_spawns_per_call` programmatic
+    /// spawns per session per process). The task is recorded like any other: a background
+    /// or promoted one is pushed back to the session's next call.
+    ///
+    /// # Errors
+    /// [`SpawnError`]: which limit refused it, an unknown id, bad ids, a child that cannot
+    /// be built, a task file that cannot be written.
+    pub async fn spawn_subagent(
+        &self,
+        ctx: harness_core::RuntimeContext,
+        request: SpawnRequest,
+    ) -> Result<SpawnOutcome, SpawnError> {
+        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let runtime = &handle.runtime;
+        let task = request.task.trim().to_owned();
+        if task.is_empty() {
+            return Err(SpawnError::Build {
+                id: request.agent_id,
+                message: "`task` is empty: give the subagent a self-contained task".to_owned(),
+            });
+        }
+        let mut ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
+        let declaration = handle
+            .declarations
+            .resolve(&ctx, &request.agent_id)
+            .await
+            .map_err(|message| SpawnError::Build {
+                id: request.agent_id.clone(),
+                message,
+            })?;
+        let counter = match ctx.get::<Arc<runtime::SpawnCounter>>() {
+            Some(counter) => Arc::clone(counter),
+            None => {
+                let counter = runtime.programmatic_counter(Runtime::store_for(&ctx)?.path());
+                ctx.insert(Arc::clone(&counter));
+                counter
+            }
+        };
+        runtime.admit_with(&ctx, Some(&counter))?;
+        let sink = request.wait.map(|_| harness_core::EventSink::disabled());
+        let started = runtime
+            .start(&ctx, &declaration, task, request.label.as_deref(), sink)
+            .await?;
+        let task_id = started.task.id().to_owned();
+        let (status, result) = match request.wait {
+            None => (TaskStatus::Running, None),
+            Some(wait) => match runtime.wait_sync(&started.task, wait).await {
+                runtime::Waited::Done(outcome) => (outcome.status, Some(outcome.result)),
+                runtime::Waited::Promoted => (TaskStatus::Running, None),
+            },
+        };
+        Ok(SpawnOutcome {
+            task_id,
+            agent_key: started.agent_key,
+            status,
+            result,
+        })
+    }
+
+    /// Stops the task `task_id` of the session in `ctx`, also when another process runs it
+    /// (its record gets a cancel request; that runner stops the child at its next tool or
+    /// chunk boundary and records `cancelled`). Waits up to `wait` for the record to end.
+    /// Returns the record (still `running` when the other runner has not answered within
+    /// `wait`), or `None` when the session has no such task.
+    ///
+    /// # Errors
+    /// [`SpawnError`]: subagents off, bad ids, a task file that cannot be read or written.
+    pub async fn cancel_task(
+        &self,
+        ctx: harness_core::RuntimeContext,
+        task_id: &str,
+        wait: Duration,
+    ) -> Result<Option<TaskRecord>, SpawnError> {
+        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
+        let store = Runtime::store_for(&ctx)?;
+        handle.runtime.cancel_task(&store, task_id, wait).await
+    }
+
+    /// What is known of the task `task_id` of the session in `ctx`: its record (with the
+    /// persisted [`TaskProgress`], readable from any process) and, when this process runs
+    /// or recently ran it, its recent events (at most 256, oldest dropped first), each
+    /// tagged with the child's [`EventSource`](harness_core::EventSource). `None` when the
+    /// session has no such task.
+    ///
+    /// # Errors
+    /// [`SpawnError`]: subagents off, bad ids, a task file that cannot be read.
+    pub async fn task_events(
+        &self,
+        ctx: harness_core::RuntimeContext,
+        task_id: &str,
+    ) -> Result<Option<TaskEvents>, SpawnError> {
+        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
+        let store = Runtime::store_for(&ctx)?;
+        let Some(record) = store.load().await?.tasks.get(task_id).cloned() else {
+            return Ok(None);
+        };
+        let (events, dropped) = handle
+            .runtime
+            .event_log(task_id)
+            .map(|log| log.snapshot())
+            .unwrap_or_default();
+        let local = handle.runtime.event_log(task_id).is_some();
+        Ok(Some(TaskEvents {
+            record,
+            events,
+            dropped,
+            local,
+        }))
+    }
+
+    /// The events of the task `task_id` of the session in `ctx` as a stream: the buffered
+    /// ones, then each new one live, ending when the task ends. `None` when this process
+    /// does not run (or recently ran) that task of the session; use
+    /// [`task_events`](Self::task_events) for the persisted summary then. A subscriber that
+    /// falls more than 256 events behind skips the ones it missed.
+    ///
+    /// # Errors
+    /// [`SpawnError`]: subagents off, bad ids, a task file that cannot be read.
+    pub async fn watch_task(
+        &self,
+        ctx: harness_core::RuntimeContext,
+        task_id: &str,
+    ) -> Result<Option<futures::stream::BoxStream<'static, harness_core::AgentEvent>>, SpawnError> {
+        use futures::StreamExt;
+        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
+        let store = Runtime::store_for(&ctx)?;
+        if !store.load().await?.tasks.contains_key(task_id) {
+            return Ok(None);
+        }
+        let Some(log) = handle.runtime.event_log(task_id) else {
+            return Ok(None);
+        };
+        let done = handle.runtime.live_task(task_id).map(|task| task.done_signal());
+        let (buffered, rx) = log.subscribe();
+        let live = futures::stream::unfold((rx, done), |(mut rx, mut done)| async move {
+            use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+            enum Next {
+                Event(Box<harness_core::AgentEvent>),
+                Skip,
+                End,
+                TaskEnded,
+            }
+            loop {
+                let next = match done.as_mut() {
+                    // The task ended: what was sent before, then the end.
+                    None => match rx.try_recv() {
+                        Ok(event) => Next::Event(Box::new(event)),
+                        Err(TryRecvError::Lagged(_)) => Next::Skip,
+                        Err(_) => Next::End,
+                    },
+                    Some(signal) => tokio::select! {
+                        biased;
+                        event = rx.recv() => match event {
+                            Ok(event) => Next::Event(Box::new(event)),
+                            Err(RecvError::Lagged(_)) => Next::Skip,
+                            Err(RecvError::Closed) => Next::End,
+                        },
+                        _ = signal.wait_for(Option::is_some) => Next::TaskEnded,
+                    },
+                };
+                match next {
+                    Next::Event(event) => return Some((*event, (rx, done))),
+                    Next::Skip => {}
+                    Next::End => return None,
+                    Next::TaskEnded => done = None,
+                }
+            }
+        });
+        Ok(Some(futures::stream::iter(buffered).chain(live).boxed()))
+    }
+
     /// The malformed subagent spec files skipped at build (each names its file and key).
     pub fn subagent_warnings(&self) -> Vec<DeclarationWarning> {
         self.subagents_handle()
             .map(|handle| handle.declarations.warnings.clone())
             .unwrap_or_default()
     }
+}
+
+/// A programmatic spawn ([`HarnessAgent::spawn_subagent`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnRequest {
+    /// The subagent's id.
+    pub agent_id: String,
+    /// Its task.
+    pub task: String,
+    /// The instance label (the same label continues the instance's session).
+    pub label: Option<String>,
+    /// How long to wait for the answer; `None` runs it in the background. A wait that
+    /// expires leaves the task running in the background (its result is pushed back).
+    pub wait: Option<Duration>,
+}
+
+impl SpawnRequest {
+    /// A background spawn of `agent_id` on `task`.
+    pub fn new(agent_id: impl Into<String>, task: impl Into<String>) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            task: task.into(),
+            label: None,
+            wait: None,
+        }
+    }
+
+    /// Waits up to `wait` for the answer.
+    #[must_use]
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Names the instance.
+    #[must_use]
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+}
+
+/// What a programmatic spawn returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnOutcome {
+    /// The task.
+    pub task_id: String,
+    /// The instance handle (`agent:<id>:<instance>`).
+    pub agent_key: String,
+    /// `running` for a background (or promoted) task, else how it ended.
+    pub status: TaskStatus,
+    /// The answer or what went wrong, when it ended within the wait.
+    pub result: Option<String>,
+}
+
+/// A task's record and the events this process kept of it ([`HarnessAgent::task_events`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskEvents {
+    /// The record, with its persisted progress.
+    pub record: TaskRecord,
+    /// Recent events, oldest first (empty when another process runs the task).
+    pub events: Vec<harness_core::AgentEvent>,
+    /// Older events dropped from the buffer.
+    pub dropped: u64,
+    /// Whether this process runs or ran the task (so `events` is its own record).
+    pub local: bool,
 }

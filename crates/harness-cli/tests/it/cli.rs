@@ -527,3 +527,52 @@ fn sessions_show_prints_the_task_list_and_plan_mode() {
     assert!(!stdout.contains("plan mode: active"), "{stdout}");
     assert!(stdout.contains("task list:"), "the task list stays: {stdout}");
 }
+
+#[test]
+fn a_subagents_model_key_and_own_layer_work_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = dir.path().join("child.json");
+    std::fs::write(
+        &child,
+        r#"{"replies": [
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}]},
+            {"text": "child wrote it"}]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("subagents")).unwrap();
+    std::fs::write(
+        dir.path().join("subagents/coder.md"),
+        format!(
+            "---\ndescription: Writes files\nmodel: scripted:{}\n---\nYou write.\n",
+            child.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("subagents/bad.md"),
+        "---\ndescription: Broken\nmodel: nonsense\n---\nx\n",
+    )
+    .unwrap();
+    let parent = script(
+        dir.path(),
+        r#"{"replies": [
+            {"tool_calls": [{"name": "agent_spawn", "arguments": {"agent_id": "coder", "task": "write", "label": "c1"}}]},
+            {"text": "parent done"}]}"#,
+    );
+    let output = harness()
+        .args(["run", "--session", "s1", "--model", &parent, "--workspace"])
+        .arg(dir.path())
+        .arg("delegate")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("parent done"), "{stdout}");
+    assert!(
+        stderr.contains("subagents/bad.md") && stderr.contains("`model`"),
+        "the bad spec is a warning naming file and key: {stderr}"
+    );
+    let layer = dir.path().join("default/agents/harness/subagents/coder/s1");
+    assert_eq!(std::fs::read_to_string(layer.join("hello.txt")).unwrap(), "hi");
+    assert!(!dir.path().join("default/hello.txt").exists());
+}

@@ -40,6 +40,16 @@ pub struct SubagentDeclaration {
     pub tools: Option<Vec<String>>,
     /// Not listed to the model (still spawnable by id).
     pub hidden: bool,
+    /// The child's model, as a spec string (`provider:model`, `scripted:PATH`; the syntax
+    /// of `--model`); `None`: the parent's model. Built at the first spawn: a spec that
+    /// cannot be built (a missing key) makes that spawn an error result naming the file.
+    pub model: Option<String>,
+    /// Tokens one spawn of this child may use (see
+    /// [`SubagentsConfig::child_token_budget`](super::SubagentsConfig::child_token_budget)).
+    pub max_tokens: Option<u64>,
+    /// Where the declaration came from (`subagents/<id>.md`), for messages; `None` for a
+    /// programmatic one.
+    pub origin: Option<String>,
 }
 
 impl SubagentDeclaration {
@@ -53,6 +63,9 @@ impl SubagentDeclaration {
             steps: None,
             tools: None,
             hidden: false,
+            model: None,
+            max_tokens: None,
+            origin: None,
         }
     }
 
@@ -98,6 +111,10 @@ struct FrontMatter {
     tools: Option<Vec<String>>,
     #[serde(default)]
     hidden: bool,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +148,17 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
         let key = unknown_key(&message).unwrap_or("front matter").to_owned();
         warn(&key, message)
     })?;
+    if let Some(spec) = &matter.model
+        && let Err(err) = harness_models::ModelSpec::parse(spec)
+    {
+        return Err(warn("model", format!("`{spec}` is not a model spec: {err}")));
+    }
+    if matter.max_tokens == Some(0) {
+        return Err(warn(
+            "max_tokens",
+            "must be at least 1 (remove it for no budget)".to_owned(),
+        ));
+    }
     let description = matter
         .description
         .filter(|text| !text.trim().is_empty())
@@ -143,6 +171,9 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
         steps: matter.steps,
         tools: matter.tools,
         hidden: matter.hidden,
+        model: matter.model,
+        max_tokens: matter.max_tokens,
+        origin: Some(file.to_owned()),
     })
 }
 
@@ -236,6 +267,17 @@ mod tests {
     fn defaults_are_isolated_listed_and_unrestricted() {
         let spec = parse_spec("r", "subagents/r.md", "---\ndescription: d\n---\n").unwrap();
         assert_eq!(spec.workspace_mode, WorkspaceMode::Isolated);
+        assert!(spec.model.is_none() && spec.max_tokens.is_none());
+        let spec = parse_spec(
+            "r",
+            "subagents/r.md",
+            "---\ndescription: d\nmodel: ollama:qwen3\nmax_tokens: 500\n---\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (spec.model.as_deref(), spec.max_tokens),
+            (Some("ollama:qwen3"), Some(500))
+        );
         assert!(!spec.hidden && spec.tools.is_none() && spec.steps.is_none());
     }
 
@@ -257,6 +299,14 @@ mod tests {
         assert!(mode.to_string().contains("weird"), "{mode}");
         let none = parse_spec("r", "subagents/r.md", "no front matter").unwrap_err();
         assert_eq!(none.key, "front matter");
+        let model = parse_spec("r", "subagents/r.md", "---\ndescription: d\nmodel: nosuch:thing\n---\n").unwrap_err();
+        assert_eq!(
+            (model.file.as_str(), model.key.as_str()),
+            ("subagents/r.md", "model"),
+            "{model}"
+        );
+        let budget = parse_spec("r", "subagents/r.md", "---\ndescription: d\nmax_tokens: 0\n---\n").unwrap_err();
+        assert_eq!(budget.key, "max_tokens");
         let bad_id = parse_spec("a b", "subagents/a b.md", "---\ndescription: d\n---\n").unwrap_err();
         assert_eq!(bad_id.key, "file name");
     }

@@ -77,6 +77,36 @@ pub struct TaskRecord {
     /// When the runner last showed it is alive (ms since the Unix epoch).
     #[serde(default)]
     pub heartbeat_ms: u64,
+    /// Set by a `task_cancel` from a process that does not run the task: the runner sees it
+    /// at its next poll and stops the child, which then ends `cancelled`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
+    /// What the child did so far (kept up to date by the runner while it runs), for readers
+    /// in any process; `None` for records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TaskProgress>,
+}
+
+/// A persisted summary of a task's activity: what another process can know of a child it
+/// does not run (this process's own tasks also keep their recent events, see
+/// [`HarnessAgent::task_events`](crate::HarnessAgent::task_events)).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskProgress {
+    /// Reasoning-acting steps finished.
+    #[serde(default)]
+    pub steps: u32,
+    /// Tool calls the child made.
+    #[serde(default)]
+    pub tool_calls: u32,
+    /// Tokens the child used so far (input + output of every model call).
+    #[serde(default)]
+    pub tokens: u64,
+    /// The last tool the child called, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_tool: Option<String>,
+    /// Events the child produced in all.
+    #[serde(default)]
+    pub events: u64,
 }
 
 /// The task file of one parent session.

@@ -3,13 +3,13 @@
 //! limits, and stops children on cancel, timeout and shutdown.
 
 use super::declaration::{SubagentDeclaration, WorkspaceMode};
-use super::records::{TaskRecord, TaskStatus, TaskStore, TaskStoreError};
+use super::records::{TaskProgress, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
 use super::{ChildFactory, SubagentsConfig};
 use crate::HarnessAgent;
 use futures::StreamExt;
 use harness_core::{AgentEvent, EventKind, EventSink, EventSource, RuntimeContext, SessionId};
 use harness_fs::{CallScope, CallWorkspace, WsPath};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -21,6 +21,86 @@ use tokio_util::task::TaskTracker;
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);
 /// A running task whose heartbeat is older than this, from another runner, is `lost`.
 pub(crate) const HEARTBEAT_STALE: Duration = Duration::from_secs(30);
+/// How often a runner looks in the task file for a cancel request from another process.
+pub(crate) const CANCEL_POLL: Duration = Duration::from_secs(1);
+/// Events of one task kept in memory (the oldest are dropped first).
+pub(crate) const EVENT_BUFFER: usize = 256;
+/// Finished tasks whose events stay readable in this process.
+const FINISHED_KEPT: usize = 64;
+
+/// The recent events of one task, and its progress, in this process.
+pub(crate) struct EventLog {
+    inner: Mutex<LogInner>,
+    tx: tokio::sync::broadcast::Sender<AgentEvent>,
+}
+
+#[derive(Default)]
+struct LogInner {
+    recent: VecDeque<AgentEvent>,
+    dropped: u64,
+    progress: TaskProgress,
+}
+
+impl EventLog {
+    fn new() -> Self {
+        Self {
+            inner: Mutex::new(LogInner::default()),
+            tx: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogInner> {
+        // Every critical section is a few field updates; a panic cannot leave it half-done.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records `event` (already tagged with its source) and returns the progress so far.
+    fn push(&self, event: &AgentEvent, own: bool) -> TaskProgress {
+        let mut inner = self.lock();
+        let progress = &mut inner.progress;
+        progress.events += 1;
+        if own {
+            match &event.kind {
+                EventKind::StepEnd { usage, .. } => {
+                    progress.steps += 1;
+                    if let Some(usage) = usage {
+                        progress.tokens += usage.input_tokens + usage.output_tokens;
+                    }
+                }
+                EventKind::ToolCallEnd { name, .. } => {
+                    progress.tool_calls += 1;
+                    progress.last_tool = Some(name.clone());
+                }
+                _ => {}
+            }
+        }
+        let progress = progress.clone();
+        if inner.recent.len() == EVENT_BUFFER {
+            inner.recent.pop_front();
+            inner.dropped += 1;
+        }
+        inner.recent.push_back(event.clone());
+        // Sent under the lock, so a subscriber's snapshot and its live events never overlap.
+        let _no_subscriber = self.tx.send(event.clone());
+        progress
+    }
+
+    fn progress(&self) -> TaskProgress {
+        self.lock().progress.clone()
+    }
+
+    /// The buffered events and how many older ones were dropped.
+    pub(crate) fn snapshot(&self) -> (Vec<AgentEvent>, u64) {
+        let inner = self.lock();
+        (inner.recent.iter().cloned().collect(), inner.dropped)
+    }
+
+    /// The buffered events and a receiver of every later one.
+    pub(crate) fn subscribe(&self) -> (Vec<AgentEvent>, tokio::sync::broadcast::Receiver<AgentEvent>) {
+        let inner = self.lock();
+        (inner.recent.iter().cloned().collect(), self.tx.subscribe())
+    }
+}
 
 /// Where a child sits in the delegation tree; in the context of every child call.
 #[derive(Debug, Clone)]
@@ -37,6 +117,8 @@ pub(crate) struct SpawnCounter {
     step: AtomicU32,
     in_step: AtomicU32,
     in_call: AtomicU32,
+    /// Programmatic spawns outside a call: a finished task frees its fan-out slot.
+    programmatic: bool,
 }
 
 impl SpawnCounter {
@@ -64,6 +146,59 @@ pub(crate) struct LiveTask {
     done: watch::Receiver<Option<Outcome>>,
     /// The sync waiter's sink while a tool call waits for the task (`None`: background).
     attached: tokio::sync::Mutex<Option<EventSink>>,
+    /// The child's recent events and progress.
+    pub(crate) log: Arc<EventLog>,
+    /// Why the runner stopped the child itself (token budget, a cancel request from another
+    /// process); first reason wins.
+    stopped: Arc<Mutex<Option<Outcome>>>,
+}
+
+/// In a child's call context when its spawn has a token budget; checked by [`BudgetGuard`].
+#[derive(Clone)]
+pub(crate) struct ChildBudget {
+    limit: u64,
+    origin: String,
+    stopped: Arc<Mutex<Option<Outcome>>>,
+}
+
+/// The child's middleware enforcing [`ChildBudget`]: before each reasoning step, a call
+/// whose usage so far exceeds the budget is stopped (the task ends `failed`, naming the
+/// limit), so no model call is made past the budget.
+pub(crate) struct BudgetGuard;
+
+#[harness_core::async_trait]
+impl harness_core::Middleware for BudgetGuard {
+    fn name(&self) -> &'static str {
+        "subagent-budget"
+    }
+
+    fn hooks(&self) -> harness_core::Hooks {
+        harness_core::Hooks::REASONING
+    }
+
+    async fn reasoning(
+        &self,
+        turn: &mut harness_core::Turn,
+        next: harness_core::ReasoningNext<'_>,
+    ) -> Result<(), harness_core::AgentError> {
+        if let Some(budget) = turn.ctx().get::<ChildBudget>() {
+            let used = turn.usage().input_tokens + turn.usage().output_tokens;
+            if used > budget.limit {
+                let mut stopped = budget.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+                if stopped.is_none() {
+                    *stopped = Some(Outcome {
+                        status: TaskStatus::Failed,
+                        result: format!(
+                            "stopped: token budget exceeded (used {used} tokens; the limit is {}, set by {})",
+                            budget.limit, budget.origin
+                        ),
+                    });
+                }
+                return Err(harness_core::AgentError::Cancelled);
+            }
+        }
+        next.run(turn).await
+    }
 }
 
 /// Why a spawn was refused.
@@ -117,6 +252,24 @@ pub enum SpawnError {
     /// The task file could not be written.
     #[error(transparent)]
     Store(#[from] TaskStoreError),
+    /// The subagent's `model` could not be built.
+    #[error("subagent `{id}`: `model` = `{spec}` ({origin}) cannot be used: {message}")]
+    Model {
+        /// The subagent.
+        id: String,
+        /// The spec string.
+        spec: String,
+        /// Where the declaration came from (the file, or `builder`).
+        origin: String,
+        /// Why.
+        message: String,
+    },
+    /// Subagents are off for this agent (or it is a leaf).
+    #[error("subagents are disabled for this agent ([subagents] enabled = false, or it is a leaf)")]
+    Disabled,
+    /// The call's ids are bad.
+    #[error("{0}")]
+    Bind(String),
 }
 
 /// The runtime of one agent's subagents.
@@ -129,6 +282,10 @@ pub(crate) struct Runtime {
     /// Process-unique id of this runtime's runner, recorded on every task it runs.
     pub(crate) instance: String,
     live: Mutex<HashMap<String, Arc<LiveTask>>>,
+    /// Event logs of recently finished tasks of this process, oldest first.
+    finished: Mutex<VecDeque<(String, Arc<EventLog>)>>,
+    /// Spawn counters of programmatic spawns made outside a call, by task file.
+    programmatic: Mutex<HashMap<WsPath, Arc<SpawnCounter>>>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -173,6 +330,8 @@ impl Runtime {
             factory,
             instance: format!("runner-{}", uuid::Uuid::new_v4().simple()),
             live: Mutex::new(HashMap::new()),
+            finished: Mutex::new(VecDeque::new()),
+            programmatic: Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
         }
@@ -181,6 +340,32 @@ impl Runtime {
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveTask>>> {
         // Only inserts and removes happen under the lock; a panic cannot leave it half-done.
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The event log of `task_id` if this process runs or recently ran it.
+    pub(crate) fn event_log(&self, task_id: &str) -> Option<Arc<EventLog>> {
+        if let Some(task) = self.live_task(task_id) {
+            return Some(Arc::clone(&task.log));
+        }
+        // Only pushes and pops happen under the lock.
+        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        finished
+            .iter()
+            .find(|(id, _)| id == task_id)
+            .map(|(_, log)| Arc::clone(log))
+    }
+
+    /// The spawn counter of programmatic spawns of the session whose task file is `path`
+    /// (outside a call): fan-out counts the ones running now, the budget every one made by
+    /// this process.
+    pub(crate) fn programmatic_counter(&self, path: &WsPath) -> Arc<SpawnCounter> {
+        let mut counters = self.programmatic.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(counters.entry(path.clone()).or_insert_with(|| {
+            Arc::new(SpawnCounter {
+                programmatic: true,
+                ..SpawnCounter::default()
+            })
+        }))
     }
 
     /// The live task `task_id`, if this process runs it.
@@ -207,6 +392,16 @@ impl Runtime {
 
     /// Checks depth, fan-out and the call budget, counting this spawn when it is allowed.
     pub(crate) fn admit(&self, ctx: &RuntimeContext) -> Result<(), SpawnError> {
+        let counter = ctx.get::<Arc<SpawnCounter>>().cloned();
+        self.admit_with(ctx, counter.as_ref())
+    }
+
+    /// [`admit`](Self::admit) with an explicit counter (`None`: refused, no budget).
+    pub(crate) fn admit_with(
+        &self,
+        ctx: &RuntimeContext,
+        counter: Option<&Arc<SpawnCounter>>,
+    ) -> Result<(), SpawnError> {
         let depth = self.caller_depth(ctx);
         if depth >= self.config.max_depth {
             return Err(SpawnError::Depth {
@@ -216,7 +411,7 @@ impl Runtime {
         }
         // A call that did not pass the push-back middleware (a tool invoked directly) has
         // no counter: it is refused rather than unlimited.
-        let counter = ctx.get::<Arc<SpawnCounter>>().ok_or(SpawnError::CallBudget {
+        let counter = counter.ok_or(SpawnError::CallBudget {
             limit: self.config.max_spawns_per_call,
         })?;
         let in_step = counter.in_step.fetch_add(1, Ordering::SeqCst);
@@ -261,10 +456,7 @@ impl Runtime {
                 id: declaration.id.clone(),
                 message: err.to_string(),
             })?;
-        let child = self.factory.child(declaration).map_err(|err| SpawnError::Build {
-            id: declaration.id.clone(),
-            message: harness_core::error_chain(&err),
-        })?;
+        let child = self.factory.child(declaration)?;
         let store = Self::store_for(ctx)?;
         let record = TaskRecord {
             task_id: task_id.clone(),
@@ -276,6 +468,8 @@ impl Runtime {
             runner: self.instance.clone(),
             delivered: false,
             heartbeat_ms: now_ms(),
+            cancel_requested: false,
+            progress: Some(TaskProgress::default()),
         };
         let inserted = record.clone();
         store
@@ -304,6 +498,18 @@ impl Runtime {
         child_ctx.user_id = ctx.user_id.clone();
         child_ctx.attributes = ctx.attributes.clone();
         child_ctx.insert(lineage);
+        if declaration.workspace_mode == WorkspaceMode::Isolated {
+            child_ctx.insert(super::IsolatedParent(scope.clone()));
+        }
+        let counter = ctx.get::<Arc<SpawnCounter>>().cloned();
+        let stopped = Arc::new(Mutex::new(None));
+        if let Some((limit, origin)) = self.budget_for(declaration) {
+            child_ctx.insert(ChildBudget {
+                limit,
+                origin,
+                stopped: Arc::clone(&stopped),
+            });
+        }
         let (done_tx, done) = watch::channel(None);
         let live = Arc::new(LiveTask {
             record,
@@ -312,6 +518,8 @@ impl Runtime {
             expired: std::sync::atomic::AtomicBool::new(false),
             done,
             attached: tokio::sync::Mutex::new(sync_sink),
+            log: Arc::new(EventLog::new()),
+            stopped: Arc::clone(&stopped),
         });
         self.live().insert(task_id.clone(), Arc::clone(&live));
         let runtime = Arc::clone(self);
@@ -328,6 +536,9 @@ impl Runtime {
                 outcome
             };
             runtime.finish(&running, outcome, &done_tx).await;
+            if let Some(counter) = counter.filter(|counter| counter.programmatic) {
+                counter.in_step.fetch_sub(1, Ordering::SeqCst);
+            }
         });
         Ok(Started {
             agent_key: format!("agent:{}:{}", declaration.id, instance_key),
@@ -347,6 +558,7 @@ impl Runtime {
                     record.status = outcome.status;
                     record.result = Some(outcome.result.clone());
                     record.delivered = delivered;
+                    record.progress = Some(task.log.progress());
                     (true, ())
                 }
                 _ => (false, ()),
@@ -357,7 +569,79 @@ impl Runtime {
         }
         done.send_replace(Some(outcome));
         drop(attached);
+        {
+            let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+            if finished.len() == FINISHED_KEPT {
+                finished.pop_front();
+            }
+            finished.push_back((task_id.clone(), Arc::clone(&task.log)));
+        }
         self.live().remove(&task_id);
+    }
+
+    /// The token budget of a child of `declaration`: the smaller of its `max_tokens` and
+    /// `[subagents] child_token_budget`, with where it comes from.
+    fn budget_for(&self, declaration: &SubagentDeclaration) -> Option<(u64, String)> {
+        let own = declaration.max_tokens.map(|limit| {
+            let origin = declaration.origin.as_deref().unwrap_or("its declaration");
+            (limit, format!("`max_tokens` of {origin}"))
+        });
+        let config = self
+            .config
+            .child_token_budget
+            .map(|limit| (limit, "`[subagents] child_token_budget`".to_owned()));
+        match (own, config) {
+            (Some(own), Some(config)) => Some(if config.0 < own.0 { config } else { own }),
+            (own, config) => own.or(config),
+        }
+    }
+
+    /// Stops `task_id`: at once when this process runs it; else by a cancel request in its
+    /// record, which the runner in the other process sees within [`CANCEL_POLL`] and obeys
+    /// at the child's next tool or chunk boundary. Waits up to `wait` for the record to end
+    /// and returns it (`None`: no such task; still `running` when the other runner has not
+    /// answered yet).
+    ///
+    /// # Errors
+    /// [`SpawnError::Store`] when the task file cannot be read or written.
+    pub(crate) async fn cancel_task(
+        &self,
+        store: &TaskStore,
+        task_id: &str,
+        wait: Duration,
+    ) -> Result<Option<TaskRecord>, SpawnError> {
+        if let Some(task) = self.live_task(task_id) {
+            task.cancel();
+            // The child stops at its next tool or chunk boundary and saves its session.
+            let _ = self.wait_live(task_id, wait).await;
+            return Ok(store.load().await?.tasks.get(task_id).cloned());
+        }
+        let now = now_ms();
+        let requested = store
+            .update(|file| match file.tasks.get_mut(task_id) {
+                Some(record) => {
+                    let mut changed = self.sweep_lost(record, now);
+                    if record.status == TaskStatus::Running && !record.cancel_requested {
+                        record.cancel_requested = true;
+                        changed = true;
+                    }
+                    (changed, Some(record.clone()))
+                }
+                None => (false, None),
+            })
+            .await?;
+        let Some(mut record) = requested else {
+            return Ok(None);
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        while record.status == TaskStatus::Running && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(CANCEL_POLL.min(deadline.saturating_duration_since(tokio::time::Instant::now()))).await;
+            match store.load().await?.tasks.get(task_id) {
+                Some(now) => record = now.clone(),
+                None => break,
+            }
+        }
+        Ok(Some(record))
     }
 
     /// Waits up to `limit` for a task started with a sync sink; on expiry detaches the sink
@@ -460,8 +744,24 @@ impl LiveTask {
         &self.record.task_id
     }
 
+    /// A receiver that turns `Some` when the task ends.
+    pub(crate) fn done_signal(&self) -> watch::Receiver<Option<Outcome>> {
+        self.done.clone()
+    }
+
     /// Asks the child to stop at its next tool or chunk boundary.
     pub(crate) fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Stops the child for `outcome` (the first reason given wins).
+    fn stop(&self, outcome: Outcome) {
+        {
+            let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+            if stopped.is_none() {
+                *stopped = Some(outcome);
+            }
+        }
         self.cancel.cancel();
     }
 
@@ -487,7 +787,9 @@ async fn run_child(
     let mut stream = child.stream(task, ctx);
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
-    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + CANCEL_POLL, CANCEL_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_beat = tokio::time::Instant::now();
     let mut timed_out = false;
     let mut last = None;
     loop {
@@ -505,20 +807,40 @@ async fn run_child(
                 timed_out = true;
                 cancel.cancel();
             }
-            _ = heartbeat.tick() => {
+            _ = poll.tick() => {
                 let task_id = live.record.task_id.clone();
-                let beat = live.store.update(|file| match file.tasks.get_mut(&task_id) {
-                    Some(record) if record.status == TaskStatus::Running => {
-                        record.heartbeat_ms = now_ms();
-                        (true, ())
+                let cancel_requested = if last_beat.elapsed() >= HEARTBEAT {
+                    last_beat = tokio::time::Instant::now();
+                    let progress = live.log.progress();
+                    live.store.update(|file| match file.tasks.get_mut(&task_id) {
+                        Some(record) if record.status == TaskStatus::Running => {
+                            record.heartbeat_ms = now_ms();
+                            record.progress = Some(progress.clone());
+                            (true, record.cancel_requested)
+                        }
+                        _ => (false, false),
+                    }).await
+                } else {
+                    live.store.load().await.map(|file| {
+                        file.tasks.get(&task_id).is_some_and(|record| record.cancel_requested)
+                    })
+                };
+                match cancel_requested {
+                    Ok(true) => live.stop(Outcome {
+                        status: TaskStatus::Cancelled,
+                        result: "cancelled by task_cancel (requested from another process)".to_owned(),
+                    }),
+                    Ok(false) => {}
+                    Err(err) => {
+                        tracing::warn!(task = %task_id, error = %harness_core::error_chain(&err), "task record not read or written");
                     }
-                    _ => (false, ()),
-                }).await;
-                if let Err(err) = beat {
-                    tracing::warn!(task = %task_id, error = %harness_core::error_chain(&err), "heartbeat not written");
                 }
             }
         }
+    }
+    let stopped = live.stopped.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let Some(outcome) = stopped.filter(|_| !timed_out) {
+        return outcome;
     }
     match last {
         Some(Ok(text)) if !timed_out && !live.cancel.is_cancelled() => Outcome {
@@ -557,12 +879,14 @@ async fn run_child(
 /// Sends `event` to the sync waiter, if one is attached, tagged with the child's source
 /// (a grandchild's event keeps its own).
 async fn forward(live: &LiveTask, source: &EventSource, event: &AgentEvent) {
+    let own = event.source.is_none();
+    let mut event = event.clone();
+    if own {
+        event.source = Some(source.clone());
+    }
+    live.log.push(&event, own);
     let attached = live.attached.lock().await;
     if let Some(sink) = attached.as_ref() {
-        let mut event = event.clone();
-        if event.source.is_none() {
-            event.source = Some(source.clone());
-        }
         sink.forward(event).await;
     }
 }

@@ -21,6 +21,9 @@ pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
 /// The tools' own limit: the longest wait plus a margin to answer.
 const TOOL_LIMIT: Duration = Duration::from_secs(MAX_TIMEOUT_SECONDS + 5);
 
+/// How long `task_cancel` waits for a task another process runs to record its end.
+const CANCEL_WAIT: Duration = Duration::from_secs(15);
+
 // Children run inside the caller's area under the inherited permissions: closed-world.
 const WAITS: ToolAnnotations = ToolAnnotations::new().closed_world().concurrency_safe(true);
 const READS: ToolAnnotations = ToolAnnotations::new().read_only().concurrency_safe(true);
@@ -226,6 +229,22 @@ async fn describe(ctx: &ToolContext, record: &TaskRecord) -> String {
     if let Some(label) = &record.label {
         text.push_str(&format!("\nlabel: {label}"));
     }
+    if let Some(progress) = &record.progress {
+        text.push_str(&format!(
+            "\nprogress: {} steps, {} tool calls, {} tokens{}",
+            progress.steps,
+            progress.tool_calls,
+            progress.tokens,
+            progress
+                .last_tool
+                .as_ref()
+                .map(|tool| format!(", last tool: {tool}"))
+                .unwrap_or_default()
+        ));
+    }
+    if record.cancel_requested && !record.status.is_terminal() {
+        text.push_str("\ncancel requested: the runner stops it at its next tool or chunk boundary");
+    }
     if record.status.is_terminal() {
         let result = record.result.clone().unwrap_or_default();
         text.push_str(&format!("\nresult:\n{}", bounded(&ctx.runtime, record, &result).await));
@@ -392,6 +411,39 @@ struct OutputArgs {
     block: Option<bool>,
     /// How long to wait, in milliseconds (default 30000, max 600000).
     timeout: Option<u64>,
+    /// Also show the task's recent events (what the subagent did), newest last.
+    events: Option<bool>,
+}
+
+/// Events shown by `task_output` with `events: true`.
+const EVENTS_SHOWN: usize = 20;
+
+/// One line per event, compact.
+fn event_line(event: &harness_core::AgentEvent) -> Option<String> {
+    use harness_core::EventKind;
+    let who = event
+        .source
+        .as_ref()
+        .map_or_else(String::new, |source| format!("[{}] ", source.path));
+    let what = match &event.kind {
+        EventKind::AgentStart { .. } => "started".to_owned(),
+        EventKind::ToolCallEnd { name, input, .. } => {
+            let args: String = input.to_string().chars().take(120).collect();
+            format!("tool call {name} {args}")
+        }
+        EventKind::ToolResult { name, is_error, .. } => {
+            format!("tool result {name}{}", if *is_error { " (error)" } else { "" })
+        }
+        EventKind::StepEnd { step, .. } => format!("step {step} done"),
+        EventKind::Error { message, .. } => format!("error: {message}"),
+        EventKind::Final { message } => {
+            let text: String = message.text().chars().take(120).collect();
+            format!("answered: {text}")
+        }
+        EventKind::Warning { message, .. } => format!("warning: {message}"),
+        _ => return None,
+    };
+    Some(format!("- {who}{what}"))
 }
 
 struct TaskOutput(Shared);
@@ -423,7 +475,22 @@ impl TypedTool for TaskOutput {
             self.0.record(&store, &args.task_id, true).await?.ok_or_else(|| {
                 ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id))
             })?;
-        Ok(ToolOutput::text(describe(ctx, &record).await))
+        let mut text = describe(ctx, &record).await;
+        if args.events.unwrap_or(false) {
+            match self.0.runtime.event_log(&args.task_id) {
+                Some(log) => {
+                    let (events, _) = log.snapshot();
+                    let lines: Vec<String> = events.iter().filter_map(event_line).collect();
+                    let skip = lines.len().saturating_sub(EVENTS_SHOWN);
+                    text.push_str(&format!("\nrecent events ({} shown):\n", lines.len() - skip));
+                    text.push_str(&lines[skip..].join("\n"));
+                }
+                None => {
+                    text.push_str("\nrecent events: not kept here (another process runs or ran the task; see progress)")
+                }
+            }
+        }
+        Ok(ToolOutput::text(text))
     }
 
     fn timeout(&self) -> Option<Duration> {
@@ -511,22 +578,23 @@ impl TypedTool for TaskCancel {
     type Args = CancelArgs;
 
     async fn call(&self, args: CancelArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        if let Some(task) = self.0.runtime.live_task(&args.task_id) {
-            task.cancel();
-            // The child stops at its next tool or chunk boundary and saves its session.
-            let _ = self.0.runtime.wait_live(&args.task_id, TOOL_LIMIT).await;
-        }
         let store = store(ctx)?;
+        let found = self
+            .0
+            .runtime
+            .cancel_task(&store, &args.task_id, CANCEL_WAIT)
+            .await
+            .map_err(failed)?;
+        if found.is_none() {
+            return Err(ToolError::failed(format!(
+                "no task `{}` in this session (see task_list)",
+                args.task_id
+            )));
+        }
         let record =
             self.0.record(&store, &args.task_id, true).await?.ok_or_else(|| {
                 ToolError::failed(format!("no task `{}` in this session (see task_list)", args.task_id))
             })?;
-        if record.status == TaskStatus::Running {
-            return Err(ToolError::failed(format!(
-                "task `{}` runs in another process (runner {}); it cannot be cancelled from here",
-                record.task_id, record.runner
-            )));
-        }
         Ok(ToolOutput::text(describe(ctx, &record).await))
     }
 

@@ -683,3 +683,410 @@ async fn forced_sync_waits_stops_the_child_on_expiry_and_keeps_the_limits() {
     agent.call("next", ctx("u1", "s1")).await.unwrap();
     assert!(reminders(&models.parent_requests()).is_empty());
 }
+
+fn spawn_call(task: &str, label: &str) -> Reply {
+    calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": task, "label": label, "timeout_seconds": 60}),
+    )])
+}
+
+fn last_is_tool_result(request: &ChatRequest) -> bool {
+    request.messages.last().is_some_and(|msg| msg.role == Role::Tool)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_isolated_child_gets_its_own_layer_per_parent_session() {
+    let dir = tempfile::tempdir().unwrap();
+    // The child writes `notes.txt` with its task, then answers.
+    let (models, model) = Models::new(|request| {
+        if last_is_tool_result(request) {
+            Reply::text("noted")
+        } else {
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "notes.txt", "content": last_user_text(request)}),
+            )
+        }
+    });
+    models.then(spawn_call("alpha", "same"));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    models.then(spawn_call("beta", "same"));
+    agent.call("go", ctx("u1", "s2")).await.unwrap();
+    assert!(
+        tool_results(&models.parent_requests())
+            .iter()
+            .all(|(text, error)| !error && text.contains("noted")),
+        "both children wrote their file (a shared layer would refuse the second)"
+    );
+    let layer = |session: &str| dir.path().join("u1/agents/harness/subagents/researcher").join(session);
+    assert_eq!(std::fs::read_to_string(layer("s1").join("notes.txt")).unwrap(), "alpha");
+    assert_eq!(std::fs::read_to_string(layer("s2").join("notes.txt")).unwrap(), "beta");
+    assert!(
+        !dir.path().join("u1/notes.txt").exists(),
+        "nothing in the parent's files"
+    );
+    // Each child's transcript lives in its own layer.
+    for session in ["s1", "s2"] {
+        let transcript = layer(session).join(format!(
+            "agents/researcher/sessions/sub.{session}.researcher.same.log.jsonl"
+        ));
+        assert!(transcript.exists(), "{}", transcript.display());
+    }
+    // A second spawn of the same label in s1 continues s1's child only.
+    models.then(calls(&[(
+        "agent_send",
+        json!({"label": "same", "message": "again", "timeout_seconds": 60}),
+    )]));
+    agent.call("more", ctx("u1", "s1")).await.unwrap();
+    let last_child = models.child_calls.lock().unwrap().last().cloned().unwrap();
+    let history: String = last_child.messages.iter().map(|msg| msg.text()).collect();
+    assert!(history.contains("alpha") && !history.contains("beta"), "{history}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_child_uses_the_parents_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|request| {
+        if last_is_tool_result(request) {
+            Reply::text("noted")
+        } else {
+            Reply::tool_call("write_file", json!({"path": "shared.txt", "content": "x"}))
+        }
+    });
+    models.then(spawn_call("t", "one"));
+    let mut declaration = researcher();
+    declaration.workspace_mode = harness::subagents::WorkspaceMode::Shared;
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .subagent(declaration)
+        .build()
+        .unwrap();
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    assert!(dir.path().join("u1/shared.txt").exists());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spec_files_model_key_picks_the_childs_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("child-model.json");
+    std::fs::write(
+        &script,
+        json!({"replies": [{"text": "answer from the second model"}]}).to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("subagents")).unwrap();
+    std::fs::write(
+        dir.path().join("subagents/coder.md"),
+        format!(
+            "---\ndescription: Writes code\nmodel: scripted:{}\n---\n{CHILD} You code.\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("subagents/broken.md"),
+        "---\ndescription: Needs a key\nmodel: deepseek:deepseek-chat\n---\nbody\n",
+    )
+    .unwrap();
+    let (models, model) = Models::new(|_| Reply::text("answer from the parent's model"));
+    models.then(calls(&[
+        ("agent_spawn", json!({"agent_id": "coder", "task": "t"})),
+        ("agent_spawn", json!({"agent_id": "broken", "task": "t"})),
+    ]));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let results = tool_results(&models.parent_requests());
+    let coder = results
+        .iter()
+        .find(|(text, _)| text.contains("status: completed"))
+        .unwrap();
+    assert!(coder.0.contains("answer from the second model"), "{results:?}");
+    assert_eq!(models.child_count(), 0, "the parent's model never served the child");
+    let broken = results
+        .iter()
+        .find(|(text, _)| text.contains("DEEPSEEK_API_KEY"))
+        .unwrap();
+    assert!(broken.1, "{broken:?}");
+    assert!(
+        broken.0.contains("subagents/broken.md") && broken.0.contains("`model`"),
+        "names the file and the key: {}",
+        broken.0
+    );
+}
+
+fn costly(tokens: u64) -> Reply {
+    Reply::tool_call("sleep", json!({"ms": 1})).with_usage(harness_core::Usage {
+        input_tokens: tokens,
+        output_tokens: 0,
+        ..harness_core::Usage::default()
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_child_past_its_token_budget_stops_and_the_result_names_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|_| costly(600));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 60}),
+    )]));
+    let config = SubagentsConfig {
+        child_token_budget: Some(1_000),
+        ..SubagentsConfig::default()
+    };
+    let agent = parent_with(dir.path(), &model, config);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let result = tool_results(&models.parent_requests()).pop().unwrap();
+    assert!(result.1 && result.0.contains("status: failed"), "{result:?}");
+    assert!(
+        result.0.contains("token budget exceeded") && result.0.contains("child_token_budget"),
+        "{result:?}"
+    );
+    assert_eq!(
+        models.child_count(),
+        2,
+        "stopped at the step boundary after the budget was passed"
+    );
+    let record = task_file(dir.path(), "u1", "s1").tasks.into_values().next().unwrap();
+    assert_eq!(record.status, TaskStatus::Failed);
+    assert_eq!(record.progress.unwrap().tokens, 1_200);
+
+    // A declaration's `max_tokens` applies on the background path too.
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|_| costly(600));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
+    let mut declaration = researcher();
+    declaration.max_tokens = Some(100);
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .subagent(declaration)
+        .tool(typed(Sleep))
+        .build()
+        .unwrap();
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    agent.wait_for_tasks().await;
+    let record = task_file(dir.path(), "u1", "s1").tasks.into_values().next().unwrap();
+    assert_eq!(record.status, TaskStatus::Failed);
+    assert!(record.result.unwrap().contains("`max_tokens`"));
+    assert_eq!(models.child_count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn task_cancel_from_another_process_stops_the_runners_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|_| Reply::tool_call("sleep", json!({"ms": 1_000_000})));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
+    let runner = parent(dir.path(), &model);
+    runner.call("go", ctx("u1", "s1")).await.unwrap();
+    let task_id = task_file(dir.path(), "u1", "s1").tasks.into_keys().next().unwrap();
+    while models.child_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A second agent instance on the same workspace (another process's view).
+    let other = parent(dir.path(), &model);
+    models.then(calls(&[("task_cancel", json!({"task_id": task_id}))]));
+    other.call("stop it", ctx("u1", "s1")).await.unwrap();
+    let result = tool_results(&models.parent_requests()).pop().unwrap();
+    assert!(result.0.contains("status: cancelled"), "{result:?}");
+    let record = &task_file(dir.path(), "u1", "s1").tasks[&task_id];
+    assert_eq!(record.status, TaskStatus::Cancelled);
+    assert!(record.result.as_deref().unwrap().contains("another process"));
+    tokio::time::sleep(Duration::from_secs(5_000)).await;
+    assert_eq!(models.child_count(), 1, "no model call after the cancel");
+
+    // The library API does the same; an unknown task is `None`.
+    assert!(
+        other
+            .cancel_task(ctx("u1", "s1"), "task-none", Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_tasks_events_are_readable_from_its_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|request| {
+        if last_is_tool_result(request) {
+            Reply::text("found it").delayed(Duration::from_secs(5))
+        } else {
+            Reply::tool_call("sleep", json!({"ms": 10}))
+        }
+    });
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let task_id = task_file(dir.path(), "u1", "s1").tasks.into_keys().next().unwrap();
+    let stream = agent.watch_task(ctx("u1", "s1"), &task_id).await.unwrap().unwrap();
+    let watched: Vec<harness_core::AgentEvent> = futures::StreamExt::collect(stream).await;
+    assert!(
+        watched
+            .iter()
+            .all(|event| event.source.as_ref().unwrap().agent_id == "researcher")
+    );
+    assert!(
+        matches!(watched.last().unwrap().kind, EventKind::Final { .. }),
+        "ends with the answer"
+    );
+    assert!(
+        watched
+            .iter()
+            .any(|event| matches!(&event.kind, EventKind::ToolCallEnd { name, .. } if name == "sleep"))
+    );
+
+    let events = agent.task_events(ctx("u1", "s1"), &task_id).await.unwrap().unwrap();
+    assert!(events.local);
+    assert_eq!(events.events, watched);
+    let progress = events.record.progress.clone().unwrap();
+    assert_eq!((progress.steps, progress.tool_calls), (2, 1));
+    assert_eq!(progress.last_tool.as_deref(), Some("sleep"));
+
+    models.then(calls(&[(
+        "task_output",
+        json!({"task_id": task_id, "block": false, "events": true}),
+    )]));
+    agent.call("what did it do", ctx("u1", "s1")).await.unwrap();
+    let output = tool_results(&models.parent_requests()).pop().unwrap().0;
+    assert!(
+        output.contains("tool call sleep") && output.contains("answered: found it"),
+        "{output}"
+    );
+    assert!(output.contains("progress: 2 steps, 1 tool calls"), "{output}");
+
+    // Another process sees the persisted summary only.
+    let other = parent(dir.path(), &model);
+    let remote = other.task_events(ctx("u1", "s1"), &task_id).await.unwrap().unwrap();
+    assert!(!remote.local && remote.events.is_empty());
+    assert_eq!(remote.record.progress.unwrap().steps, 2);
+    assert!(other.watch_task(ctx("u1", "s1"), &task_id).await.unwrap().is_none());
+    assert!(
+        agent.task_events(ctx("u1", "s2"), &task_id).await.unwrap().is_none(),
+        "per session"
+    );
+}
+
+/// A tool that spawns through the public API with its own call's context.
+struct SpawnFromTool(Arc<std::sync::OnceLock<HarnessAgent>>);
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArgs {}
+
+#[harness_core::async_trait]
+impl harness_core::TypedTool for SpawnFromTool {
+    const NAME: &'static str = "spawn_from_code";
+    const DESCRIPTION: &'static str = "Spawns from code.";
+    type Args = NoArgs;
+
+    async fn call(
+        &self,
+        _args: NoArgs,
+        ctx: &harness_core::ToolContext,
+    ) -> Result<harness_core::ToolOutput, harness_core::ToolError> {
+        let agent = self.0.get().unwrap();
+        let request = harness::subagents::SpawnRequest::new("researcher", "nested").wait(Duration::from_secs(5));
+        match agent.spawn_subagent(ctx.runtime.clone(), request).await {
+            Ok(outcome) => Ok(harness_core::ToolOutput::text(format!("spawned {:?}", outcome.status))),
+            Err(err) => Err(harness_core::ToolError::failed(err.to_string())),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn programmatic_spawns_keep_every_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let slot = Arc::new(std::sync::OnceLock::new());
+    let (models, model) = Models::new(|request| {
+        if last_is_tool_result(request) {
+            Reply::text("child done")
+        } else if last_user_text(request).contains("from code") {
+            Reply::tool_call("spawn_from_code", json!({}))
+        } else {
+            Reply::text(format!("did {}", last_user_text(request))).delayed(Duration::from_secs(10))
+        }
+    });
+    let config = SubagentsConfig {
+        max_fanout: 1,
+        max_spawns_per_call: 2,
+        ..SubagentsConfig::default()
+    };
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .subagents(config)
+        .subagent(researcher())
+        .tool(typed(SpawnFromTool(Arc::clone(&slot))))
+        .build()
+        .unwrap();
+    let _ = slot.set(agent.clone());
+    use harness::subagents::{SpawnError, SpawnRequest};
+
+    // Sync: the answer comes back.
+    let done = agent
+        .spawn_subagent(
+            ctx("u1", "s1"),
+            SpawnRequest::new("researcher", "a").wait(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.status, done.result.as_deref()),
+        (TaskStatus::Completed, Some("did a"))
+    );
+    // Fan-out: one running at a time.
+    let running = agent
+        .spawn_subagent(ctx("u1", "s1"), SpawnRequest::new("researcher", "b"))
+        .await
+        .unwrap();
+    assert_eq!(running.status, TaskStatus::Running);
+    let refused = agent
+        .spawn_subagent(ctx("u1", "s1"), SpawnRequest::new("researcher", "c"))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, SpawnError::Fanout { limit: 1 }), "{refused}");
+    agent.wait_for_tasks().await;
+    // The budget: two spawns of this session were made already.
+    let refused = agent
+        .spawn_subagent(ctx("u1", "s1"), SpawnRequest::new("researcher", "d"))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, SpawnError::CallBudget { limit: 2 }), "{refused}");
+    assert!(refused.to_string().contains("max_spawns_per_call"));
+    // Depth: a child's own call cannot spawn through the API either.
+    models.then(spawn_call("from code", "deep"));
+    agent.call("go", ctx("u1", "s2")).await.unwrap();
+    let child_results: Vec<_> = models
+        .child_calls
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|request| tool_results(std::slice::from_ref(request)))
+        .collect();
+    assert!(
+        child_results
+            .iter()
+            .any(|(text, error)| *error && text.contains("max_depth = 1")),
+        "{child_results:?}"
+    );
+    let tasks = agent.tasks(ctx("u1", "s2")).await.unwrap();
+    assert_eq!(tasks.len(), 1, "only the parent's spawn made a task: {tasks:?}");
+    // Unknown ids and empty tasks are errors that say so.
+    let unknown = agent
+        .spawn_subagent(ctx("u1", "s3"), SpawnRequest::new("nobody", "x"))
+        .await
+        .unwrap_err();
+    assert!(unknown.to_string().contains("unknown subagent"), "{unknown}");
+}
