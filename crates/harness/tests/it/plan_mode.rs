@@ -424,7 +424,7 @@ async fn children_spawned_while_the_parent_plans_plan_too() {
     let got = results(children.last().unwrap());
     assert!(got[0].1 && got[0].0.contains("Plan mode is active"), "{got:?}");
     assert!(got[1].1, "a child cannot leave its parent's plan mode: {got:?}");
-    assert!(!dir.path().join("alice/child.txt").exists() && !dir.path().join("child.txt").exists());
+    assert!(written(dir.path()).is_empty(), "nothing written while planning");
 
     // Not planning: a new child writes.
     child_requests.lock().unwrap().clear();
@@ -435,7 +435,32 @@ async fn children_spawned_while_the_parent_plans_plan_too() {
     parent.call("now without planning", ctx("alice", "s2")).await.unwrap();
     let children = child_requests.lock().unwrap().clone();
     assert_eq!(banner(&children[0]), None, "{children:?}");
-    assert!(dir.path().join("alice/child.txt").exists(), "the child wrote");
+    // An isolated child writes in its own layer for the parent's session.
+    assert_eq!(
+        written(dir.path()),
+        vec![
+            dir.path()
+                .join("alice/agents/harness/subagents/researcher/s2/child.txt")
+        ],
+        "the child wrote"
+    );
+}
+
+/// Every `child.txt` under `dir`.
+fn written(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(next).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|name| name == "child.txt") {
+                found.push(path);
+            }
+        }
+    }
+    found
 }
 
 /// `[plan]` keys are checked when harness.toml is parsed; plan mode brings `todo_write`.

@@ -989,6 +989,8 @@ struct NoArgs {}
 impl harness_core::TypedTool for SpawnFromTool {
     const NAME: &'static str = "spawn_from_code";
     const DESCRIPTION: &'static str = "Spawns from code.";
+    // Like `agent_spawn`: the child stays in the caller's area (no approval needed).
+    const ANNOTATIONS: harness_core::ToolAnnotations = harness_core::ToolAnnotations::new().closed_world();
     type Args = NoArgs;
 
     async fn call(
