@@ -135,6 +135,12 @@ pub enum ServeError {
     Io(#[source] std::io::Error),
 }
 
+/// The web chat page: one file, no build step; it uses the native API (the key it is given is
+/// kept in the browser's local storage). It holds no data, so it is served without a key.
+async fn chat_page() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("chat.html"))
+}
+
 struct Served {
     agent: HarnessAgent,
     reader: SessionReader,
@@ -212,9 +218,11 @@ impl Gateway {
         }
     }
 
-    /// The routes: `/v1/models`, `/v1/chat/completions` and `/api/...` (see the README).
+    /// The routes: the chat page at `/`, `/v1/models`, `/v1/chat/completions` and `/api/...`
+    /// (see the README).
     pub fn router(&self) -> Router {
         Router::new()
+            .route("/", axum::routing::get(chat_page))
             .merge(openai::routes())
             .merge(native::routes())
             .with_state(self.clone())

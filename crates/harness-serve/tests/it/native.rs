@@ -193,3 +193,28 @@ async fn without_keys_only_loopback_binds_are_allowed() {
     }];
     assert!(build(options).check_bind("0.0.0.0:8080".parse().unwrap()).is_ok());
 }
+
+#[tokio::test]
+async fn the_chat_page_is_served_at_the_root() {
+    let server = Server::start(ServeOptions::default()).await;
+    let response = server.get("/").await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let page = response.text().await.unwrap();
+    // The page drives the native API: agents, sessions, streamed messages, cancel.
+    for needle in [
+        "/api/agents",
+        "/sessions",
+        "/messages",
+        "stream: true",
+        "/cancel",
+        "tool_call",
+    ] {
+        assert!(page.contains(needle), "{needle}");
+    }
+}
