@@ -218,3 +218,29 @@ async fn the_chat_page_is_served_at_the_root() {
         assert!(page.contains(needle), "{needle}");
     }
 }
+
+#[test]
+fn the_serve_section_is_checked_with_the_rest_of_harness_toml() {
+    let parse = |text: &str| harness::HarnessConfig::parse(text, std::path::Path::new("harness.toml"));
+    let config = parse(
+        "[serve]\nbind = \"127.0.0.1:9000\"\nmax_queued_per_session = 3\n[[serve.keys]]\nuser = \"alice\"\nsha256 = \"ab\"\n",
+    )
+    .unwrap();
+    let section = config.serve.unwrap();
+    assert_eq!(section.bind.as_deref(), Some("127.0.0.1:9000"));
+    let options = ServeOptions::from_section(Some(&section)).unwrap();
+    assert_eq!(options.max_queued_per_session, 3);
+    assert_eq!(options.keys.len(), 1);
+    let unknown = parse("[serve]\nport = 80\n").unwrap_err().to_string();
+    assert!(unknown.contains("unknown field `port`"), "{unknown}");
+    let zero = parse("[serve]\nmax_queued_per_session = 0\n").unwrap();
+    let err = ServeOptions::from_section(zero.serve.as_ref()).unwrap_err();
+    assert_eq!(err.to_string(), "[serve] max_queued_per_session must be at least 1");
+    // A malformed key hash is refused when the server is built, naming the entry.
+    let dir = tempfile::tempdir().unwrap();
+    let err = Gateway::new(vec![agent(dir.path(), gated(), "helper")], options).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[[serve.keys]] entry 1: sha256 must be 64 hex digits (e.g. `printf %s KEY | sha256sum`)"
+    );
+}
