@@ -9,6 +9,10 @@ bash scripts/services.sh
 # Real MCP servers for the MCP client tests (installed outside the repository).
 HARNESS_TEST_MCP_DIR="$(bash scripts/mcp-servers.sh)"
 export HARNESS_TEST_MCP_DIR
+# The official `openai` Python SDK, the client of the `harness serve` tests (a venv outside
+# the repository).
+HARNESS_TEST_PYTHON="$(bash scripts/python-env.sh)"
+export HARNESS_TEST_PYTHON
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 cargo check --workspace --all-targets --no-default-features --locked

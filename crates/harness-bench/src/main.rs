@@ -53,6 +53,14 @@ struct Args {
     /// capability costs when it is on but unused (it is on by default).
     #[arg(long)]
     no_subagents: bool,
+    /// W2 over HTTP: drive a `bench-driver --workload serve` at this URL (e.g.
+    /// http://127.0.0.1:8790) through the native API instead of an in-process agent.
+    #[arg(long)]
+    http: Option<String>,
+    /// `--workload serve`: the address to serve the bench agent on (`harness serve`'s
+    /// gateway); it stops on SIGTERM or Ctrl-C and then writes the result JSON (peak RSS).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    bind: String,
     /// Accepted for compatibility; profiling is done with external tools.
     #[arg(long)]
     profile: Option<PathBuf>,
@@ -265,21 +273,77 @@ async fn w1(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow:
     Ok(())
 }
 
-async fn w2(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
+/// Who runs W2's turns: the agent in this process, or a served one over HTTP.
+#[derive(Clone)]
+enum Target {
+    Agent(HarnessAgent),
+    Http(reqwest::Client, String),
+}
+
+impl Target {
+    async fn turn(&self, session: &str, n: u32) -> Result<String, String> {
+        match self {
+            Self::Agent(agent) => agent
+                .call(user_message(n), ctx(session))
+                .await
+                .map(|reply| reply.text())
+                .map_err(|err| harness_core::error_chain(&err)),
+            Self::Http(client, url) => {
+                let response = client
+                    .post(format!("{url}/api/agents/bench/sessions/{session}/messages"))
+                    .header(harness_serve::USER_HEADER, "bench")
+                    .json(&json!({"message": user_message(n)}))
+                    .send()
+                    .await
+                    .map_err(|err| err.to_string())?;
+                let status = response.status();
+                let body: Value = response.json().await.map_err(|err| err.to_string())?;
+                if !status.is_success() {
+                    return Err(format!("{status}: {body}"));
+                }
+                Ok(body["text"].as_str().unwrap_or_default().to_owned())
+            }
+        }
+    }
+}
+
+/// `--workload serve`: the bench agent behind the gateway until SIGTERM or Ctrl-C.
+async fn serve(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
     let agent = build_agent(args).await?;
+    let gateway = harness_serve::Gateway::new(vec![agent], harness_serve::ServeOptions::default())?;
+    let listener = tokio::net::TcpListener::bind(args.bind.as_str()).await?;
+    eprintln!("listening on http://{}", listener.local_addr()?);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    gateway
+        .serve(listener, async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        })
+        .await?;
+    result.insert("served".into(), json!(true));
+    Ok(())
+}
+
+async fn w2(args: &Args, result: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
+    let target = match &args.http {
+        Some(url) => Target::Http(reqwest::Client::new(), url.trim_end_matches('/').to_owned()),
+        None => Target::Agent(build_agent(args).await?),
+    };
     let (cpu0, wall0) = (cpu_seconds(), Instant::now());
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..args.sessions {
-        let agent = agent.clone();
+        let target = target.clone();
         let turns = args.session_turns;
         tasks.spawn(async move {
             let session = format!("w2-s{s:04}");
             let (mut latencies, mut replies, mut errors) = (Vec::new(), Vec::new(), Vec::new());
             for n in 1..=turns {
                 let start = Instant::now();
-                match agent.call(user_message(n), ctx(&session)).await {
-                    Ok(reply) => replies.push(reply_n(&reply.text())),
-                    Err(err) => errors.push(format!("{session} turn {n}: {}", harness_core::error_chain(&err))),
+                match target.turn(&session, n).await {
+                    Ok(text) => replies.push(reply_n(&text)),
+                    Err(err) => errors.push(format!("{session} turn {n}: {err}")),
                 }
                 latencies.push(start.elapsed().as_secs_f64() * 1e3);
             }
@@ -424,7 +488,8 @@ fn main() -> anyhow::Result<()> {
             "w2" => w2(&args, &mut result).await,
             "w3" => w3(&args, t_main, &mut result).await,
             "w4" => w4(&args, &mut result).await,
-            other => bail!("unknown workload {other:?}; use w1, w2, w3 or w4"),
+            "serve" => serve(&args, &mut result).await,
+            other => bail!("unknown workload {other:?}; use w1, w2, w3, w4 or serve"),
         }
     })?;
     result.insert("peak_rss_kb".into(), json!(peak_rss_kb()));

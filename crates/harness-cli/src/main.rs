@@ -14,6 +14,7 @@ mod input;
 mod inspect;
 mod output;
 mod progress;
+mod serve;
 mod tools_cmd;
 mod workspace;
 
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 /// Harness: a runtime for long-running LLM agents.
 ///
-/// Commands: init, run, approve, chat, tools, sessions (list, show, search), memory (search, extract, consolidate), demo.
+/// Commands: init, run, approve, chat, serve, tools, sessions (list, show, search), memory (search, extract, consolidate), demo.
 /// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error, 3 the turn waits
 /// for a person's approval (`harness approve` continues it).
 #[derive(Parser)]
@@ -124,6 +125,10 @@ enum Command {
     },
     /// List the tools the agent would offer (built-ins and MCP, after tools.json's allow/deny).
     Tools(tools_cmd::ToolsArgs),
+    /// Serve the agent over HTTP: an OpenAI-compatible API (/v1) and the native API (/api).
+    /// Prints `listening on http://HOST:PORT` on stderr when ready; SIGTERM or Ctrl-C finishes
+    /// running turns and exits 0.
+    Serve(serve::ServeArgs),
     /// Inspect sessions (list, show).
     Sessions {
         #[command(subcommand)]
@@ -179,6 +184,11 @@ const SHUTDOWN_ANNOUNCE: std::time::Duration = std::time::Duration::from_secs(1)
 
 /// Builds the agent: the library resolves harness.toml, flags go on top.
 async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)> {
+    build_agent_configured(args).await.map(|(agent, spec, _)| (agent, spec))
+}
+
+/// [`build_agent`], also returning the parsed harness.toml.
+async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String, harness::HarnessConfig)> {
     let workspace = workspace::resolve_for_agent(args.ws.workspace.clone())?;
     let env = env_lookup;
     let loaded = WorkspaceLoader::new(&workspace.dir, &env)
@@ -207,7 +217,7 @@ async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)>
     for warning in agent.subagent_warnings() {
         eprintln!("warning: subagent spec skipped: {warning}");
     }
-    Ok((agent, spec))
+    Ok((agent, spec, loaded.config))
 }
 
 fn context(args: &AgentArgs) -> RuntimeContext {
@@ -503,6 +513,7 @@ fn main() -> ExitCode {
                 shutdown(&harness).await;
                 result
             }
+            Command::Serve(args) => serve::serve(args, interrupts).await,
             Command::Memory { command } => inspect::memory(command).await,
             Command::Sessions { command } => inspect::sessions(command).await,
             Command::Tools(args) => tools_cmd::tools(args).await,

@@ -140,6 +140,49 @@ pub struct HarnessConfig {
     /// with only the workspace's and the user's `skills/`, when absent).
     #[serde(default)]
     pub skills: Option<crate::skills::SkillsSection>,
+    /// `[serve]`: the HTTP server of `harness serve` (bind address, queue bound, API keys).
+    #[serde(default)]
+    pub serve: Option<ServeSection>,
+}
+
+/// `[serve]`: read by `harness serve` (crate `harness-serve`); nothing in this crate uses it.
+///
+/// ```toml
+/// [serve]
+/// bind = "127.0.0.1:8080"
+/// max_queued_per_session = 64
+/// [[serve.keys]]
+/// user = "alice"
+/// sha256 = "<hex SHA-256 of the key>"
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSection {
+    /// Address to listen on (`HOST:PORT`); the `--bind` flag overrides it.
+    pub bind: Option<String>,
+    /// Messages that may wait behind a session's running turn (default 64, at least 1).
+    pub max_queued_per_session: Option<usize>,
+    /// API keys; none means no authentication (loopback binds only).
+    #[serde(default)]
+    pub keys: Vec<ServeKey>,
+}
+
+/// One API key of `[[serve.keys]]`: the SHA-256 of the key (never the key) and its user.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeKey {
+    /// The user id requests with this key run as.
+    pub user: String,
+    /// Lowercase or uppercase hex SHA-256 of the key (64 digits).
+    pub sha256: String,
+}
+
+impl std::fmt::Debug for ServeKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeKey")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `[agent]`.

@@ -10,5 +10,6 @@ mod parity;
 mod readme;
 mod replicas;
 mod scope;
+mod serve;
 mod tidy;
 mod tools_cmd;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 const REDIS: &str = "redis://127.0.0.1:6379";
 const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/test";
 
-mod server {
+pub(super) mod server {
     //! A fake OpenAI-compatible server that records every request and answers `turn N`
     //! (N = user messages in the request). A request whose last user message contains
     //! `slow` is answered after 3 s, one containing `hang` after 120 s.
@@ -84,25 +84,25 @@ mod server {
 
 /// Two replica directories sharing one harness.toml, the fake server, and the cleanup of
 /// everything the deployment wrote to Redis and PostgreSQL.
-struct Deployment {
+pub(super) struct Deployment {
     _dir: tempfile::TempDir,
-    replicas: [PathBuf; 2],
-    base: String,
-    seen: server::Seen,
+    pub(super) replicas: [PathBuf; 2],
+    pub(super) base: String,
+    pub(super) seen: server::Seen,
     _runtime: tokio::runtime::Runtime,
     redis_prefix: String,
     table_prefix: String,
 }
 
 #[derive(Clone, Copy)]
-enum StateKind {
+pub(super) enum StateKind {
     Redis,
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Postgres,
 }
 
 impl Deployment {
-    fn new(state: StateKind, lease_ttl: &str) -> Self {
+    pub(super) fn new(state: StateKind, lease_ttl: &str) -> Self {
         let (base, seen, runtime) = server::start();
         let dir = tempfile::tempdir().unwrap();
         let id = uuid_like();
@@ -153,7 +153,7 @@ impl Deployment {
     }
 
     /// `harness sessions show s --json` on `replica`: the transcript's messages.
-    fn transcript(&self, replica: usize) -> Vec<serde_json::Value> {
+    pub(super) fn transcript(&self, replica: usize) -> Vec<serde_json::Value> {
         let mut command = harness();
         let output = command
             .args(["sessions", "show", "s", "--json", "--workspace"])
@@ -169,7 +169,7 @@ impl Deployment {
     }
 
     /// Waits until the server has seen `count` requests (a readiness signal, not a delay).
-    fn await_requests(&self, count: usize) {
+    pub(super) fn await_requests(&self, count: usize) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.seen.lock().unwrap().len() < count {
             assert!(Instant::now() < deadline, "the server never saw request {count}");
@@ -178,7 +178,7 @@ impl Deployment {
     }
 
     /// The number of user messages in each request the server saw, in arrival order.
-    fn user_counts(&self) -> Vec<usize> {
+    pub(super) fn user_counts(&self) -> Vec<usize> {
         self.seen
             .lock()
             .unwrap()

@@ -11,7 +11,7 @@ const LAYERS: &[&str] = &[
     "harness-memory",
     "harness-sandbox",
     "harness",
-    "harness-gateway",
+    "harness-serve", // DESIGN.md §2 calls it harness-gateway
     "harness-cli",
     "harness-bench",
 ];

@@ -1,0 +1,101 @@
+//! `harness serve`: the workspace's agent over HTTP (crate `harness-serve`). This file only
+//! resolves flags over `[serve]`, binds, prints the address, and turns SIGTERM / Ctrl-C into
+//! the gateway's graceful shutdown.
+
+use crate::progress::Interrupts;
+use crate::{AgentArgs, build_agent_configured, usage};
+use harness_serve::{Gateway, ServeOptions};
+use std::sync::Arc;
+
+/// Options of `serve`.
+#[derive(clap::Args, Clone, Debug)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on, HOST:PORT (default: [serve] bind, else 127.0.0.1:8080; port 0 picks
+    /// a free one). Without [[serve.keys]] only loopback addresses are allowed.
+    #[arg(long)]
+    bind: Option<String>,
+    /// How long running turns may take to finish after SIGTERM or Ctrl-C before they are
+    /// cancelled (seconds).
+    #[arg(long, default_value_t = 30)]
+    shutdown_grace: u64,
+    /// Workspace directory; must exist (default: $HARNESS_WORKSPACE, else ./.harness/workspace).
+    #[arg(long, env = "HARNESS_WORKSPACE")]
+    workspace: Option<std::path::PathBuf>,
+    /// Agent name (default: harness.toml's, else `harness`); clients use it as the `model`.
+    #[arg(long)]
+    agent: Option<String>,
+    /// Model spec `provider:model` (default: $HARNESS_MODEL, else harness.toml's [agent] model).
+    #[arg(long)]
+    model: Option<String>,
+    /// Maximum reasoning-acting steps per turn (at least 1).
+    #[arg(long)]
+    max_iters: Option<std::num::NonZeroU32>,
+}
+
+impl ServeArgs {
+    fn agent_args(&self) -> AgentArgs {
+        AgentArgs {
+            ws: crate::WorkspaceArgs {
+                workspace: self.workspace.clone(),
+                agent: self.agent.clone(),
+                user: None,
+            },
+            session: None,
+            model: self.model.clone(),
+            max_iters: self.max_iters,
+        }
+    }
+}
+
+pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
+    let (agent, _spec, config) = build_agent_configured(&args.agent_args()).await?;
+    let section = config.serve;
+    let mut options = ServeOptions::from_section(section.as_ref()).map_err(|err| usage(err.to_string()))?;
+    options.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    let bind = args
+        .bind
+        .or_else(|| section.as_ref().and_then(|s| s.bind.clone()))
+        .unwrap_or_else(|| harness_serve::DEFAULT_BIND.to_owned());
+    let addr: std::net::SocketAddr = tokio::net::lookup_host(bind.as_str())
+        .await
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| usage(format!("--bind {bind}: expected HOST:PORT, e.g. 127.0.0.1:8080")))?;
+    let gateway = Gateway::new(vec![agent], options).map_err(|err| usage(err.to_string()))?;
+    gateway.check_bind(addr).map_err(|err| usage(err.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|err| usage(format!("cannot listen on {addr}: {err}")))?;
+    let local = listener.local_addr()?;
+    eprintln!("listening on http://{local}");
+    let _handling = interrupts.handling();
+    gateway
+        .serve(listener, async {
+            stop_signal().await;
+            eprintln!("shutting down: finishing running turns (Ctrl-C again to quit at once)");
+        })
+        .await
+        .map_err(|err| anyhow::anyhow!(harness_core::error_chain(&err)))
+}
+
+/// SIGTERM or Ctrl-C.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

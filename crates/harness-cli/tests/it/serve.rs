@@ -1,0 +1,212 @@
+//! `harness serve` through the binary: the official `openai` Python SDK as the client,
+//! SIGTERM during a turn, and two replicas serving one session.
+
+use super::cli::harness;
+use super::replicas::{Deployment, StateKind, server};
+use serde_json::{Value, json};
+use sha2::Digest;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+/// A running `harness serve` and its address.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    /// Starts the server on a free port and waits for its `listening on` line.
+    fn start(workspace: &Path, model_base: &str) -> Self {
+        let mut child = harness()
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", model_base)
+            .args([
+                "serve",
+                "--bind",
+                "127.0.0.1:0",
+                "--model",
+                "openai:fake",
+                "--workspace",
+            ])
+            .arg(workspace)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let url = loop {
+            let line = lines.next().expect("harness serve exited before listening").unwrap();
+            if let Some(url) = line.strip_prefix("listening on ") {
+                break url.to_owned();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, url }
+    }
+
+    /// Sends SIGTERM to the server (our own child, by pid).
+    fn terminate(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn workspace(dir: &Path, extra: &str) -> PathBuf {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("harness.toml"), format!("[memory]\nenabled = false\n{extra}")).unwrap();
+    ws
+}
+
+/// The interpreter of the venv `scripts/python-env.sh` prints (HARNESS_TEST_PYTHON).
+fn python() -> PathBuf {
+    let path = std::env::var_os("HARNESS_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/harness-py/bin/python"));
+    assert!(
+        path.exists(),
+        "{} not found: run `bash scripts/python-env.sh` (scripts/test.sh does) and export HARNESS_TEST_PYTHON",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn the_openai_python_sdk_works_against_harness_serve() {
+    let (base, _seen, _runtime) = server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hash = hex::encode(sha2::Sha256::digest(b"sk-alice"));
+    let ws = workspace(
+        dir.path(),
+        &format!("[serve]\n[[serve.keys]]\nuser = \"alice\"\nsha256 = \"{hash}\"\n"),
+    );
+    let serve = Serve::start(&ws, &base);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai_client.py");
+    let output = std::process::Command::new(python())
+        .arg(script)
+        .env("HARNESS_URL", &serve.url)
+        .env("HARNESS_KEY", "sk-alice")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = super::cli::text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.trim(), "ok");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn send(client: &reqwest::Client, url: &str, session: &str, message: &str) -> Value {
+    let response = client
+        .post(format!("{url}/api/agents/harness/sessions/{session}/messages"))
+        .json(&json!({"message": message}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[test]
+fn sigterm_during_a_turn_lets_it_finish_then_exits_0() {
+    let (base, seen, _model_runtime) = server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "");
+    let mut serve = Serve::start(&ws, &base);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let url = serve.url.clone();
+    // The fake model answers a message containing `slow` after 3 s.
+    let turn = runtime.spawn(async move { send(&client, &url, "s", "slow please").await });
+    while seen.lock().unwrap().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    serve.terminate();
+    let reply = runtime.block_on(turn).unwrap();
+    assert_eq!(reply["text"], "turn 1");
+    let status = serve.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The turn is in the transcript.
+    let output = harness()
+        .args(["sessions", "show", "s", "--json", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let transcript = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        transcript.lines().filter(|l| !l.trim().is_empty()).count(),
+        2,
+        "{transcript}"
+    );
+}
+
+#[test]
+fn two_replicas_serve_fifty_turns_of_one_session_none_lost_or_duplicated() {
+    let deployment = Deployment::new(StateKind::Redis, "5s");
+    let replicas: Vec<Serve> = deployment
+        .replicas
+        .iter()
+        .map(|ws| Serve::start(ws, &deployment.base))
+        .collect();
+    let urls: Vec<String> = replicas.iter().map(|serve| serve.url.clone()).collect();
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    // 50 concurrent messages, alternating between the replicas (a round-robin client).
+    let replies = runtime.block_on(futures::future::join_all((0..50).map(|n| {
+        let client = client.clone();
+        let url = urls[n % 2].clone();
+        async move { send(&client, &url, "s", &format!("message {n}")).await }
+    })));
+    let mut turns: Vec<String> = replies.iter().map(|r| r["text"].as_str().unwrap().to_owned()).collect();
+    turns.sort_by_key(|t| t.trim_start_matches("turn ").parse::<u32>().unwrap());
+    assert_eq!(turns, (1..=50).map(|n| format!("turn {n}")).collect::<Vec<_>>());
+    let mut counts = deployment.user_counts();
+    counts.sort_unstable();
+    assert_eq!(
+        counts,
+        (1..=50).collect::<Vec<_>>(),
+        "each turn saw every earlier turn once"
+    );
+    // Both replicas read the same history: 50 user messages, each once.
+    for url in &urls {
+        let history: Value = runtime.block_on(async {
+            client
+                .get(format!("{url}/api/agents/harness/sessions/s"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap()
+        });
+        let mut users: Vec<String> = history["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"][0]["text"].as_str().unwrap().to_owned())
+            .collect();
+        users.sort();
+        users.dedup();
+        assert_eq!(users.len(), 50);
+    }
+}

@@ -1,0 +1,251 @@
+//! [`Queues`]: one bounded FIFO per session in front of the agent. Messages to a session run
+//! one after another in arrival order on one worker task; a full queue is refused (429), never
+//! dropped silently. The worker owns the turn: a client that goes away does not stop it, and
+//! its events go to the turn's [`TurnFeed`], which never makes the worker wait.
+
+use crate::error::ApiError;
+use crate::feed::TurnFeed;
+use crate::wire::{WireEvent, WireKind};
+use futures::StreamExt;
+use harness::HarnessAgent;
+use harness_core::{AgentInput, CancellationToken, RuntimeContext, SessionId, UserId};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio_util::task::TaskTracker;
+
+/// Idle sessions whose last turn is kept for `/events` replay; older idle ones are dropped.
+const IDLE_SESSIONS_KEPT: usize = 4096;
+
+/// The `Retry-After` of a full queue.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Which session: agent name, user, session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SessionKey {
+    pub(crate) agent: String,
+    pub(crate) user: UserId,
+    pub(crate) session: SessionId,
+}
+
+struct Job {
+    input: AgentInput,
+    cancel: CancellationToken,
+    feed: Arc<TurnFeed>,
+}
+
+#[derive(Default)]
+struct Slot {
+    waiting: VecDeque<Job>,
+    /// The running turn's cancellation, while a worker runs one.
+    running: Option<CancellationToken>,
+    /// Whether a worker task serves this slot.
+    worker: bool,
+    /// The running or most recent turn's events.
+    last: Option<Arc<TurnFeed>>,
+    /// When the slot went idle (for pruning), as a counter of idle transitions.
+    idle_since: u64,
+}
+
+#[derive(Default)]
+struct Table {
+    slots: HashMap<SessionKey, Slot>,
+    closed: bool,
+    idle_clock: u64,
+}
+
+/// The per-session queues of one server.
+pub(crate) struct Queues {
+    table: Mutex<Table>,
+    max_queued: usize,
+    replay: usize,
+    tracker: TaskTracker,
+}
+
+impl std::fmt::Debug for Queues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queues")
+            .field("max_queued", &self.max_queued)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Queues {
+    pub(crate) fn new(max_queued: usize, replay: usize) -> Arc<Self> {
+        Arc::new(Self {
+            table: Mutex::default(),
+            max_queued: max_queued.max(1),
+            replay,
+            tracker: TaskTracker::new(),
+        })
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `input` for the session behind the messages already there and returns the
+    /// turn's feed.
+    ///
+    /// # Errors
+    /// 429 when `max_queued` messages are already waiting; 503 while shutting down.
+    pub(crate) fn enqueue(
+        self: &Arc<Self>,
+        agent: &HarnessAgent,
+        key: SessionKey,
+        input: AgentInput,
+    ) -> Result<Arc<TurnFeed>, ApiError> {
+        let feed = TurnFeed::new(format!("turn-{}", uuid::Uuid::now_v7()), self.replay);
+        let mut table = self.table();
+        if table.closed {
+            return Err(ApiError::shutting_down());
+        }
+        let spawn = {
+            let slot = table.slots.entry(key.clone()).or_default();
+            if slot.waiting.len() >= self.max_queued {
+                return Err(ApiError::queue_full(self.max_queued, RETRY_AFTER));
+            }
+            let ahead = slot.waiting.len() + usize::from(slot.running.is_some());
+            if ahead > 0 {
+                feed.push(WireEvent::own(WireKind::TurnQueued {
+                    turn_id: feed.turn_id().to_owned(),
+                    ahead,
+                }));
+            }
+            slot.waiting.push_back(Job {
+                input,
+                cancel: CancellationToken::new(),
+                feed: Arc::clone(&feed),
+            });
+            !std::mem::replace(&mut slot.worker, true)
+        };
+        if spawn {
+            prune(&mut table);
+            drop(table);
+            let queues = Arc::clone(self);
+            let agent = agent.clone();
+            self.tracker.spawn(async move { queues.work(agent, key).await });
+        }
+        Ok(feed)
+    }
+
+    /// Runs the session's messages in order until its queue is empty.
+    async fn work(self: Arc<Self>, agent: HarnessAgent, key: SessionKey) {
+        loop {
+            let job = {
+                let mut table = self.table();
+                table.idle_clock += 1;
+                let clock = table.idle_clock;
+                let Some(slot) = table.slots.get_mut(&key) else {
+                    return;
+                };
+                match slot.waiting.pop_front() {
+                    Some(job) => {
+                        slot.running = Some(job.cancel.clone());
+                        slot.last = Some(Arc::clone(&job.feed));
+                        job
+                    }
+                    None => {
+                        slot.running = None;
+                        slot.worker = false;
+                        slot.idle_since = clock;
+                        return;
+                    }
+                }
+            };
+            run_turn(&agent, &key, job).await;
+        }
+    }
+
+    /// Cancels the session's running turn; whether there was one.
+    pub(crate) fn cancel(&self, key: &SessionKey) -> bool {
+        let table = self.table();
+        match table.slots.get(key).and_then(|slot| slot.running.as_ref()) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The running or last turn of the session, for `/events`.
+    pub(crate) fn last_turn(&self, key: &SessionKey) -> Option<Arc<TurnFeed>> {
+        self.table().slots.get(key).and_then(|slot| slot.last.clone())
+    }
+
+    /// Refuses new messages and ends the waiting ones with a `shutting_down` error; running
+    /// turns go on.
+    pub(crate) fn close(&self) {
+        let mut table = self.table();
+        table.closed = true;
+        for slot in table.slots.values_mut() {
+            for job in slot.waiting.drain(..) {
+                job.feed.fail(&ApiError::shutting_down());
+            }
+        }
+        self.tracker.close();
+    }
+
+    /// Cancels every running turn (the shutdown deadline passed); each still saves.
+    pub(crate) fn cancel_all(&self) {
+        for token in self.table().slots.values().filter_map(|slot| slot.running.as_ref()) {
+            token.cancel();
+        }
+    }
+
+    /// Resolves when every worker has finished (after [`close`](Self::close)).
+    pub(crate) async fn drained(&self) {
+        self.tracker.wait().await;
+    }
+
+    /// Turns running or waiting now.
+    pub(crate) fn busy(&self) -> usize {
+        self.table()
+            .slots
+            .values()
+            .map(|slot| slot.waiting.len() + usize::from(slot.running.is_some()))
+            .sum()
+    }
+}
+
+/// Drops the longest-idle sessions past [`IDLE_SESSIONS_KEPT`].
+fn prune(table: &mut Table) {
+    let idle = table.slots.values().filter(|slot| !slot.worker).count();
+    if idle <= IDLE_SESSIONS_KEPT {
+        return;
+    }
+    let mut ages: Vec<(u64, SessionKey)> = table
+        .slots
+        .iter()
+        .filter(|(_, slot)| !slot.worker)
+        .map(|(key, slot)| (slot.idle_since, key.clone()))
+        .collect();
+    ages.sort_unstable_by_key(|(age, _)| *age);
+    for (_, key) in ages.into_iter().take(idle - IDLE_SESSIONS_KEPT) {
+        table.slots.remove(&key);
+    }
+}
+
+/// Runs one turn to its end, feeding its events; the feed always gets a terminal event.
+async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
+    let Job { input, cancel, feed } = job;
+    let turn_id = feed.turn_id().to_owned();
+    feed.push(WireEvent::own(WireKind::TurnStart {
+        turn_id: turn_id.clone(),
+        session_id: key.session.to_string(),
+    }));
+    let ctx = RuntimeContext::for_user(key.user.clone())
+        .with_session(key.session.clone())
+        .with_cancellation(cancel);
+    let span = tracing::info_span!("serve_turn", agent = %key.agent, user_id = %key.user, session_id = %key.session);
+    let mut stream = agent.stream(input, ctx);
+    while let Some(event) = tracing::Instrument::instrument(stream.next(), span.clone()).await {
+        if let Some(event) = WireEvent::from_agent(event, &turn_id) {
+            feed.push(event);
+        }
+    }
+    if !feed.is_done() {
+        feed.fail(&ApiError::internal("the turn ended without a final message"));
+    }
+}

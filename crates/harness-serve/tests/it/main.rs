@@ -1,0 +1,9 @@
+//! Integration tests of the gateway: the real axum router on 127.0.0.1:0, driven over HTTP,
+//! with a scripted model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
+
+mod native;
+mod openai;
+mod queue;
+mod support;

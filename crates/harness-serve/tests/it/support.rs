@@ -1,0 +1,233 @@
+//! A served agent on a scripted model, an HTTP client, and an SSE reader.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use harness::HarnessAgent;
+use harness_core::{ChatModel, ChatRequest, ModelError, ModelStream, Role};
+use harness_models::{Reply, ScriptedModel};
+use harness_serve::{Gateway, ServeError, ServeOptions};
+use std::sync::Arc;
+use tokio::sync::{Semaphore, oneshot};
+
+/// The last user message's text in a request.
+fn last_user(request: &ChatRequest) -> String {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.text())
+        .unwrap_or_default()
+}
+
+/// Replies `turn N: TEXT` (N = user messages in the context, TEXT = the last one). A message
+/// containing `tool` first calls `list_files`, then answers `listed`.
+fn scripted() -> ScriptedModel {
+    ScriptedModel::from_fn(|request: &ChatRequest| {
+        let last = last_user(request);
+        let after_tool = request.messages.last().is_some_and(|m| m.role == Role::Tool);
+        if last.contains("tool") && !after_tool {
+            return Reply::tool_call("list_files", serde_json::json!({"path": "."}));
+        }
+        let users = request.messages.iter().filter(|m| m.role == Role::User).count();
+        if after_tool {
+            return Reply::text(format!("turn {users}: listed"));
+        }
+        Reply::text(format!("turn {users}: {last}"))
+    })
+}
+
+/// The scripted model, except that a request whose last user message contains `wait` first
+/// waits for a permit of the gate (one per such request).
+#[derive(Clone)]
+pub struct Gated {
+    inner: ScriptedModel,
+    pub gate: Arc<Semaphore>,
+}
+
+/// A gated scripted model with a closed gate.
+pub fn gated() -> Gated {
+    Gated {
+        inner: scripted(),
+        gate: Arc::new(Semaphore::new(0)),
+    }
+}
+
+#[async_trait]
+impl ChatModel for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+        if last_user(&request).contains("wait") {
+            self.gate.acquire().await.expect("gate open").forget();
+        }
+        self.inner.stream(request).await
+    }
+}
+
+pub struct Server {
+    pub base: String,
+    pub gate: Arc<Semaphore>,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<Result<(), ServeError>>>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn agent(dir: &std::path::Path, model: Gated, name: &str) -> HarnessAgent {
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.enabled = false;
+    HarnessAgent::builder()
+        .memory(memory)
+        .workspace(dir)
+        .name(name)
+        .model(model)
+        .build()
+        .unwrap()
+}
+
+impl Server {
+    pub async fn start(options: ServeOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let model = gated();
+        let gate = Arc::clone(&model.gate);
+        let gateway = Gateway::new(vec![agent(dir.path(), model, "helper")], options).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = tokio::spawn(gateway.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            base,
+            gate,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            handle: Some(handle),
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> reqwest::Response {
+        self.client.post(self.url(path)).json(&body).send().await.unwrap()
+    }
+
+    /// Sends a native message to session `session` of `helper`.
+    pub async fn send(&self, session: &str, message: &str, stream: bool) -> reqwest::Response {
+        self.post(
+            &format!("/api/agents/helper/sessions/{session}/messages"),
+            serde_json::json!({"message": message, "stream": stream}),
+        )
+        .await
+    }
+
+    /// The user and assistant texts of a session's history.
+    pub async fn history(&self, session: &str) -> Vec<(String, String)> {
+        let body: serde_json::Value = self
+            .get(&format!("/api/agents/helper/sessions/{session}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user" || m["role"] == "assistant")
+            .map(|m| {
+                let text = m["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<String>();
+                (m["role"].as_str().unwrap().to_owned(), text)
+            })
+            .filter(|(_, text)| !text.is_empty())
+            .collect()
+    }
+
+    /// Sends the shutdown signal and waits for `serve` to return.
+    pub fn shutdown(&mut self) -> tokio::task::JoinHandle<Result<(), ServeError>> {
+        let _ = self.stop.take().unwrap().send(());
+        self.handle.take().unwrap()
+    }
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone, Default)]
+pub struct Sse {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl Sse {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.data).unwrap()
+    }
+}
+
+/// Reads a response body as SSE, one event at a time.
+pub struct SseReader {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> Self {
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Self {
+            body: response.bytes_stream().boxed(),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event (comments skipped), or `None` at the end of the body.
+    pub async fn next(&mut self) -> Option<Sse> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Sse::default();
+                let mut data = Vec::new();
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("id:") {
+                        event.id = Some(value.trim().to_owned());
+                    } else if let Some(value) = line.strip_prefix("event:") {
+                        event.event = Some(value.trim().to_owned());
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push(value.strip_prefix(' ').unwrap_or(value).to_owned());
+                    }
+                }
+                if data.is_empty() && event.event.is_none() {
+                    continue; // keep-alive comment
+                }
+                event.data = data.join("\n");
+                return Some(event);
+            }
+            match self.body.next().await {
+                Some(Ok(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Every remaining event.
+    pub async fn rest(mut self) -> Vec<Sse> {
+        let mut events = Vec::new();
+        while let Some(event) = self.next().await {
+            events.push(event);
+        }
+        events
+    }
+}
