@@ -8,13 +8,18 @@
 //! | `POST /api/agents/{agent}/sessions/{session}/messages` | send a message: JSON reply, or SSE with `"stream": true` |
 //! | `GET /api/agents/{agent}/sessions/{session}/events` | the running or last turn's events, from `Last-Event-ID` / `?after=N` |
 //! | `POST /api/agents/{agent}/sessions/{session}/cancel` | cancel the running turn |
-//!
-//! Reserved for later (same prefix): `.../approvals`, `.../tasks`, `.../tasks/{task_id}`.
+//! | `GET /api/agents/{agent}/sessions/{session}/approvals` | the calls waiting for a person |
+//! | `POST /api/agents/{agent}/sessions/{session}/approvals` | decide them; the turn resumes (JSON or SSE) |
+//! | `GET /api/agents/{agent}/sessions/{session}/tasks` | the session's subagent tasks |
+//! | `GET /api/agents/{agent}/sessions/{session}/tasks/{task_id}` | a task's record and recent events |
+//! | `GET /api/agents/{agent}/sessions/{session}/tasks/{task_id}/events` | SSE of a running task's events |
+//! | `POST /api/agents/{agent}/sessions/{session}/tasks/{task_id}/cancel` | stop a task |
 
 use crate::error::ApiError;
 use crate::feed::Frame;
-use crate::queue::SessionKey;
-use crate::wire::WireKind;
+use crate::queue::{SessionKey, TurnInput};
+use crate::wire::{WireEvent, WireKind};
+use harness::subagents::SpawnError;
 use crate::{Gateway, Served};
 use axum::Router;
 use axum::body::Bytes;
@@ -24,7 +29,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
-use harness_core::{SessionId, Usage, UserId};
+use harness_core::{AgentInput, ApprovalDecision, PendingCall, RuntimeContext, SessionId, Usage, UserId};
 use serde::Deserialize;
 use serde_json::json;
 use std::convert::Infallible;
@@ -37,6 +42,20 @@ pub(crate) fn routes() -> Router<Gateway> {
         .route("/api/agents/{agent}/sessions/{session}/messages", post(send))
         .route("/api/agents/{agent}/sessions/{session}/events", get(events))
         .route("/api/agents/{agent}/sessions/{session}/cancel", post(cancel))
+        .route(
+            "/api/agents/{agent}/sessions/{session}/approvals",
+            get(approvals).post(decide),
+        )
+        .route("/api/agents/{agent}/sessions/{session}/tasks", get(tasks))
+        .route("/api/agents/{agent}/sessions/{session}/tasks/{task}", get(task))
+        .route(
+            "/api/agents/{agent}/sessions/{session}/tasks/{task}/events",
+            get(task_events),
+        )
+        .route(
+            "/api/agents/{agent}/sessions/{session}/tasks/{task}/cancel",
+            post(cancel_task),
+        )
 }
 
 /// The caller, the agent and (for session routes) the session key.
@@ -113,7 +132,28 @@ async fn history(
     if messages.is_empty() && gateway.inner.queues.last_turn(&key).is_none() {
         return Err(ApiError::not_found(format!("no session `{session}` for this user")));
     }
-    Ok(axum::Json(json!({"id": key.session.as_str(), "messages": messages})).into_response())
+    let pending = pending_calls(served, &key).await?;
+    Ok(axum::Json(json!({
+        "id": key.session.as_str(),
+        "messages": messages,
+        "pending_approvals": pending,
+    }))
+    .into_response())
+}
+
+/// The context of a call on `key`'s session.
+fn context(key: &SessionKey) -> RuntimeContext {
+    RuntimeContext::for_user(key.user.clone()).with_session(key.session.clone())
+}
+
+/// The calls of the session waiting for a person.
+async fn pending_calls(served: &Served, key: &SessionKey) -> Result<Vec<PendingCall>, ApiError> {
+    served
+        .agent
+        .pending_approval(context(key))
+        .await
+        .map(|pending| pending.calls)
+        .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))
 }
 
 async fn read_history(served: &Served, user: &UserId, session: &SessionId) -> Result<Vec<harness_core::Msg>, ApiError> {
@@ -148,23 +188,33 @@ async fn send(
     let feed = gateway
         .inner
         .queues
-        .enqueue(&served.agent, key.clone(), request.message.into())?;
-    let frames = feed.subscribe(0);
-    if request.stream {
+        .enqueue(&served.agent, key.clone(), AgentInput::from(request.message))?;
+    reply(feed.subscribe(0), &key, request.stream).await
+}
+
+/// The answer to a queued turn: its SSE stream, or (waiting for it) one JSON object with
+/// `status` `completed`, or `awaiting_approval` and the `pending` calls.
+async fn reply(frames: impl Stream<Item = Frame> + Send + 'static, key: &SessionKey, stream: bool) -> Result<Response, ApiError> {
+    if stream {
         return Ok(sse(frames).into_response());
     }
     let mut frames = std::pin::pin!(frames);
     let mut usage = Usage::default();
+    let mut pending = Vec::new();
     while let Some(frame) = frames.next().await {
         if frame.event.source.is_some() {
             continue;
         }
         match frame.event.kind {
             WireKind::StepEnd { usage: Some(step), .. } => usage.add(&step),
+            WireKind::ApprovalRequired { calls } => pending = calls,
             WireKind::Final { turn_id, message } => {
+                let status = if pending.is_empty() { "completed" } else { "awaiting_approval" };
                 return Ok(axum::Json(json!({
                     "session_id": key.session.as_str(),
                     "turn_id": turn_id,
+                    "status": status,
+                    "pending": pending,
                     "text": message.text(),
                     "message": message,
                     "usage": usage,
@@ -235,3 +285,249 @@ async fn cancel(
     let cancelled = gateway.inner.queues.cancel(&key);
     Ok(axum::Json(json!({"cancelled": cancelled})).into_response())
 }
+
+async fn approvals(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let served = gateway.agent(&agent)?;
+    let pending = pending_calls(served, &key).await?;
+    Ok(axum::Json(json!({"session_id": key.session.as_str(), "pending": pending})).into_response())
+}
+
+const DECIDE_SHAPE: &str = "send {\"decisions\": [{\"call_id\": \"...\", \"decision\": \"approve\" or \"deny\", \"always\": false, \"args\": {...}, \"note\": \"...\"}], \"stream\": false} or {\"all\": \"approve\"}";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideRequest {
+    #[serde(default)]
+    decisions: Option<Vec<DecisionBody>>,
+    #[serde(default)]
+    all: Option<String>,
+    #[serde(default)]
+    always: bool,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    stream: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    call_id: String,
+    decision: String,
+    #[serde(default)]
+    always: bool,
+    #[serde(default)]
+    args: Option<serde_json::Value>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// One decision from its wire form.
+fn decision(call_id: &str, verdict: &str, always: bool, args: Option<serde_json::Value>, note: Option<String>) -> Result<ApprovalDecision, ApiError> {
+    let mut decision = match (verdict, always) {
+        ("approve", false) => ApprovalDecision::approve(call_id),
+        ("approve", true) => ApprovalDecision::approve_always(call_id),
+        ("deny", false) => ApprovalDecision::deny(call_id),
+        ("deny", true) => {
+            return Err(ApiError::bad_request(format!(
+                "call `{call_id}`: `always` only goes with \"approve\""
+            )));
+        }
+        (other, _) => {
+            return Err(ApiError::bad_request(format!(
+                "call `{call_id}`: decision `{other}` is not one of \"approve\", \"deny\""
+            )));
+        }
+    };
+    if let Some(args) = args {
+        if verdict == "deny" {
+            return Err(ApiError::bad_request(format!(
+                "call `{call_id}` is denied, so `args` for it make no sense"
+            )));
+        }
+        decision = decision.with_input(args);
+    }
+    if let Some(note) = note {
+        decision = decision.with_note(note);
+    }
+    Ok(decision)
+}
+
+/// `POST .../approvals`: checks the decisions against the pending calls, then resumes the
+/// turn through the session's queue (behind any message already there).
+async fn decide(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let request: DecideRequest = serde_json::from_slice(&body)
+        .map_err(|err| ApiError::bad_request(format!("invalid request body ({err}); {DECIDE_SHAPE}")))?;
+    let served = gateway.agent(&agent)?;
+    let pending = pending_calls(served, &key).await?;
+    if pending.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "nothing in session `{session}` waits for approval; GET /api/agents/{agent}/sessions/{session}/approvals lists what does"
+        )));
+    }
+    let decisions = match (request.decisions, request.all) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(format!("give `decisions` or `all`, not both; {DECIDE_SHAPE}")));
+        }
+        (None, None) => return Err(ApiError::bad_request(format!("no decision given; {DECIDE_SHAPE}"))),
+        (Some(list), None) => {
+            if list.is_empty() {
+                return Err(ApiError::bad_request(format!("`decisions` is empty; {DECIDE_SHAPE}")));
+            }
+            let mut decisions = Vec::with_capacity(list.len());
+            for item in list {
+                if !pending.iter().any(|call| call.id == item.call_id) {
+                    let ids: Vec<&str> = pending.iter().map(|call| call.id.as_str()).collect();
+                    return Err(ApiError::bad_request(format!(
+                        "call `{}` is not waiting for approval; pending: {}",
+                        item.call_id,
+                        ids.join(", ")
+                    )));
+                }
+                decisions.push(decision(&item.call_id, &item.decision, item.always, item.args, item.note)?);
+            }
+            decisions
+        }
+        (None, Some(verdict)) => {
+            let mut decisions = Vec::with_capacity(pending.len());
+            for call in &pending {
+                decisions.push(decision(&call.id, &verdict, request.always, None, request.note.clone())?);
+            }
+            decisions
+        }
+    };
+    let feed = gateway
+        .inner
+        .queues
+        .enqueue(&served.agent, key.clone(), TurnInput::Resume(decisions))?;
+    reply(feed.subscribe(0), &key, request.stream).await
+}
+
+/// A subagent-API failure as an answer.
+fn task_error(err: &SpawnError) -> ApiError {
+    match err {
+        SpawnError::Disabled => ApiError::not_found("this agent runs no subagents, so it has no tasks"),
+        SpawnError::Bind(message) => ApiError::bad_request(message.clone()),
+        other => ApiError::internal(harness_core::error_chain(other)),
+    }
+}
+
+fn no_task(session: &str, task: &str) -> ApiError {
+    ApiError::not_found(format!(
+        "session `{session}` has no task `{task}`; GET .../sessions/{session}/tasks lists its tasks"
+    ))
+}
+
+async fn tasks(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (key, user) = session_key(&gateway, &headers, &agent, &session)?;
+    let served = gateway.agent(&agent)?;
+    let records = served
+        .agent
+        .tasks(context(&key))
+        .await
+        .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))?;
+    if records.is_empty()
+        && gateway.inner.queues.last_turn(&key).is_none()
+        && read_history(served, &user, &key.session).await?.is_empty()
+    {
+        return Err(ApiError::not_found(format!("no session `{session}` for this user")));
+    }
+    Ok(axum::Json(json!({"session_id": key.session.as_str(), "tasks": records})).into_response())
+}
+
+async fn task(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session, task)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let served = gateway.agent(&agent)?;
+    let found = served
+        .agent
+        .task_events(context(&key), &task)
+        .await
+        .map_err(|err| task_error(&err))?
+        .ok_or_else(|| no_task(&session, &task))?;
+    let events: Vec<_> = found
+        .events
+        .into_iter()
+        .filter_map(|event| WireEvent::from_agent(event, &task))
+        .collect();
+    Ok(axum::Json(json!({
+        "task": found.record,
+        "events": events,
+        "dropped": found.dropped,
+        "local": found.local,
+    }))
+    .into_response())
+}
+
+async fn task_events(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session, task)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let served = gateway.agent(&agent)?;
+    let Some(stream) = served
+        .agent
+        .watch_task(context(&key), &task)
+        .await
+        .map_err(|err| task_error(&err))?
+    else {
+        let known = served
+            .agent
+            .task_events(context(&key), &task)
+            .await
+            .map_err(|err| task_error(&err))?;
+        return Err(match known {
+            Some(_) => ApiError::not_found(format!(
+                "task `{task}` is not run by this server, so its events cannot be followed here; GET .../tasks/{task} has its record and progress"
+            )),
+            None => no_task(&session, &task),
+        });
+    };
+    let mut seq = 0_u64;
+    let events = stream.filter_map(move |event| {
+        let wire = WireEvent::from_agent(event, &task);
+        futures::future::ready(wire.map(|wire| {
+            seq += 1;
+            Frame { seq: Some(seq), event: wire }
+        }))
+    });
+    Ok(sse(events).into_response())
+}
+
+async fn cancel_task(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session, task)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let served = gateway.agent(&agent)?;
+    let record = served
+        .agent
+        .cancel_task(context(&key), &task, TASK_CANCEL_WAIT)
+        .await
+        .map_err(|err| task_error(&err))?
+        .ok_or_else(|| no_task(&session, &task))?;
+    Ok(axum::Json(json!({"task": record})).into_response())
+}
+
+/// How long `POST .../tasks/{task}/cancel` waits for the task to record its end.
+const TASK_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);

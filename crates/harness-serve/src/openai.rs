@@ -5,6 +5,11 @@
 //! messages of the request are ignored). Without it the request is self-contained: its
 //! messages seed a new session, whose id comes back in the `X-Harness-Session` response
 //! header. Tool activity rides in `harness` extension fields that plain clients ignore.
+//!
+//! A turn that stops to wait for a person's approval ends normally (`finish_reason`
+//! `stop`); its text ends with a `[waiting for approval: ...]` line naming the calls and the
+//! native route that decides them, and the `harness` field says `"status":
+//! "awaiting_approval"` with the `pending` calls (streaming: an `approval_required` chunk).
 
 use crate::error::ApiError;
 use crate::feed::Frame;
@@ -174,6 +179,7 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
             id,
             created,
             model: request.model,
+            session: session.to_string(),
             usage: Usage::default(),
             include_usage,
         };
@@ -200,6 +206,7 @@ async fn complete(
     let mut frames = std::pin::pin!(frames);
     let mut usage = Usage::default();
     let mut tools = Vec::new();
+    let mut pending = Vec::new();
     while let Some(frame) = frames.next().await {
         if frame.event.source.is_some() {
             continue;
@@ -207,7 +214,15 @@ async fn complete(
         match frame.event.kind {
             WireKind::StepEnd { usage: Some(step), .. } => usage.add(&step),
             WireKind::ToolCall { id, name, input } => tools.push(json!({"id": id, "name": name, "input": input})),
+            WireKind::ApprovalRequired { calls } => pending = calls,
             WireKind::Final { turn_id, message } => {
+                let mut content = message.text();
+                let status = if pending.is_empty() {
+                    "completed"
+                } else {
+                    content.push_str(&approval_notice(model, session.as_str(), &pending));
+                    "awaiting_approval"
+                };
                 let body = json!({
                     "id": id,
                     "object": "chat.completion",
@@ -215,11 +230,17 @@ async fn complete(
                     "model": model,
                     "choices": [{
                         "index": 0,
-                        "message": {"role": "assistant", "content": message.text()},
+                        "message": {"role": "assistant", "content": content},
                         "finish_reason": "stop",
                     }],
                     "usage": usage_json(&usage),
-                    "harness": {"session_id": session.as_str(), "turn_id": turn_id, "tool_calls": tools},
+                    "harness": {
+                        "session_id": session.as_str(),
+                        "turn_id": turn_id,
+                        "tool_calls": tools,
+                        "status": status,
+                        "pending": pending,
+                    },
                 });
                 return Ok(axum::Json(body).into_response());
             }
@@ -228,6 +249,19 @@ async fn complete(
         }
     }
     Err(ApiError::internal("the turn ended without a final message"))
+}
+
+/// The text a plain OpenAI client sees when the turn waits for approval: which calls, and
+/// where to answer them (the native approvals route).
+fn approval_notice(agent: &str, session: &str, pending: &[harness_core::PendingCall]) -> String {
+    let calls: Vec<String> = pending
+        .iter()
+        .map(|call| format!("{} ({}, call {})", call.tool, call.input, call.id))
+        .collect();
+    format!(
+        "\n\n[waiting for approval: {}; decide with POST /api/agents/{agent}/sessions/{session}/approvals]",
+        calls.join("; ")
+    )
 }
 
 fn usage_json(usage: &Usage) -> Value {
@@ -243,6 +277,7 @@ struct ChunkWriter {
     id: String,
     created: i64,
     model: String,
+    session: String,
     usage: Usage,
     include_usage: bool,
 }
@@ -274,6 +309,14 @@ impl ChunkWriter {
             WireKind::StepEnd { usage: Some(step), .. } if own => {
                 self.usage.add(&step);
                 Vec::new()
+            }
+            WireKind::ApprovalRequired { calls } if own => {
+                let notice = approval_notice(&self.model, &self.session, &calls);
+                let event = json!({"type": "approval_required", "calls": calls});
+                vec![
+                    self.chunk(json!([]), Some(("harness", event))),
+                    self.delta(json!({"content": notice}), None),
+                ]
             }
             WireKind::TurnStart { .. } => vec![self.delta(json!({"role": "assistant", "content": ""}), None)],
             WireKind::Final { .. } if own => {

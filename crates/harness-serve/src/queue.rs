@@ -8,7 +8,7 @@ use crate::feed::TurnFeed;
 use crate::wire::{WireEvent, WireKind};
 use futures::StreamExt;
 use harness::HarnessAgent;
-use harness_core::{AgentInput, CancellationToken, RuntimeContext, SessionId, UserId};
+use harness_core::{AgentInput, ApprovalDecision, CancellationToken, RuntimeContext, SessionId, UserId};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -28,8 +28,22 @@ pub(crate) struct SessionKey {
     pub(crate) session: SessionId,
 }
 
+/// What a queued turn does: answer a message, or resume a turn that waits for approval.
+pub(crate) enum TurnInput {
+    /// A new message.
+    Message(AgentInput),
+    /// Decisions on the session's pending calls.
+    Resume(Vec<ApprovalDecision>),
+}
+
+impl From<AgentInput> for TurnInput {
+    fn from(input: AgentInput) -> Self {
+        Self::Message(input)
+    }
+}
+
 struct Job {
-    input: AgentInput,
+    input: TurnInput,
     cancel: CancellationToken,
     feed: Arc<TurnFeed>,
 }
@@ -93,8 +107,9 @@ impl Queues {
         self: &Arc<Self>,
         agent: &HarnessAgent,
         key: SessionKey,
-        input: AgentInput,
+        input: impl Into<TurnInput>,
     ) -> Result<Arc<TurnFeed>, ApiError> {
+        let input = input.into();
         let feed = TurnFeed::new(format!("turn-{}", uuid::Uuid::now_v7()), self.replay);
         let mut table = self.table();
         if table.closed {
@@ -239,7 +254,10 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
         .with_session(key.session.clone())
         .with_cancellation(cancel);
     let span = tracing::info_span!("serve_turn", agent = %key.agent, user_id = %key.user, session_id = %key.session);
-    let mut stream = agent.stream(input, ctx);
+    let mut stream = match input {
+        TurnInput::Message(input) => agent.stream(input, ctx),
+        TurnInput::Resume(decisions) => agent.resume_stream(decisions, ctx),
+    };
     while let Some(event) = tracing::Instrument::instrument(stream.next(), span.clone()).await {
         if let Some(event) = WireEvent::from_agent(event, &turn_id) {
             feed.push(event);

@@ -108,6 +108,12 @@ pub enum WireKind {
         /// Details.
         data: Value,
     },
+    /// Tool calls wait for a person's decision: the turn ends (its `final` follows) and
+    /// resumes when `POST .../approvals` answers them.
+    ApprovalRequired {
+        /// The pending calls (`id`, `tool`, `input`, `reason`, `suggestion`).
+        calls: Vec<harness_core::PendingCall>,
+    },
     /// The reader fell behind the bounded replay buffer and `missed` events are gone; the
     /// terminal event still comes (and the turn is in the history).
     Lagged {
@@ -158,6 +164,7 @@ impl WireEvent {
             WireKind::StepEnd { .. } => "step_end",
             WireKind::Warning { .. } => "warning",
             WireKind::Notice { .. } => "notice",
+            WireKind::ApprovalRequired { .. } => "approval_required",
             WireKind::Lagged { .. } => "lagged",
             WireKind::Final { .. } => "final",
             WireKind::Error { .. } => "error",
@@ -190,6 +197,7 @@ impl WireEvent {
             },
             EventKind::Warning { code, message } => WireKind::Warning { code, message },
             EventKind::Notice { kind, data } => WireKind::Notice { kind, data },
+            EventKind::ApprovalRequired { calls } => WireKind::ApprovalRequired { calls },
             EventKind::Final { message } => WireKind::Final {
                 turn_id: turn_id.to_owned(),
                 message,

@@ -77,23 +77,38 @@ pub struct Server {
 }
 
 pub fn agent(dir: &std::path::Path, model: Gated, name: &str) -> HarnessAgent {
+    agent_with(dir, model, name, None)
+}
+
+/// [`agent`] with a harness.toml text (e.g. permissions that ask).
+pub fn agent_with(dir: &std::path::Path, model: Gated, name: &str, config: Option<&str>) -> HarnessAgent {
     let mut memory = harness_memory::MemoryConfig::default();
     memory.enabled = false;
-    HarnessAgent::builder()
+    let mut builder = HarnessAgent::builder()
         .memory(memory)
         .workspace(dir)
         .name(name)
-        .model(model)
-        .build()
-        .unwrap()
+        .model(model);
+    if let Some(config) = config {
+        builder = builder.config(harness::HarnessConfig::parse(config, std::path::Path::new("harness.toml")).unwrap());
+    }
+    builder.build().unwrap()
 }
+
+/// Permissions under which the scripted model's `list_files` call waits for approval.
+pub const ASK_LIST: &str = "[permissions]\nask = [\"list_files\"]\n";
 
 impl Server {
     pub async fn start(options: ServeOptions) -> Self {
+        Self::start_with(options, None).await
+    }
+
+    /// A server whose agent has this harness.toml text.
+    pub async fn start_with(options: ServeOptions, config: Option<&str>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let model = gated();
         let gate = Arc::clone(&model.gate);
-        let gateway = Gateway::new(vec![agent(dir.path(), model, "helper")], options).unwrap();
+        let gateway = Gateway::new(vec![agent_with(dir.path(), model, "helper", config)], options).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
