@@ -19,7 +19,6 @@ use crate::error::ApiError;
 use crate::feed::Frame;
 use crate::queue::{SessionKey, TurnInput};
 use crate::wire::{WireEvent, WireKind};
-use harness::subagents::SpawnError;
 use crate::{Gateway, Served};
 use axum::Router;
 use axum::body::Bytes;
@@ -29,6 +28,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
+use harness::subagents::SpawnError;
 use harness_core::{AgentInput, ApprovalDecision, PendingCall, RuntimeContext, SessionId, Usage, UserId};
 use serde::Deserialize;
 use serde_json::json;
@@ -194,7 +194,11 @@ async fn send(
 
 /// The answer to a queued turn: its SSE stream, or (waiting for it) one JSON object with
 /// `status` `completed`, or `awaiting_approval` and the `pending` calls.
-async fn reply(frames: impl Stream<Item = Frame> + Send + 'static, key: &SessionKey, stream: bool) -> Result<Response, ApiError> {
+async fn reply(
+    frames: impl Stream<Item = Frame> + Send + 'static,
+    key: &SessionKey,
+    stream: bool,
+) -> Result<Response, ApiError> {
     if stream {
         return Ok(sse(frames).into_response());
     }
@@ -209,7 +213,11 @@ async fn reply(frames: impl Stream<Item = Frame> + Send + 'static, key: &Session
             WireKind::StepEnd { usage: Some(step), .. } => usage.add(&step),
             WireKind::ApprovalRequired { calls } => pending = calls,
             WireKind::Final { turn_id, message } => {
-                let status = if pending.is_empty() { "completed" } else { "awaiting_approval" };
+                let status = if pending.is_empty() {
+                    "completed"
+                } else {
+                    "awaiting_approval"
+                };
                 return Ok(axum::Json(json!({
                     "session_id": key.session.as_str(),
                     "turn_id": turn_id,
@@ -328,7 +336,13 @@ struct DecisionBody {
 }
 
 /// One decision from its wire form.
-fn decision(call_id: &str, verdict: &str, always: bool, args: Option<serde_json::Value>, note: Option<String>) -> Result<ApprovalDecision, ApiError> {
+fn decision(
+    call_id: &str,
+    verdict: &str,
+    always: bool,
+    args: Option<serde_json::Value>,
+    note: Option<String>,
+) -> Result<ApprovalDecision, ApiError> {
     let mut decision = match (verdict, always) {
         ("approve", false) => ApprovalDecision::approve(call_id),
         ("approve", true) => ApprovalDecision::approve_always(call_id),
@@ -378,7 +392,9 @@ async fn decide(
     }
     let decisions = match (request.decisions, request.all) {
         (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(format!("give `decisions` or `all`, not both; {DECIDE_SHAPE}")));
+            return Err(ApiError::bad_request(format!(
+                "give `decisions` or `all`, not both; {DECIDE_SHAPE}"
+            )));
         }
         (None, None) => return Err(ApiError::bad_request(format!("no decision given; {DECIDE_SHAPE}"))),
         (Some(list), None) => {
@@ -395,14 +411,26 @@ async fn decide(
                         ids.join(", ")
                     )));
                 }
-                decisions.push(decision(&item.call_id, &item.decision, item.always, item.args, item.note)?);
+                decisions.push(decision(
+                    &item.call_id,
+                    &item.decision,
+                    item.always,
+                    item.args,
+                    item.note,
+                )?);
             }
             decisions
         }
         (None, Some(verdict)) => {
             let mut decisions = Vec::with_capacity(pending.len());
             for call in &pending {
-                decisions.push(decision(&call.id, &verdict, request.always, None, request.note.clone())?);
+                decisions.push(decision(
+                    &call.id,
+                    &verdict,
+                    request.always,
+                    None,
+                    request.note.clone(),
+                )?);
             }
             decisions
         }
@@ -507,7 +535,10 @@ async fn task_events(
         let wire = WireEvent::from_agent(event, &task);
         futures::future::ready(wire.map(|wire| {
             seq += 1;
-            Frame { seq: Some(seq), event: wire }
+            Frame {
+                seq: Some(seq),
+                event: wire,
+            }
         }))
     });
     Ok(sse(events).into_response())

@@ -30,12 +30,7 @@ async fn a_waiting_turn_lists_its_call_and_approving_it_runs_the_rest_of_the_tur
     let listed: Value = server.get(APPROVALS).await.json().await.unwrap();
     assert_eq!(listed["pending"][0]["id"], call.as_str());
     assert_eq!(listed["pending"][0]["input"], json!({"path": "."}));
-    let history: Value = server
-        .get("/api/agents/helper/sessions/s1")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let history: Value = server.get("/api/agents/helper/sessions/s1").await.json().await.unwrap();
     assert_eq!(history["pending_approvals"][0]["id"], call.as_str());
 
     let response = server
@@ -50,12 +45,7 @@ async fn a_waiting_turn_lists_its_call_and_approving_it_runs_the_rest_of_the_tur
     assert_eq!(body["text"], "turn 1: listed");
     let listed: Value = server.get(APPROVALS).await.json().await.unwrap();
     assert_eq!(listed["pending"], json!([]));
-    let history: Value = server
-        .get("/api/agents/helper/sessions/s1")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let history: Value = server.get("/api/agents/helper/sessions/s1").await.json().await.unwrap();
     assert_eq!(history["pending_approvals"], json!([]));
 }
 
@@ -70,9 +60,7 @@ async fn the_stream_carries_approval_required_and_a_streamed_decision_streams_th
     let call = asked.json()["calls"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(events.last().unwrap().event.as_deref(), Some("final"));
 
-    let resumed = server
-        .post(APPROVALS, json!({"all": "approve", "stream": true}))
-        .await;
+    let resumed = server.post(APPROVALS, json!({"all": "approve", "stream": true})).await;
     let events = SseReader::new(resumed).rest().await;
     let names: Vec<&str> = events.iter().map(|e| e.event.as_deref().unwrap()).collect();
     assert!(names.contains(&"tool_result"), "{names:?}");
@@ -140,10 +128,22 @@ async fn bad_decisions_are_refused_with_what_to_do() {
 
     let call = ask(&server).await;
     let refused = [
-        (json!({"decisions": [{"call_id": "nope", "decision": "approve"}]}), "not waiting"),
-        (json!({"decisions": [{"call_id": call, "decision": "maybe"}]}), "not one of"),
-        (json!({"decisions": [{"call_id": call, "decision": "deny", "args": {"path": "x"}}]}), "make no sense"),
-        (json!({"decisions": [{"call_id": call, "decision": "deny", "always": true}]}), "only goes with"),
+        (
+            json!({"decisions": [{"call_id": "nope", "decision": "approve"}]}),
+            "not waiting",
+        ),
+        (
+            json!({"decisions": [{"call_id": call, "decision": "maybe"}]}),
+            "not one of",
+        ),
+        (
+            json!({"decisions": [{"call_id": call, "decision": "deny", "args": {"path": "x"}}]}),
+            "make no sense",
+        ),
+        (
+            json!({"decisions": [{"call_id": call, "decision": "deny", "always": true}]}),
+            "only goes with",
+        ),
         (json!({"decisions": []}), "empty"),
         (json!({}), "no decision"),
         (json!({"all": "approve", "decisions": []}), "not both"),

@@ -1,0 +1,236 @@
+//! The web chat page in a real browser: Debian's headless `chromium`, driven over the
+//! DevTools protocol (CDP) on a WebSocket. The page is loaded from the gateway, a message is
+//! typed and sent, and the DOM is polled until the streamed reply and a collapsed tool call
+//! appear; a second scenario answers an approval with the page's button.
+//!
+//! These tests fail (never skip) when `chromium` is missing: `scripts/chromium.sh` installs it.
+
+use super::support::{ASK_LIST, Server};
+use futures::{SinkExt, StreamExt};
+use harness_serve::ServeOptions;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
+
+/// How long the browser may take to start or the page to show something before the test
+/// fails (a bound against hanging, not a performance check).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A headless chromium; its whole process group is killed on drop.
+struct Browser {
+    child: tokio::process::Child,
+    _profile: tempfile::TempDir,
+    port: u16,
+}
+
+impl Browser {
+    async fn launch() -> Self {
+        let profile = tempfile::tempdir().unwrap();
+        let child = tokio::process::Command::new("chromium")
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cannot start `chromium`: install it with scripts/chromium.sh (Debian package `chromium`)");
+        let port_file = profile.path().join("DevToolsActivePort");
+        let port = tokio::time::timeout(PATIENCE, async {
+            loop {
+                if let Ok(text) = std::fs::read_to_string(&port_file)
+                    && text.lines().count() >= 2
+                    && let Ok(port) = text.lines().next().unwrap_or_default().parse::<u16>()
+                {
+                    return port;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("chromium did not write DevToolsActivePort");
+        Self {
+            child,
+            _profile: profile,
+            port,
+        }
+    }
+
+    /// A CDP session on the browser's page target.
+    async fn page(&self) -> Cdp {
+        let targets: Value = reqwest::get(format!("http://127.0.0.1:{}/json/list", self.port))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let url = targets
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|target| target["type"] == "page")
+            .expect("a page target")["webSocketDebuggerUrl"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        Cdp { socket, next_id: 0 }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // chromium forks renderers and helpers: end the whole group it leads.
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+        }
+    }
+}
+
+struct Cdp {
+    socket: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    next_id: u64,
+}
+
+impl Cdp {
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let request = json!({"id": id, "method": method, "params": params});
+        self.socket.send(Message::text(request.to_string())).await.unwrap();
+        loop {
+            let message = self.socket.next().await.expect("CDP socket open").unwrap();
+            if let Message::Text(text) = message {
+                let value: Value = serde_json::from_str(&text).unwrap();
+                if value["id"] == id {
+                    assert!(value.get("error").is_none(), "{method}: {value}");
+                    return value["result"].clone();
+                }
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    async fn eval(&mut self, expression: &str) -> Value {
+        let result = self
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "returnByValue": true}),
+            )
+            .await;
+        assert!(result.get("exceptionDetails").is_none(), "{expression}: {result}");
+        result["result"]["value"].clone()
+    }
+
+    /// Polls `expression` until it is `true`; fails with `what` and the page's log after
+    /// [`PATIENCE`].
+    async fn until(&mut self, expression: &str, what: &str) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if self.eval(expression).await == Value::Bool(true) {
+                return;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let log = self.eval("document.getElementById('log').innerText").await;
+                panic!("the page never showed {what}; its log: {log}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn open(&mut self, server: &Server) {
+        self.call("Page.navigate", json!({"url": server.url("/")})).await;
+        self.until(
+            "document.readyState === 'complete' && document.getElementById('agent') !== null \
+             && document.getElementById('agent').options.length > 0",
+            "the agent list",
+        )
+        .await;
+    }
+
+    async fn send(&mut self, text: &str) {
+        let script = format!(
+            "document.getElementById('input').value = {}; document.getElementById('send').click(); true",
+            json!(text)
+        );
+        assert_eq!(self.eval(&script).await, Value::Bool(true));
+    }
+}
+
+const REPLY_SHOWN: &str =
+    "[...document.querySelectorAll('.msg.assistant')].some((e) => e.textContent.includes('turn 1: listed'))";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_streams_a_reply_and_shows_the_tool_call_collapsed() {
+    let server = Server::start(ServeOptions::default()).await;
+    let browser = Browser::launch().await;
+    let mut page = browser.page().await;
+    page.open(&server).await;
+    page.send("use a tool").await;
+    page.until(REPLY_SHOWN, "the streamed reply").await;
+    let tool = page
+        .eval(
+            "(() => { const d = document.querySelector('#log details.tool'); \
+             return d && {open: d.open, summary: d.querySelector('summary').textContent, \
+             result: (d.querySelector('pre.result') || {}).textContent || null}; })()",
+        )
+        .await;
+    assert_eq!(tool["open"], false, "tool calls are collapsed: {tool}");
+    assert_eq!(tool["summary"], "tool: list_files");
+    assert!(tool["result"].is_string(), "the tool's result is inside it: {tool}");
+    // The session is listed in the sidebar and kept on the server.
+    page.until(
+        "document.querySelectorAll('#sessions .session').length === 1",
+        "the session in the list",
+    )
+    .await;
+    let session = page.eval("document.querySelector('#sessions .session').title").await;
+    let history = server.history(session.as_str().unwrap()).await;
+    assert_eq!(history.last().unwrap().1, "turn 1: listed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approve_button_resumes_the_turn_and_streams_the_rest() {
+    let server = Server::start_with(ServeOptions::default(), Some(ASK_LIST)).await;
+    let browser = Browser::launch().await;
+    let mut page = browser.page().await;
+    page.open(&server).await;
+    page.send("use a tool").await;
+    page.until(
+        "document.querySelector('.approval button.approve') !== null",
+        "the approval buttons",
+    )
+    .await;
+    let asked = page.eval("document.querySelector('.approval pre').textContent").await;
+    assert!(asked.as_str().unwrap().starts_with("list_files"), "{asked}");
+    assert_eq!(
+        page.eval("[...document.querySelectorAll('.approval button')].map((b) => b.textContent).join(',')")
+            .await,
+        "Approve,Deny,Always"
+    );
+    assert_eq!(
+        page.eval("document.querySelector('.approval button.approve').click(); true")
+            .await,
+        Value::Bool(true)
+    );
+    page.until(REPLY_SHOWN, "the reply after approval").await;
+    assert_eq!(
+        page.eval("document.querySelector('.approval').classList.contains('decided')")
+            .await,
+        Value::Bool(true)
+    );
+    assert_eq!(
+        page.eval("document.querySelector('.approval button.approve').disabled")
+            .await,
+        Value::Bool(true)
+    );
+}
