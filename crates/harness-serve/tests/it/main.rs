@@ -9,3 +9,4 @@ mod native;
 mod openai;
 mod queue;
 mod support;
+mod tasks;

@@ -21,11 +21,20 @@ fn last_user(request: &ChatRequest) -> String {
 }
 
 /// Replies `turn N: TEXT` (N = user messages in the context, TEXT = the last one). A message
-/// containing `tool` first calls `list_files`, then answers `listed`.
+/// containing `tool` first calls `list_files`, then answers `listed`; `spawn:TASK` starts
+/// the `researcher` subagent on TASK in the background.
 fn scripted() -> ScriptedModel {
     ScriptedModel::from_fn(|request: &ChatRequest| {
         let last = last_user(request);
         let after_tool = request.messages.last().is_some_and(|m| m.role == Role::Tool);
+        if let Some(task) = last.strip_prefix("spawn:")
+            && !after_tool
+        {
+            return Reply::tool_call(
+                "agent_spawn",
+                serde_json::json!({"agent_id": "researcher", "task": task, "timeout_seconds": 0}),
+            );
+        }
         if last.contains("tool") && !after_tool {
             return Reply::tool_call("list_files", serde_json::json!({"path": "."}));
         }
@@ -37,8 +46,8 @@ fn scripted() -> ScriptedModel {
     })
 }
 
-/// The scripted model, except that a request whose last user message contains `wait` first
-/// waits for a permit of the gate (one per such request).
+/// The scripted model, except that a request whose last user message contains `wait` (or is
+/// `hold`, a subagent's task) first waits for a permit of the gate (one per such request).
 #[derive(Clone)]
 pub struct Gated {
     inner: ScriptedModel,
@@ -60,7 +69,8 @@ impl ChatModel for Gated {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
-        if last_user(&request).contains("wait") {
+        let last = last_user(&request);
+        if last.contains("wait") || last == "hold" {
             self.gate.acquire().await.expect("gate open").forget();
         }
         self.inner.stream(request).await
@@ -88,7 +98,12 @@ pub fn agent_with(dir: &std::path::Path, model: Gated, name: &str, config: Optio
         .memory(memory)
         .workspace(dir)
         .name(name)
-        .model(model);
+        .model(model)
+        .subagent(harness::subagents::SubagentDeclaration::new(
+            "researcher",
+            "Finds facts",
+            "You research.",
+        ));
     if let Some(config) = config {
         builder = builder.config(harness::HarnessConfig::parse(config, std::path::Path::new("harness.toml")).unwrap());
     }
