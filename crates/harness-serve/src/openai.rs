@@ -180,6 +180,7 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
             created,
             model: request.model,
             session: session.to_string(),
+            texted: false,
             usage: Usage::default(),
             include_usage,
         };
@@ -220,6 +221,9 @@ async fn complete(
                 let status = if pending.is_empty() {
                     "completed"
                 } else {
+                    if !content.is_empty() {
+                        content.push_str("\n\n");
+                    }
                     content.push_str(&approval_notice(model, session.as_str(), &pending));
                     "awaiting_approval"
                 };
@@ -259,7 +263,7 @@ fn approval_notice(agent: &str, session: &str, pending: &[harness_core::PendingC
         .map(|call| format!("{} ({}, call {})", call.tool, call.input, call.id))
         .collect();
     format!(
-        "\n\n[waiting for approval: {}; decide with POST /api/agents/{agent}/sessions/{session}/approvals]",
+        "[waiting for approval: {}; decide with POST /api/agents/{agent}/sessions/{session}/approvals]",
         calls.join("; ")
     )
 }
@@ -278,6 +282,8 @@ struct ChunkWriter {
     created: i64,
     model: String,
     session: String,
+    /// Whether answer text was sent (the approval notice then starts on a new paragraph).
+    texted: bool,
     usage: Usage,
     include_usage: bool,
 }
@@ -305,13 +311,19 @@ impl ChunkWriter {
     fn frame(&mut self, frame: Frame) -> Vec<Event> {
         let own = frame.event.source.is_none();
         match frame.event.kind {
-            WireKind::TextDelta { delta } if own => vec![self.delta(json!({"content": delta}), None)],
+            WireKind::TextDelta { delta } if own => {
+                self.texted = true;
+                vec![self.delta(json!({"content": delta}), None)]
+            }
             WireKind::StepEnd { usage: Some(step), .. } if own => {
                 self.usage.add(&step);
                 Vec::new()
             }
             WireKind::ApprovalRequired { calls } if own => {
-                let notice = approval_notice(&self.model, &self.session, &calls);
+                let mut notice = approval_notice(&self.model, &self.session, &calls);
+                if self.texted {
+                    notice.insert_str(0, "\n\n");
+                }
                 let event = json!({"type": "approval_required", "calls": calls});
                 vec![
                     self.chunk(json!([]), Some(("harness", event))),

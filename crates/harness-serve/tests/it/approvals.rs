@@ -200,7 +200,7 @@ async fn the_openai_route_says_in_text_and_extension_that_the_turn_waits() {
         .await
         .unwrap();
     let content = body["choices"][0]["message"]["content"].as_str().unwrap();
-    assert!(content.contains("[waiting for approval: list_files"), "{content}");
+    assert!(content.starts_with("[waiting for approval: list_files"), "{content}");
     assert!(content.contains("/approvals"), "{content}");
     assert_eq!(body["harness"]["status"], "awaiting_approval");
     assert_eq!(body["harness"]["pending"][0]["tool"], "list_files");

@@ -234,3 +234,30 @@ async fn the_approve_button_resumes_the_turn_and_streams_the_rest() {
         Value::Bool(true)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subagent_activity_is_shown_indented_under_the_childs_id() {
+    let server = Server::start(ServeOptions::default()).await;
+    let browser = Browser::launch().await;
+    let mut page = browser.page().await;
+    page.open(&server).await;
+    page.send("delegate:look around").await;
+    page.until(
+        "[...document.querySelectorAll('.msg.assistant')].some((e) => e.textContent.includes('listed'))",
+        "the parent's reply",
+    )
+    .await;
+    let child = page
+        .eval(
+            "(() => { const c = document.querySelector('#log .child'); \
+             return c && {who: c.querySelector('.who').textContent, text: c.innerText, \
+             indent: parseInt(c.style.marginLeft, 10)}; })()",
+        )
+        .await;
+    assert_eq!(child["who"], "subagent researcher", "{child}");
+    assert!(
+        child["text"].as_str().unwrap().contains("turn 1: look around"),
+        "{child}"
+    );
+    assert!(child["indent"].as_i64().unwrap() > 0, "{child}");
+}

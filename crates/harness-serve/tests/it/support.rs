@@ -22,7 +22,7 @@ fn last_user(request: &ChatRequest) -> String {
 
 /// Replies `turn N: TEXT` (N = user messages in the context, TEXT = the last one). A message
 /// containing `tool` first calls `list_files`, then answers `listed`; `spawn:TASK` starts
-/// the `researcher` subagent on TASK in the background.
+/// the `researcher` subagent on TASK in the background, `delegate:TASK` waits for it.
 fn scripted() -> ScriptedModel {
     ScriptedModel::from_fn(|request: &ChatRequest| {
         let last = last_user(request);
@@ -33,6 +33,14 @@ fn scripted() -> ScriptedModel {
             return Reply::tool_call(
                 "agent_spawn",
                 serde_json::json!({"agent_id": "researcher", "task": task, "timeout_seconds": 0}),
+            );
+        }
+        if let Some(task) = last.strip_prefix("delegate:")
+            && !after_tool
+        {
+            return Reply::tool_call(
+                "agent_spawn",
+                serde_json::json!({"agent_id": "researcher", "task": task}),
             );
         }
         if last.contains("tool") && !after_tool {
