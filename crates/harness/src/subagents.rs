@@ -18,6 +18,7 @@
 pub mod declaration;
 mod pushback;
 pub mod records;
+mod remote;
 mod runtime;
 mod tools;
 

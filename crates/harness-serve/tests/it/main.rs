@@ -6,4 +6,5 @@
 mod native;
 mod openai;
 mod queue;
+mod remote;
 mod support;

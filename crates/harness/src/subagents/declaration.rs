@@ -50,6 +50,14 @@ pub struct SubagentDeclaration {
     /// Where the declaration came from (`subagents/<id>.md`), for messages; `None` for a
     /// programmatic one.
     pub origin: Option<String>,
+    /// A remote subagent: the base URL of another `harness serve` (e.g.
+    /// `http://host:8080`); spawns go to its native API instead of a local child.
+    pub url: Option<String>,
+    /// The remote agent's name (`None`: the declaration id). Only with `url`.
+    pub agent: Option<String>,
+    /// Extra request headers for a remote subagent (e.g. `Authorization`), values with
+    /// `${VAR}` already substituted. Only with `url`.
+    pub headers: BTreeMap<String, String>,
 }
 
 impl SubagentDeclaration {
@@ -66,7 +74,24 @@ impl SubagentDeclaration {
             model: None,
             max_tokens: None,
             origin: None,
+            url: None,
+            agent: None,
+            headers: BTreeMap::new(),
         }
+    }
+
+    /// A remote subagent served by another `harness serve` at `url` (its agent of the same
+    /// id unless [`agent`](Self::agent) says otherwise).
+    pub fn remote(id: impl Into<String>, description: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            url: Some(url.into()),
+            ..Self::new(id, description, "")
+        }
+    }
+
+    /// Whether spawns go to a remote server.
+    pub fn is_remote(&self) -> bool {
+        self.url.is_some()
     }
 
     /// The built-in general-purpose subagent: the parent's tools, shared workspace.
@@ -115,6 +140,12 @@ struct FrontMatter {
     model: Option<String>,
     #[serde(default)]
     max_tokens: Option<u64>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +190,34 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
             "must be at least 1 (remove it for no budget)".to_owned(),
         ));
     }
+    if let Some(url) = &matter.url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(warn(
+            "url",
+            format!("`{url}` must be an http:// or https:// base URL of a `harness serve`"),
+        ));
+    }
+    if matter.url.is_none() {
+        for key in ["agent", "headers"] {
+            let given = if key == "agent" {
+                matter.agent.is_some()
+            } else {
+                !matter.headers.is_empty()
+            };
+            if given {
+                return Err(warn(key, "only a remote subagent (with `url`) takes it".to_owned()));
+            }
+        }
+    }
+    if let Some(agent) = &matter.agent
+        && !valid_id(agent)
+    {
+        return Err(warn(
+            "agent",
+            "an agent name may hold letters, digits, `-`, `_` and `.` only".to_owned(),
+        ));
+    }
     let description = matter
         .description
         .filter(|text| !text.trim().is_empty())
@@ -174,6 +233,9 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
         model: matter.model,
         max_tokens: matter.max_tokens,
         origin: Some(file.to_owned()),
+        url: matter.url.map(|url| url.trim_end_matches('/').to_owned()),
+        agent: matter.agent,
+        headers: matter.headers,
     })
 }
 

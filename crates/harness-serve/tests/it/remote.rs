@@ -1,0 +1,260 @@
+//! Remote subagents: a local parent (scripted model) spawns a child declared with `url`,
+//! served by a real gateway on 127.0.0.1:0 (the `helper` agent of [`Server`]).
+
+use crate::support::Server;
+use harness::HarnessAgent;
+use harness::subagents::{SubagentDeclaration, TaskStatus};
+use harness_core::{AgentEvent, ChatRequest, EventKind, Role, RuntimeContext, SessionId, UserId};
+use harness_models::{Reply, ScriptedModel, ScriptedToolCall};
+use harness_serve::ServeOptions;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn ctx(user: &str, session: &str) -> RuntimeContext {
+    RuntimeContext::for_user(UserId::parse(user).unwrap()).with_session(SessionId::parse(session).unwrap())
+}
+
+fn tool_text(request: &ChatRequest) -> Option<(String, bool)> {
+    let last = request.messages.last().filter(|msg| msg.role == Role::Tool)?;
+    last.content.iter().find_map(|block| match block {
+        harness_core::Block::ToolResult { content, is_error, .. } => {
+            Some((harness_core::join_text(content), *is_error))
+        }
+        _ => None,
+    })
+}
+
+/// A parent whose model spawns `remote` with the user's text as the task (`bg ...`: in the
+/// background), then answers `parent saw: <tool result>`. Other texts (`next`) get `ok`.
+/// The tool results it saw are kept, and so are the requests.
+struct Parent {
+    agent: HarnessAgent,
+    results: Arc<Mutex<Vec<(String, bool)>>>,
+    requests: Arc<Mutex<Vec<ChatRequest>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn parent(declaration: SubagentDeclaration) -> Parent {
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (seen, all) = (Arc::clone(&results), Arc::clone(&requests));
+    let model = ScriptedModel::from_fn(move |request: &ChatRequest| {
+        all.lock().unwrap().push(request.clone());
+        if let Some((text, is_error)) = tool_text(request) {
+            seen.lock().unwrap().push((text.clone(), is_error));
+            return Reply::text(format!("parent saw: {text}"));
+        }
+        let user = request
+            .messages
+            .iter()
+            .rev()
+            .find(|msg| msg.role == Role::User)
+            .map(|msg| msg.text())
+            .unwrap_or_default();
+        let (task, timeout) = match user.strip_prefix("bg ") {
+            Some(task) => (task.to_owned(), 0),
+            None if user.starts_with("research") => (user.clone(), 30),
+            None => return Reply::text("ok"),
+        };
+        Reply {
+            tool_calls: vec![ScriptedToolCall {
+                name: "agent_spawn".to_owned(),
+                arguments: json!({"agent_id": "remote", "task": task, "timeout_seconds": timeout}),
+                id: None,
+            }],
+            ..Reply::default()
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.enabled = false;
+    let agent = HarnessAgent::builder()
+        .memory(memory)
+        .workspace(dir.path())
+        .name("main")
+        .model(model)
+        .subagent(declaration)
+        .build()
+        .unwrap();
+    Parent {
+        agent,
+        results,
+        requests,
+        _dir: dir,
+    }
+}
+
+fn remote(url: &str) -> SubagentDeclaration {
+    SubagentDeclaration {
+        agent: Some("helper".to_owned()),
+        ..SubagentDeclaration::remote("remote", "A served helper", url)
+    }
+}
+
+/// The remote session's history as `(role, text)`, read as `user`.
+async fn remote_history(server: &Server, user: &str, session: &str) -> Value {
+    server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{session}")))
+        .header("X-Harness-User", user)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_sync_remote_spawn_returns_the_answer_and_forwards_events_with_their_source() {
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = parent(remote(&server.base));
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(parent.agent.stream("research tides", ctx("u1", "s1"))).await;
+    let final_text = events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::Final { message } if event.source.is_none() => Some(message.text()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        final_text.starts_with("parent saw: status: completed") && final_text.ends_with("\n\nturn 1: research tides"),
+        "{final_text}"
+    );
+    let forwarded: Vec<_> = events.iter().filter(|event| event.source.is_some()).collect();
+    assert!(
+        forwarded.iter().any(
+            |event| matches!(&event.kind, EventKind::Final { message } if message.text() == "turn 1: research tides")
+        ),
+        "{forwarded:?}"
+    );
+    let source = forwarded[0].source.clone().unwrap();
+    assert_eq!(
+        (source.agent_id.as_str(), source.depth, source.path.as_str()),
+        ("remote", 1, "main/remote")
+    );
+    assert!(source.session_id.starts_with("sub.s1.remote."), "{source:?}");
+    // The child session lives on the remote side, as the parent's user.
+    let history = remote_history(&server, "u1", &source.session_id).await;
+    assert_eq!(history["messages"].as_array().unwrap().len(), 2, "{history}");
+    let other = server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{}", source.session_id)))
+        .header("X-Harness-User", "u2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
+}
+
+#[tokio::test]
+async fn a_background_remote_task_completes_and_is_pushed_back_once() {
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = parent(remote(&server.base));
+    parent.agent.call("bg find the moon", ctx("u1", "s1")).await.unwrap();
+    assert!(parent.results.lock().unwrap()[0].0.contains("status: running"));
+    parent.agent.wait_for_tasks().await;
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].status, TaskStatus::Completed);
+    assert_eq!(tasks[0].result.as_deref(), Some("turn 1: find the moon"));
+    parent.agent.call("next", ctx("u1", "s1")).await.unwrap();
+    parent.agent.call("next", ctx("u1", "s1")).await.unwrap();
+    let pushed = parent
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|request| {
+            request
+                .messages
+                .iter()
+                .any(|msg| msg.text().contains("<system-reminder>") && msg.text().contains("turn 1: find the moon"))
+        })
+        .count();
+    // The second `next` request still holds the first reminder in its history: one delivery,
+    // seen by two requests; a second delivery would add a second reminder message.
+    let last = parent.requests.lock().unwrap().last().cloned().unwrap();
+    let reminders = last
+        .messages
+        .iter()
+        .filter(|msg| msg.text().contains("<system-reminder>") && msg.text().contains("turn 1: find the moon"))
+        .count();
+    assert!(pushed >= 1);
+    assert_eq!(reminders, 1);
+}
+
+#[tokio::test]
+async fn task_cancel_cancels_the_remote_turn() {
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = parent(remote(&server.base));
+    // `wait` holds the remote model until the gate opens (it never does here).
+    parent.agent.call("bg wait forever", ctx("u1", "s1")).await.unwrap();
+    let task = parent.agent.tasks(ctx("u1", "s1")).await.unwrap().remove(0);
+    // Let the remote turn start before cancelling it.
+    for _ in 0..200 {
+        let history = server
+            .client
+            .get(server.url(&format!("/api/agents/helper/sessions/{}/events", task.child_session)))
+            .header("X-Harness-User", "u1")
+            .send()
+            .await
+            .unwrap();
+        if history.status() == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let record = parent
+        .agent
+        .cancel_task(ctx("u1", "s1"), &task.task_id, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, TaskStatus::Cancelled, "{record:?}");
+    // The remote turn ends cancelled (its event feed ends with a cancelled error).
+    let response = server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{}/events", task.child_session)))
+        .header("X-Harness-User", "u1")
+        .send()
+        .await
+        .unwrap();
+    let events = crate::support::SseReader::new(response).rest().await;
+    let last = events.last().unwrap().json();
+    assert_eq!(
+        (last["type"].as_str(), last["kind"].as_str()),
+        (Some("error"), Some("cancelled")),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn a_remote_that_is_down_or_refuses_is_the_spawns_error_result() {
+    // Nothing listens on the port of a dropped listener.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let parent = parent(remote(&down));
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(parent.agent.stream("research tides", ctx("u1", "s1"))).await;
+    assert!(
+        !events
+            .iter()
+            .any(|event| event.source.is_none() && matches!(event.kind, EventKind::Error { .. })),
+        "the parent's stream has no error"
+    );
+    let (text, is_error) = parent.results.lock().unwrap()[0].clone();
+    assert!(is_error && text.contains("could not reach"), "{text}");
+
+    // A server that answers 404 (no such agent): the status and the server's reason.
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = crate::remote::parent(SubagentDeclaration::remote("remote", "No such agent", &server.base));
+    parent.agent.call("research tides", ctx("u1", "s1")).await.unwrap();
+    let (text, is_error) = parent.results.lock().unwrap()[0].clone();
+    assert!(is_error && text.contains("404"), "{text}");
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!(tasks[0].status, TaskStatus::Failed);
+}
