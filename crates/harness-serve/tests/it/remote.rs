@@ -36,6 +36,13 @@ struct Parent {
 }
 
 fn parent(declaration: SubagentDeclaration) -> Parent {
+    parent_in(tempfile::tempdir().unwrap(), |builder| builder.subagent(declaration))
+}
+
+fn parent_in(
+    dir: tempfile::TempDir,
+    configure: impl FnOnce(harness::HarnessAgentBuilder) -> harness::HarnessAgentBuilder,
+) -> Parent {
     let results = Arc::new(Mutex::new(Vec::new()));
     let requests = Arc::new(Mutex::new(Vec::new()));
     let (seen, all) = (Arc::clone(&results), Arc::clone(&requests));
@@ -66,17 +73,17 @@ fn parent(declaration: SubagentDeclaration) -> Parent {
             ..Reply::default()
         }
     });
-    let dir = tempfile::tempdir().unwrap();
     let mut memory = harness_memory::MemoryConfig::default();
     memory.enabled = false;
-    let agent = HarnessAgent::builder()
-        .memory(memory)
-        .workspace(dir.path())
-        .name("main")
-        .model(model)
-        .subagent(declaration)
-        .build()
-        .unwrap();
+    let agent = configure(
+        HarnessAgent::builder()
+            .memory(memory)
+            .workspace(dir.path())
+            .name("main")
+            .model(model),
+    )
+    .build()
+    .unwrap();
     Parent {
         agent,
         results,
@@ -257,4 +264,52 @@ async fn a_remote_that_is_down_or_refuses_is_the_spawns_error_result() {
     assert!(is_error && text.contains("404"), "{text}");
     let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
     assert_eq!(tasks[0].status, TaskStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_remote_file_with_an_authorization_header_from_a_variable_runs_as_the_keys_user() {
+    use sha2::Digest;
+    let mut options = ServeOptions::default();
+    options.keys = vec![harness::ServeKey {
+        user: "alice".to_owned(),
+        sha256: hex::encode(sha2::Sha256::digest(b"k-alice")),
+    }];
+    let server = Server::start(options).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("subagents")).unwrap();
+    let spec = format!(
+        "---\ndescription: A served helper\nurl: {}/\nagent: helper\nheaders:\n  Authorization: Bearer ${{REMOTE_KEY}}\n---\n",
+        server.base
+    );
+    std::fs::write(dir.path().join("subagents/remote.md"), &spec).unwrap();
+    std::fs::write(
+        dir.path().join("subagents/broken.md"),
+        "---\ndescription: d\nurl: http://127.0.0.1:9\nheaders:\n  Authorization: Bearer ${NOT_SET}\n---\n",
+    )
+    .unwrap();
+    let parent = parent_in(dir, |builder| {
+        builder.subagent_variables(Arc::new(|var: &str| (var == "REMOTE_KEY").then(|| "k-alice".to_owned())))
+    });
+    let warnings = parent.agent.subagent_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(
+        (warnings[0].file.as_str(), warnings[0].key.as_str()),
+        ("subagents/broken.md", "headers.Authorization")
+    );
+    assert!(warnings[0].message.contains("NOT_SET"), "{}", warnings[0]);
+    parent.agent.call("research keys", ctx("u1", "s1")).await.unwrap();
+    let (text, is_error) = parent.results.lock().unwrap()[0].clone();
+    assert!(!is_error && text.ends_with("turn 1: research keys"), "{text}");
+    // The key decided the remote user: alice's session list has the child session.
+    let listed: Value = server
+        .client
+        .get(server.url("/api/agents/helper/sessions"))
+        .header("Authorization", "Bearer k-alice")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
 }

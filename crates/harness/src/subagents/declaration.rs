@@ -239,6 +239,53 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
     })
 }
 
+/// Substitutes `${VAR}` in a remote declaration's header values through `lookup`.
+///
+/// # Errors
+/// A warning naming the file and the `headers.<Name>` key: a variable that is not set or an
+/// unterminated placeholder.
+pub(crate) fn substitute_headers(
+    declaration: &mut SubagentDeclaration,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), DeclarationWarning> {
+    let origin = declaration
+        .origin
+        .clone()
+        .unwrap_or_else(|| format!("subagent `{}`", declaration.id));
+    for (name, value) in &mut declaration.headers {
+        let key = format!("headers.{name}");
+        *value = crate::tools_json::substitute(value, &origin, &key, lookup).map_err(|err| DeclarationWarning {
+            file: origin.clone(),
+            key: key.clone(),
+            message: err.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+/// The `${VAR}` names used in the files of `dir` (for a loader that snapshots them).
+pub fn referenced_variables(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return names;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("${") {
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else { break };
+            names.push(after[..end].to_owned());
+            rest = &after[end + 1..];
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Every `<dir>/*.md` (not recursive), parsed, by id; with a warning for each file skipped.
 /// A missing directory holds no declarations.
 pub fn load_dir(dir: &Path, shown_as: &str) -> (BTreeMap<String, SubagentDeclaration>, Vec<DeclarationWarning>) {
@@ -371,5 +418,31 @@ mod tests {
         assert_eq!(budget.key, "max_tokens");
         let bad_id = parse_spec("a b", "subagents/a b.md", "---\ndescription: d\n---\n").unwrap_err();
         assert_eq!(bad_id.key, "file name");
+    }
+
+    #[test]
+    fn remote_keys_are_parsed_and_checked() {
+        let spec = parse_spec(
+            "r",
+            "subagents/r.md",
+            "---\ndescription: d\nurl: http://h:1/\nagent: helper\nheaders:\n  Authorization: Bearer ${K}\n---\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (spec.url.as_deref(), spec.agent.as_deref()),
+            (Some("http://h:1"), Some("helper"))
+        );
+        let mut substituted = spec.clone();
+        substitute_headers(&mut substituted, &|var| (var == "K").then(|| "sekrit".to_owned())).unwrap();
+        assert_eq!(substituted.headers["Authorization"], "Bearer sekrit");
+        let missing = substitute_headers(&mut spec.clone(), &|_| None).unwrap_err();
+        assert_eq!(
+            (missing.file.as_str(), missing.key.as_str()),
+            ("subagents/r.md", "headers.Authorization")
+        );
+        let scheme = parse_spec("r", "subagents/r.md", "---\ndescription: d\nurl: ftp://x\n---\n").unwrap_err();
+        assert_eq!(scheme.key, "url");
+        let local = parse_spec("r", "subagents/r.md", "---\ndescription: d\nagent: x\n---\n").unwrap_err();
+        assert_eq!(local.key, "agent");
     }
 }
