@@ -144,11 +144,21 @@ async fn send(
             "invalid request body ({err}); send {{\"message\": \"...\", \"stream\": false}}"
         ))
     })?;
+    let depth = match headers.get(harness::subagents::DEPTH_HEADER) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|raw| raw.trim().parse::<u32>().ok())
+                .ok_or_else(|| ApiError::bad_request("X-Harness-Depth must be a delegation depth (a whole number)"))?,
+        ),
+    };
     let served = gateway.agent(&agent)?;
     let feed = gateway
         .inner
         .queues
-        .enqueue(&served.agent, key.clone(), request.message.into())?;
+        .enqueue(&served.agent, key.clone(), request.message.into(), depth)?;
     let frames = feed.subscribe(0);
     if request.stream {
         return Ok(sse(frames).into_response());

@@ -30,6 +30,8 @@ pub(crate) struct SessionKey {
 
 struct Job {
     input: AgentInput,
+    /// The delegation depth a remote parent sent (`X-Harness-Depth`).
+    depth: Option<u32>,
     cancel: CancellationToken,
     feed: Arc<TurnFeed>,
 }
@@ -94,6 +96,7 @@ impl Queues {
         agent: &HarnessAgent,
         key: SessionKey,
         input: AgentInput,
+        depth: Option<u32>,
     ) -> Result<Arc<TurnFeed>, ApiError> {
         let feed = TurnFeed::new(format!("turn-{}", uuid::Uuid::now_v7()), self.replay);
         let mut table = self.table();
@@ -114,6 +117,7 @@ impl Queues {
             }
             slot.waiting.push_back(Job {
                 input,
+                depth,
                 cancel: CancellationToken::new(),
                 feed: Arc::clone(&feed),
             });
@@ -229,7 +233,12 @@ fn prune(table: &mut Table) {
 
 /// Runs one turn to its end, feeding its events; the feed always gets a terminal event.
 async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
-    let Job { input, cancel, feed } = job;
+    let Job {
+        input,
+        depth,
+        cancel,
+        feed,
+    } = job;
     let turn_id = feed.turn_id().to_owned();
     feed.push(WireEvent::own(WireKind::TurnStart {
         turn_id: turn_id.clone(),
@@ -238,6 +247,11 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
     let ctx = RuntimeContext::for_user(key.user.clone())
         .with_session(key.session.clone())
         .with_cancellation(cancel);
+    // A remote parent's child: its own spawns count from its depth.
+    let ctx = match depth {
+        Some(depth) => harness::subagents::delegated(ctx, depth, &key.agent),
+        None => ctx,
+    };
     let span = tracing::info_span!("serve_turn", agent = %key.agent, user_id = %key.user, session_id = %key.session);
     let mut stream = agent.stream(input, ctx);
     while let Some(event) = tracing::Instrument::instrument(stream.next(), span.clone()).await {

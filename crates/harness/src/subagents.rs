@@ -41,6 +41,23 @@ use std::time::Duration;
 pub use tools::ForceSync;
 pub(crate) use tools::TOOL_NAMES;
 
+/// The request header a remote parent sends with a remote child's turn: the child's depth
+/// in the delegation tree (a direct child is 1). A server that honours it
+/// ([`delegated`]) refuses the child's own spawns past its `max_depth`, so a chain of remote
+/// subagents cannot bypass the limit by accident (a caller that omits it is at depth 0: it
+/// is a guard against loops, not an access control).
+pub const DEPTH_HEADER: &str = "X-Harness-Depth";
+
+/// `ctx` for a call that is itself a subagent at `depth` (e.g. a remote child's turn,
+/// [`DEPTH_HEADER`]), served as `agent`: its spawns count from that depth.
+pub fn delegated(mut ctx: harness_core::RuntimeContext, depth: u32, agent: &str) -> harness_core::RuntimeContext {
+    ctx.insert(runtime::Lineage {
+        depth,
+        path: agent.to_owned(),
+    });
+    ctx
+}
+
 /// The largest `max_depth` accepted.
 pub const MAX_DEPTH_LIMIT: u32 = 3;
 
@@ -217,17 +234,20 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let mut declarations = BTreeMap::new();
     let builtin = SubagentDeclaration::general_purpose();
     declarations.insert(builtin.id.clone(), builtin);
-    let variables: VariableLookup = setup
-        .take::<VariablesSetting>()
-        .map_or_else(|| Arc::new(|_: &str| None) as VariableLookup, |VariablesSetting(lookup)| lookup);
+    let variables: VariableLookup = setup.take::<VariablesSetting>().map_or_else(
+        || Arc::new(|_: &str| None) as VariableLookup,
+        |VariablesSetting(lookup)| lookup,
+    );
     let (mut files, mut warnings) = declaration::load_dir(&setup.root.join("subagents"), "subagents");
-    files.retain(|_, declaration| match declaration::substitute_headers(declaration, &*variables) {
-        Ok(()) => true,
-        Err(warning) => {
-            warnings.push(warning);
-            false
-        }
-    });
+    files.retain(
+        |_, declaration| match declaration::substitute_headers(declaration, &*variables) {
+            Ok(()) => true,
+            Err(warning) => {
+                warnings.push(warning);
+                false
+            }
+        },
+    );
     for warning in &warnings {
         tracing::warn!(file = %warning.file, key = %warning.key, "subagent spec skipped: {}", warning.message);
     }
@@ -317,7 +337,8 @@ impl Declarations {
             let file = format!("{}/subagents/{id}.md", scope.namespace());
             let text = String::from_utf8_lossy(&bytes);
             let mut declaration = declaration::parse_spec(id, &file, &text).map_err(|warning| warning.to_string())?;
-            declaration::substitute_headers(&mut declaration, &*self.variables).map_err(|warning| warning.to_string())?;
+            declaration::substitute_headers(&mut declaration, &*self.variables)
+                .map_err(|warning| warning.to_string())?;
             return Ok(declaration);
         }
         self.shared.get(id).cloned().ok_or_else(|| {

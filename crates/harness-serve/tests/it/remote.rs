@@ -288,7 +288,9 @@ async fn a_remote_file_with_an_authorization_header_from_a_variable_runs_as_the_
     )
     .unwrap();
     let parent = parent_in(dir, |builder| {
-        builder.subagent_variables(Arc::new(|var: &str| (var == "REMOTE_KEY").then(|| "k-alice".to_owned())))
+        builder.subagent_variables(Arc::new(|var: &str| {
+            (var == "REMOTE_KEY").then(|| "k-alice".to_owned())
+        }))
     });
     let warnings = parent.agent.subagent_warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -312,4 +314,60 @@ async fn a_remote_file_with_an_authorization_header_from_a_variable_runs_as_the_
         .await
         .unwrap();
     assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+#[tokio::test]
+async fn the_depth_header_keeps_a_served_child_within_max_depth() {
+    // A served agent whose model delegates to `general-purpose` and reports the result.
+    let model = ScriptedModel::from_fn(|request: &ChatRequest| {
+        if let Some((text, is_error)) = tool_text(request) {
+            return Reply::text(format!("error={is_error}: {text}"));
+        }
+        if request
+            .system
+            .parts
+            .iter()
+            .any(|part| part.text.contains("delegation depth"))
+        {
+            return Reply::text("child answer");
+        }
+        Reply {
+            tool_calls: vec![ScriptedToolCall {
+                name: "agent_spawn".to_owned(),
+                arguments: json!({"agent_id": "general-purpose", "task": "delegation depth", "timeout_seconds": 30}),
+                id: None,
+            }],
+            ..Reply::default()
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.enabled = false;
+    let agent = HarnessAgent::builder()
+        .memory(memory)
+        .workspace(dir.path())
+        .name("helper")
+        .model(model)
+        .build()
+        .unwrap();
+    let gateway = harness_serve::Gateway::new(vec![agent], ServeOptions::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(gateway.serve(listener, std::future::pending::<()>()));
+    let client = reqwest::Client::new();
+    let send = |session: &'static str, depth: Option<&'static str>| {
+        let mut request = client
+            .post(format!("{base}/api/agents/helper/sessions/{session}/messages"))
+            .json(&json!({"message": "go", "stream": false}));
+        if let Some(depth) = depth {
+            request = request.header(harness::subagents::DEPTH_HEADER, depth);
+        }
+        request.send()
+    };
+    let top: Value = send("top", None).await.unwrap().json().await.unwrap();
+    assert!(top["text"].as_str().unwrap().starts_with("error=false"), "{top}");
+    let child: Value = send("child", Some("1")).await.unwrap().json().await.unwrap();
+    let text = child["text"].as_str().unwrap();
+    assert!(text.starts_with("error=true") && text.contains("depth"), "{text}");
+    assert_eq!(send("bad", Some("deep")).await.unwrap().status(), 400);
 }

@@ -38,11 +38,13 @@ pub(crate) struct RemoteTarget {
     /// The parent's user: sent as `X-Harness-User` unless the headers carry an
     /// `Authorization` key (then the key decides the remote user).
     pub(crate) user: String,
+    /// The child's depth, sent as [`DEPTH_HEADER`](super::DEPTH_HEADER).
+    pub(crate) depth: u32,
 }
 
 impl RemoteTarget {
     /// The target of `declaration` (which has a `url`) for `session` and `user`.
-    pub(crate) fn new(declaration: &SubagentDeclaration, url: &str, session: String, user: String) -> Self {
+    pub(crate) fn new(declaration: &SubagentDeclaration, url: &str, session: String, user: String, depth: u32) -> Self {
         Self {
             id: declaration.id.clone(),
             base: url.trim_end_matches('/').to_owned(),
@@ -50,6 +52,7 @@ impl RemoteTarget {
             session,
             headers: declaration.headers.clone(),
             user,
+            depth,
         }
     }
 
@@ -61,7 +64,7 @@ impl RemoteTarget {
     }
 
     fn request(&self, client: &reqwest::Client, url: String) -> reqwest::RequestBuilder {
-        let mut request = client.post(url);
+        let mut request = client.post(url).header(super::DEPTH_HEADER, self.depth.to_string());
         let mut keyed = false;
         for (name, value) in &self.headers {
             keyed |= name.eq_ignore_ascii_case("authorization");

@@ -385,7 +385,7 @@ impl Runtime {
     }
 
     /// The caller's depth: the lineage in its context, else this agent's own.
-    fn caller_depth(&self, ctx: &RuntimeContext) -> u32 {
+    pub(crate) fn caller_depth(&self, ctx: &RuntimeContext) -> u32 {
         ctx.get::<Lineage>().map_or(self.depth, |lineage| lineage.depth)
     }
 
@@ -463,6 +463,7 @@ impl Runtime {
                 ctx.user_id
                     .as_ref()
                     .map_or_else(|| "default".to_owned(), |user| user.as_str().to_owned()),
+                self.caller_depth(ctx) + 1,
             )),
             None => Ok(self.factory.child(declaration)?),
         };
