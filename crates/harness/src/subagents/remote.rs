@@ -140,7 +140,7 @@ async fn exchange(
             failed(format!(
                 "remote subagent `{}`: could not reach {url}: {}",
                 target.id,
-                error_chain(&err)
+                error_chain(&err.without_url())
             ))
         })?;
     let status = response.status();
@@ -158,7 +158,7 @@ async fn exchange(
             failed(format!(
                 "remote subagent `{}`: the event stream from {url} broke off: {}",
                 target.id,
-                error_chain(&err)
+                error_chain(&err.without_url())
             ))
         })?;
         let Ok(wire) = serde_json::from_str::<WireEvent>(&item.data) else {
