@@ -371,3 +371,34 @@ async fn the_depth_header_keeps_a_served_child_within_max_depth() {
     assert!(text.starts_with("error=true") && text.contains("depth"), "{text}");
     assert_eq!(send("bad", Some("deep")).await.unwrap().status(), 400);
 }
+
+#[tokio::test]
+async fn limits_count_remote_spawns_too() {
+    use harness::subagents::{SpawnRequest, SubagentsConfig};
+    let server = Server::start(ServeOptions::default()).await;
+    let config = SubagentsConfig {
+        max_fanout: 1,
+        ..SubagentsConfig::default()
+    };
+    let url = server.base.clone();
+    let parent = parent_in(tempfile::tempdir().unwrap(), move |builder| {
+        builder.subagent(remote(&url)).subagents(config)
+    });
+    // The first one waits on the remote model; a second while it runs is past the fan-out.
+    let first = parent
+        .agent
+        .spawn_subagent(ctx("u1", "s1"), SpawnRequest::new("remote", "wait here"))
+        .await
+        .unwrap();
+    assert_eq!(first.status, TaskStatus::Running);
+    let refused = parent
+        .agent
+        .spawn_subagent(ctx("u1", "s1"), SpawnRequest::new("remote", "another"))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("max_fanout = 1"), "{refused}");
+    server.gate.add_permits(1);
+    parent.agent.wait_for_tasks().await;
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!((tasks.len(), tasks[0].status), (1, TaskStatus::Completed));
+}
