@@ -402,3 +402,35 @@ async fn limits_count_remote_spawns_too() {
     let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
     assert_eq!((tasks.len(), tasks[0].status), (1, TaskStatus::Completed));
 }
+
+#[tokio::test]
+async fn the_task_time_limit_cancels_the_remote_turn() {
+    use harness::subagents::SubagentsConfig;
+    let server = Server::start(ServeOptions::default()).await;
+    let config = SubagentsConfig {
+        task_timeout: Duration::from_secs(1),
+        ..SubagentsConfig::default()
+    };
+    let url = server.base.clone();
+    let parent = parent_in(tempfile::tempdir().unwrap(), move |builder| {
+        builder.subagent(remote(&url)).subagents(config)
+    });
+    parent
+        .agent
+        .call("bg wait past the limit", ctx("u1", "s1"))
+        .await
+        .unwrap();
+    parent.agent.wait_for_tasks().await;
+    let task = parent.agent.tasks(ctx("u1", "s1")).await.unwrap().remove(0);
+    assert_eq!(task.status, TaskStatus::Timeout, "{task:?}");
+    let response = server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{}/events", task.child_session)))
+        .header("X-Harness-User", "u1")
+        .send()
+        .await
+        .unwrap();
+    let events = crate::support::SseReader::new(response).rest().await;
+    let last = events.last().unwrap().json();
+    assert_eq!(last["kind"].as_str(), Some("cancelled"), "{last}");
+}
