@@ -53,6 +53,7 @@ pub use retry::{DEFAULT_MAX_RETRY_TIME, RetryNotice, RetryObserver, RetryPolicy,
 pub use scripted::{Fallback, Reply, ScriptError, ScriptedError, ScriptedModel, ScriptedToolCall};
 pub use secret::Secret;
 pub use spec::{ModelConfigError, ModelSpec, TransportOptions, spec_variables};
+pub use sse::{SseEvent, SseStream, sse_events};
 pub use tokens::{TokenCounter, count_tokens, is_warm, warm_up};
 pub use transport::{DEFAULT_IDLE_TIMEOUT, WireError};
 pub use window::{WithContextWindow, known_context_window};

@@ -17,11 +17,11 @@ use std::task::{Context, Poll};
 
 /// One dispatched event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     /// The `event:` name; empty when the server sent none (the SSE default, `message`).
-    pub(crate) event: String,
+    pub event: String,
     /// The `data:` lines joined with `\n`.
-    pub(crate) data: String,
+    pub data: String,
 }
 
 /// The incremental parser: feed it bytes as they arrive, collect events as they complete.
@@ -137,7 +137,7 @@ impl SseParser {
 }
 
 /// A stream of [`SseEvent`]s over a stream of body chunks.
-pub(crate) struct SseStream<S> {
+pub struct SseStream<S> {
     inner: S,
     parser: SseParser,
     pending: VecDeque<SseEvent>,
@@ -146,7 +146,7 @@ pub(crate) struct SseStream<S> {
 
 /// Parses `body` (e.g. `reqwest::Response::bytes_stream()`) into events. A body error is
 /// passed through and ends the stream.
-pub(crate) fn sse_events<S, E>(body: S) -> SseStream<S>
+pub fn sse_events<S, E>(body: S) -> SseStream<S>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {

@@ -184,11 +184,21 @@ async fn send(
             "invalid request body ({err}); send {{\"message\": \"...\", \"stream\": false}}"
         ))
     })?;
+    let depth = match headers.get(harness::subagents::DEPTH_HEADER) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|raw| raw.trim().parse::<u32>().ok())
+                .ok_or_else(|| ApiError::bad_request("X-Harness-Depth must be a delegation depth (a whole number)"))?,
+        ),
+    };
     let served = gateway.agent(&agent)?;
     let feed = gateway
         .inner
         .queues
-        .enqueue(&served.agent, key.clone(), AgentInput::from(request.message))?;
+        .enqueue(&served.agent, key.clone(), AgentInput::from(request.message), depth)?;
     reply(feed.subscribe(0), &key, request.stream).await
 }
 
@@ -438,7 +448,7 @@ async fn decide(
     let feed = gateway
         .inner
         .queues
-        .enqueue(&served.agent, key.clone(), TurnInput::Resume(decisions))?;
+        .enqueue(&served.agent, key.clone(), TurnInput::Resume(decisions), None)?;
     reply(feed.subscribe(0), &key, request.stream).await
 }
 

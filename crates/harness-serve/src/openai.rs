@@ -169,7 +169,7 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
         user,
         session: session.clone(),
     };
-    let feed = gateway.inner.queues.enqueue(&served.agent, key, input)?;
+    let feed = gateway.inner.queues.enqueue(&served.agent, key, input, None)?;
     let id = format!("chatcmpl-{}", feed.turn_id().trim_start_matches("turn-"));
     let created = jiff::Timestamp::now().as_second();
     let frames = feed.subscribe(0);

@@ -44,6 +44,8 @@ impl From<AgentInput> for TurnInput {
 
 struct Job {
     input: TurnInput,
+    /// The delegation depth a remote parent sent (`X-Harness-Depth`).
+    depth: Option<u32>,
     cancel: CancellationToken,
     feed: Arc<TurnFeed>,
 }
@@ -108,6 +110,7 @@ impl Queues {
         agent: &HarnessAgent,
         key: SessionKey,
         input: impl Into<TurnInput>,
+        depth: Option<u32>,
     ) -> Result<Arc<TurnFeed>, ApiError> {
         let input = input.into();
         let feed = TurnFeed::new(format!("turn-{}", uuid::Uuid::now_v7()), self.replay);
@@ -129,6 +132,7 @@ impl Queues {
             }
             slot.waiting.push_back(Job {
                 input,
+                depth,
                 cancel: CancellationToken::new(),
                 feed: Arc::clone(&feed),
             });
@@ -244,7 +248,12 @@ fn prune(table: &mut Table) {
 
 /// Runs one turn to its end, feeding its events; the feed always gets a terminal event.
 async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
-    let Job { input, cancel, feed } = job;
+    let Job {
+        input,
+        depth,
+        cancel,
+        feed,
+    } = job;
     let turn_id = feed.turn_id().to_owned();
     feed.push(WireEvent::own(WireKind::TurnStart {
         turn_id: turn_id.clone(),
@@ -253,6 +262,11 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
     let ctx = RuntimeContext::for_user(key.user.clone())
         .with_session(key.session.clone())
         .with_cancellation(cancel);
+    // A remote parent's child: its own spawns count from its depth.
+    let ctx = match depth {
+        Some(depth) => harness::subagents::delegated(ctx, depth, &key.agent),
+        None => ctx,
+    };
     let span = tracing::info_span!("serve_turn", agent = %key.agent, user_id = %key.user, session_id = %key.session);
     let mut stream = match input {
         TurnInput::Message(input) => agent.stream(input, ctx),

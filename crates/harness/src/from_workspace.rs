@@ -186,6 +186,13 @@ impl<'a> WorkspaceLoader<'a> {
                 .and_then(|parsed| parsed.build_with_options(&|var| snapshot.get(var).cloned(), &resolver_transport))
                 .map_err(|err| err.to_string())
         }));
+        // `${VAR}` in remote subagents' headers: snapshot the variables their files name.
+        let variables: std::collections::HashMap<String, String> =
+            crate::subagents::declaration::referenced_variables(&self.dir.join("subagents"))
+                .into_iter()
+                .filter_map(|var| (self.env)(&var).map(|value| (var, value)))
+                .collect();
+        builder = builder.subagent_variables(Arc::new(move |var: &str| variables.get(var).cloned()));
         let mut shell = false;
         if let Some(fs_config) = &config.filesystem {
             let fs = crate::filesystem::open(fs_config, &self.dir, &name)

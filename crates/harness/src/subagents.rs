@@ -18,6 +18,7 @@
 pub mod declaration;
 mod pushback;
 pub mod records;
+mod remote;
 mod runtime;
 mod tools;
 
@@ -39,6 +40,23 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 pub use tools::ForceSync;
 pub(crate) use tools::TOOL_NAMES;
+
+/// The request header a remote parent sends with a remote child's turn: the child's depth
+/// in the delegation tree (a direct child is 1). A server that honours it
+/// ([`delegated`]) refuses the child's own spawns past its `max_depth`, so a chain of remote
+/// subagents cannot bypass the limit by accident (a caller that omits it is at depth 0: it
+/// is a guard against loops, not an access control).
+pub const DEPTH_HEADER: &str = "X-Harness-Depth";
+
+/// `ctx` for a call that is itself a subagent at `depth` (e.g. a remote child's turn,
+/// [`DEPTH_HEADER`]), served as `agent`: its spawns count from that depth.
+pub fn delegated(mut ctx: harness_core::RuntimeContext, depth: u32, agent: &str) -> harness_core::RuntimeContext {
+    ctx.insert(runtime::Lineage {
+        depth,
+        path: agent.to_owned(),
+    });
+    ctx
+}
 
 /// The largest `max_depth` accepted.
 pub const MAX_DEPTH_LIMIT: u32 = 3;
@@ -143,6 +161,13 @@ fn default_resolver() -> ModelResolver {
 /// The builder's resolver.
 struct ResolverSetting(ModelResolver);
 
+/// Reads a variable for `${VAR}` in remote subagents' `headers` (libraries read no
+/// environment: the caller decides what is visible).
+pub type VariableLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The builder's variable lookup.
+struct VariablesSetting(VariableLookup);
+
 impl HarnessAgentBuilder {
     /// Subagent settings (also `[subagents]` in harness.toml; on by default).
     pub fn subagents(self, config: SubagentsConfig) -> Self {
@@ -156,6 +181,17 @@ impl HarnessAgentBuilder {
     /// [`from_workspace`]: HarnessAgentBuilder::from_workspace
     pub fn model_resolver(self, resolver: ModelResolver) -> Self {
         self.setting(ResolverSetting(resolver))
+    }
+
+    /// Where `${VAR}` in the `headers` of remote subagent files (`subagents/<id>.md` with
+    /// `url`) is read from ([`from_workspace`] passes the variables those files name);
+    /// without one, every placeholder is unset and such a file is skipped with a warning
+    /// naming the file and the `headers.<Name>` key. Programmatic declarations are used as
+    /// given.
+    ///
+    /// [`from_workspace`]: HarnessAgentBuilder::from_workspace
+    pub fn subagent_variables(self, lookup: VariableLookup) -> Self {
+        self.setting(VariablesSetting(lookup))
     }
 
     /// Declares a subagent (replaces a workspace file or the built-in of the same id).
@@ -198,7 +234,20 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let mut declarations = BTreeMap::new();
     let builtin = SubagentDeclaration::general_purpose();
     declarations.insert(builtin.id.clone(), builtin);
-    let (files, warnings) = declaration::load_dir(&setup.root.join("subagents"), "subagents");
+    let variables: VariableLookup = setup.take::<VariablesSetting>().map_or_else(
+        || Arc::new(|_: &str| None) as VariableLookup,
+        |VariablesSetting(lookup)| lookup,
+    );
+    let (mut files, mut warnings) = declaration::load_dir(&setup.root.join("subagents"), "subagents");
+    files.retain(
+        |_, declaration| match declaration::substitute_headers(declaration, &*variables) {
+            Ok(()) => true,
+            Err(warning) => {
+                warnings.push(warning);
+                false
+            }
+        },
+    );
     for warning in &warnings {
         tracing::warn!(file = %warning.file, key = %warning.key, "subagent spec skipped: {}", warning.message);
     }
@@ -233,6 +282,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         declarations: Arc::new(Declarations {
             shared: declarations,
             warnings,
+            variables,
         }),
     };
     setup.provide(handle.clone());
@@ -248,10 +298,20 @@ pub(crate) struct Handle {
 }
 
 /// The merged declarations of one agent.
-#[derive(Debug)]
 pub(crate) struct Declarations {
     shared: BTreeMap<String, SubagentDeclaration>,
     warnings: Vec<DeclarationWarning>,
+    /// `${VAR}` in a caller's own remote declaration's headers.
+    variables: VariableLookup,
+}
+
+impl std::fmt::Debug for Declarations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declarations")
+            .field("shared", &self.shared)
+            .field("warnings", &self.warnings)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Declarations {
@@ -276,7 +336,10 @@ impl Declarations {
         {
             let file = format!("{}/subagents/{id}.md", scope.namespace());
             let text = String::from_utf8_lossy(&bytes);
-            return declaration::parse_spec(id, &file, &text).map_err(|warning| warning.to_string());
+            let mut declaration = declaration::parse_spec(id, &file, &text).map_err(|warning| warning.to_string())?;
+            declaration::substitute_headers(&mut declaration, &*self.variables)
+                .map_err(|warning| warning.to_string())?;
+            return Ok(declaration);
         }
         self.shared.get(id).cloned().ok_or_else(|| {
             SpawnError::Unknown {

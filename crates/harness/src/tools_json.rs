@@ -507,7 +507,7 @@ fn strip_position(message: &str) -> String {
 }
 
 /// Replaces every `${VAR}` in `value`.
-fn substitute(
+pub(crate) fn substitute(
     value: &str,
     origin: &str,
     field: &str,

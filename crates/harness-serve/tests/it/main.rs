@@ -8,5 +8,6 @@ mod chromium;
 mod native;
 mod openai;
 mod queue;
+mod remote;
 mod support;
 mod tasks;

@@ -50,6 +50,14 @@ pub struct SubagentDeclaration {
     /// Where the declaration came from (`subagents/<id>.md`), for messages; `None` for a
     /// programmatic one.
     pub origin: Option<String>,
+    /// A remote subagent: the base URL of another `harness serve` (e.g.
+    /// `http://host:8080`); spawns go to its native API instead of a local child.
+    pub url: Option<String>,
+    /// The remote agent's name (`None`: the declaration id). Only with `url`.
+    pub agent: Option<String>,
+    /// Extra request headers for a remote subagent (e.g. `Authorization`), values with
+    /// `${VAR}` already substituted. Only with `url`.
+    pub headers: BTreeMap<String, String>,
 }
 
 impl SubagentDeclaration {
@@ -66,7 +74,24 @@ impl SubagentDeclaration {
             model: None,
             max_tokens: None,
             origin: None,
+            url: None,
+            agent: None,
+            headers: BTreeMap::new(),
         }
+    }
+
+    /// A remote subagent served by another `harness serve` at `url` (its agent of the same
+    /// id unless [`agent`](Self::agent) says otherwise).
+    pub fn remote(id: impl Into<String>, description: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            url: Some(url.into()),
+            ..Self::new(id, description, "")
+        }
+    }
+
+    /// Whether spawns go to a remote server.
+    pub fn is_remote(&self) -> bool {
+        self.url.is_some()
     }
 
     /// The built-in general-purpose subagent: the parent's tools, shared workspace.
@@ -115,6 +140,12 @@ struct FrontMatter {
     model: Option<String>,
     #[serde(default)]
     max_tokens: Option<u64>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +190,34 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
             "must be at least 1 (remove it for no budget)".to_owned(),
         ));
     }
+    if let Some(url) = &matter.url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(warn(
+            "url",
+            format!("`{url}` must be an http:// or https:// base URL of a `harness serve`"),
+        ));
+    }
+    if matter.url.is_none() {
+        for key in ["agent", "headers"] {
+            let given = if key == "agent" {
+                matter.agent.is_some()
+            } else {
+                !matter.headers.is_empty()
+            };
+            if given {
+                return Err(warn(key, "only a remote subagent (with `url`) takes it".to_owned()));
+            }
+        }
+    }
+    if let Some(agent) = &matter.agent
+        && !valid_id(agent)
+    {
+        return Err(warn(
+            "agent",
+            "an agent name may hold letters, digits, `-`, `_` and `.` only".to_owned(),
+        ));
+    }
     let description = matter
         .description
         .filter(|text| !text.trim().is_empty())
@@ -174,7 +233,57 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
         model: matter.model,
         max_tokens: matter.max_tokens,
         origin: Some(file.to_owned()),
+        url: matter.url.map(|url| url.trim_end_matches('/').to_owned()),
+        agent: matter.agent,
+        headers: matter.headers,
     })
+}
+
+/// Substitutes `${VAR}` in a remote declaration's header values through `lookup`.
+///
+/// # Errors
+/// A warning naming the file and the `headers.<Name>` key: a variable that is not set or an
+/// unterminated placeholder.
+pub(crate) fn substitute_headers(
+    declaration: &mut SubagentDeclaration,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), DeclarationWarning> {
+    let origin = declaration
+        .origin
+        .clone()
+        .unwrap_or_else(|| format!("subagent `{}`", declaration.id));
+    for (name, value) in &mut declaration.headers {
+        let key = format!("headers.{name}");
+        *value = crate::tools_json::substitute(value, &origin, &key, lookup).map_err(|err| DeclarationWarning {
+            file: origin.clone(),
+            key: key.clone(),
+            message: err.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+/// The `${VAR}` names used in the files of `dir` (for a loader that snapshots them).
+pub fn referenced_variables(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return names;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("${") {
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else { break };
+            names.push(after[..end].to_owned());
+            rest = &after[end + 1..];
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Every `<dir>/*.md` (not recursive), parsed, by id; with a warning for each file skipped.
@@ -309,5 +418,31 @@ mod tests {
         assert_eq!(budget.key, "max_tokens");
         let bad_id = parse_spec("a b", "subagents/a b.md", "---\ndescription: d\n---\n").unwrap_err();
         assert_eq!(bad_id.key, "file name");
+    }
+
+    #[test]
+    fn remote_keys_are_parsed_and_checked() {
+        let spec = parse_spec(
+            "r",
+            "subagents/r.md",
+            "---\ndescription: d\nurl: http://h:1/\nagent: helper\nheaders:\n  Authorization: Bearer ${K}\n---\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (spec.url.as_deref(), spec.agent.as_deref()),
+            (Some("http://h:1"), Some("helper"))
+        );
+        let mut substituted = spec.clone();
+        substitute_headers(&mut substituted, &|var| (var == "K").then(|| "sekrit".to_owned())).unwrap();
+        assert_eq!(substituted.headers["Authorization"], "Bearer sekrit");
+        let missing = substitute_headers(&mut spec.clone(), &|_| None).unwrap_err();
+        assert_eq!(
+            (missing.file.as_str(), missing.key.as_str()),
+            ("subagents/r.md", "headers.Authorization")
+        );
+        let scheme = parse_spec("r", "subagents/r.md", "---\ndescription: d\nurl: ftp://x\n---\n").unwrap_err();
+        assert_eq!(scheme.key, "url");
+        let local = parse_spec("r", "subagents/r.md", "---\ndescription: d\nagent: x\n---\n").unwrap_err();
+        assert_eq!(local.key, "agent");
     }
 }

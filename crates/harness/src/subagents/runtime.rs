@@ -5,7 +5,6 @@
 use super::declaration::{SubagentDeclaration, WorkspaceMode};
 use super::records::{TaskProgress, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
 use super::{ChildFactory, SubagentsConfig};
-use crate::HarnessAgent;
 use futures::StreamExt;
 use harness_core::{AgentEvent, EventKind, EventSink, EventSource, RuntimeContext, SessionId};
 use harness_fs::{CallScope, CallWorkspace, WsPath};
@@ -386,7 +385,7 @@ impl Runtime {
     }
 
     /// The caller's depth: the lineage in its context, else this agent's own.
-    fn caller_depth(&self, ctx: &RuntimeContext) -> u32 {
+    pub(crate) fn caller_depth(&self, ctx: &RuntimeContext) -> u32 {
         ctx.get::<Lineage>().map_or(self.depth, |lineage| lineage.depth)
     }
 
@@ -456,7 +455,18 @@ impl Runtime {
                 id: declaration.id.clone(),
                 message: err.to_string(),
             })?;
-        let child = self.factory.child(declaration)?;
+        let child = match &declaration.url {
+            Some(url) => Err(super::remote::RemoteTarget::new(
+                declaration,
+                url,
+                child_session.to_string(),
+                ctx.user_id
+                    .as_ref()
+                    .map_or_else(|| "default".to_owned(), |user| user.as_str().to_owned()),
+                self.caller_depth(ctx) + 1,
+            )),
+            None => Ok(self.factory.child(declaration)?),
+        };
         let store = Self::store_for(ctx)?;
         let record = TaskRecord {
             task_id: task_id.clone(),
@@ -526,7 +536,12 @@ impl Runtime {
         let running = Arc::clone(&live);
         let limit = self.config.task_timeout;
         self.tracker.spawn(async move {
-            let outcome = run_child(child, task, child_ctx, &running, source, limit).await;
+            let cancel = child_ctx.cancellation().clone();
+            let events = match child {
+                Ok(child) => child.stream(task, child_ctx).boxed(),
+                Err(target) => super::remote::events(target, task, cancel.clone(), source.clone()),
+            };
+            let outcome = run_child(events, cancel, &running, source, limit).await;
             let outcome = if outcome.status == TaskStatus::Cancelled && runtime.shutdown.is_cancelled() {
                 Outcome {
                     status: TaskStatus::Cancelled,
@@ -772,19 +787,16 @@ impl LiveTask {
     }
 }
 
-/// Runs the child to its end, forwarding events to the attached waiter, keeping the
+/// Runs the child (a local agent's or a remote turn's events) to its end, forwarding events to the attached waiter, keeping the
 /// heartbeat, and stopping it (through its cancellation token, so it saves its session) on
 /// cancel and timeout.
 async fn run_child(
-    child: HarnessAgent,
-    task: String,
-    ctx: RuntimeContext,
+    mut stream: futures::stream::BoxStream<'static, AgentEvent>,
+    cancel: CancellationToken,
     live: &LiveTask,
     source: EventSource,
     limit: Duration,
 ) -> Outcome {
-    let cancel = ctx.cancellation().clone();
-    let mut stream = child.stream(task, ctx);
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
     let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + CANCEL_POLL, CANCEL_POLL);

@@ -369,7 +369,11 @@ impl TypedTool for AgentList {
             text.push_str(&format!(
                 "- {} ({}): {}\n",
                 declaration.id,
-                mode_name(declaration.workspace_mode),
+                if declaration.is_remote() {
+                    "remote"
+                } else {
+                    mode_name(declaration.workspace_mode)
+                },
                 declaration.description
             ));
         }

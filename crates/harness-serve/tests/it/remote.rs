@@ -1,0 +1,436 @@
+//! Remote subagents: a local parent (scripted model) spawns a child declared with `url`,
+//! served by a real gateway on 127.0.0.1:0 (the `helper` agent of [`Server`]).
+
+use crate::support::Server;
+use harness::HarnessAgent;
+use harness::subagents::{SubagentDeclaration, TaskStatus};
+use harness_core::{AgentEvent, ChatRequest, EventKind, Role, RuntimeContext, SessionId, UserId};
+use harness_models::{Reply, ScriptedModel, ScriptedToolCall};
+use harness_serve::ServeOptions;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn ctx(user: &str, session: &str) -> RuntimeContext {
+    RuntimeContext::for_user(UserId::parse(user).unwrap()).with_session(SessionId::parse(session).unwrap())
+}
+
+fn tool_text(request: &ChatRequest) -> Option<(String, bool)> {
+    let last = request.messages.last().filter(|msg| msg.role == Role::Tool)?;
+    last.content.iter().find_map(|block| match block {
+        harness_core::Block::ToolResult { content, is_error, .. } => {
+            Some((harness_core::join_text(content), *is_error))
+        }
+        _ => None,
+    })
+}
+
+/// A parent whose model spawns `remote` with the user's text as the task (`bg ...`: in the
+/// background), then answers `parent saw: <tool result>`. Other texts (`next`) get `ok`.
+/// The tool results it saw are kept, and so are the requests.
+struct Parent {
+    agent: HarnessAgent,
+    results: Arc<Mutex<Vec<(String, bool)>>>,
+    requests: Arc<Mutex<Vec<ChatRequest>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn parent(declaration: SubagentDeclaration) -> Parent {
+    parent_in(tempfile::tempdir().unwrap(), |builder| builder.subagent(declaration))
+}
+
+fn parent_in(
+    dir: tempfile::TempDir,
+    configure: impl FnOnce(harness::HarnessAgentBuilder) -> harness::HarnessAgentBuilder,
+) -> Parent {
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (seen, all) = (Arc::clone(&results), Arc::clone(&requests));
+    let model = ScriptedModel::from_fn(move |request: &ChatRequest| {
+        all.lock().unwrap().push(request.clone());
+        if let Some((text, is_error)) = tool_text(request) {
+            seen.lock().unwrap().push((text.clone(), is_error));
+            return Reply::text(format!("parent saw: {text}"));
+        }
+        let user = request
+            .messages
+            .iter()
+            .rev()
+            .find(|msg| msg.role == Role::User)
+            .map(|msg| msg.text())
+            .unwrap_or_default();
+        let (task, timeout) = match user.strip_prefix("bg ") {
+            Some(task) => (task.to_owned(), 0),
+            None if user.starts_with("research") => (user.clone(), 30),
+            None => return Reply::text("ok"),
+        };
+        Reply {
+            tool_calls: vec![ScriptedToolCall {
+                name: "agent_spawn".to_owned(),
+                arguments: json!({"agent_id": "remote", "task": task, "timeout_seconds": timeout}),
+                id: None,
+            }],
+            ..Reply::default()
+        }
+    });
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.enabled = false;
+    let agent = configure(
+        HarnessAgent::builder()
+            .memory(memory)
+            .workspace(dir.path())
+            .name("main")
+            .model(model),
+    )
+    .build()
+    .unwrap();
+    Parent {
+        agent,
+        results,
+        requests,
+        _dir: dir,
+    }
+}
+
+fn remote(url: &str) -> SubagentDeclaration {
+    SubagentDeclaration {
+        agent: Some("helper".to_owned()),
+        ..SubagentDeclaration::remote("remote", "A served helper", url)
+    }
+}
+
+/// The remote session's history as `(role, text)`, read as `user`.
+async fn remote_history(server: &Server, user: &str, session: &str) -> Value {
+    server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{session}")))
+        .header("X-Harness-User", user)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_sync_remote_spawn_returns_the_answer_and_forwards_events_with_their_source() {
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = parent(remote(&server.base));
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(parent.agent.stream("research tides", ctx("u1", "s1"))).await;
+    let final_text = events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::Final { message } if event.source.is_none() => Some(message.text()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        final_text.starts_with("parent saw: status: completed") && final_text.ends_with("\n\nturn 1: research tides"),
+        "{final_text}"
+    );
+    let forwarded: Vec<_> = events.iter().filter(|event| event.source.is_some()).collect();
+    assert!(
+        forwarded.iter().any(
+            |event| matches!(&event.kind, EventKind::Final { message } if message.text() == "turn 1: research tides")
+        ),
+        "{forwarded:?}"
+    );
+    let source = forwarded[0].source.clone().unwrap();
+    assert_eq!(
+        (source.agent_id.as_str(), source.depth, source.path.as_str()),
+        ("remote", 1, "main/remote")
+    );
+    assert!(source.session_id.starts_with("sub.s1.remote."), "{source:?}");
+    // The child session lives on the remote side, as the parent's user.
+    let history = remote_history(&server, "u1", &source.session_id).await;
+    assert_eq!(history["messages"].as_array().unwrap().len(), 2, "{history}");
+    let other = server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{}", source.session_id)))
+        .header("X-Harness-User", "u2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
+}
+
+#[tokio::test]
+async fn a_background_remote_task_completes_and_is_pushed_back_once() {
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = parent(remote(&server.base));
+    parent.agent.call("bg find the moon", ctx("u1", "s1")).await.unwrap();
+    assert!(parent.results.lock().unwrap()[0].0.contains("status: running"));
+    parent.agent.wait_for_tasks().await;
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].status, TaskStatus::Completed);
+    assert_eq!(tasks[0].result.as_deref(), Some("turn 1: find the moon"));
+    parent.agent.call("next", ctx("u1", "s1")).await.unwrap();
+    parent.agent.call("next", ctx("u1", "s1")).await.unwrap();
+    let pushed = parent
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|request| {
+            request
+                .messages
+                .iter()
+                .any(|msg| msg.text().contains("<system-reminder>") && msg.text().contains("turn 1: find the moon"))
+        })
+        .count();
+    // The second `next` request still holds the first reminder in its history: one delivery,
+    // seen by two requests; a second delivery would add a second reminder message.
+    let last = parent.requests.lock().unwrap().last().cloned().unwrap();
+    let reminders = last
+        .messages
+        .iter()
+        .filter(|msg| msg.text().contains("<system-reminder>") && msg.text().contains("turn 1: find the moon"))
+        .count();
+    assert!(pushed >= 1);
+    assert_eq!(reminders, 1);
+}
+
+#[tokio::test]
+async fn task_cancel_cancels_the_remote_turn() {
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = parent(remote(&server.base));
+    // `wait` holds the remote model until the gate opens (it never does here).
+    parent.agent.call("bg wait forever", ctx("u1", "s1")).await.unwrap();
+    let task = parent.agent.tasks(ctx("u1", "s1")).await.unwrap().remove(0);
+    // Let the remote turn start before cancelling it.
+    for _ in 0..200 {
+        let history = server
+            .client
+            .get(server.url(&format!("/api/agents/helper/sessions/{}/events", task.child_session)))
+            .header("X-Harness-User", "u1")
+            .send()
+            .await
+            .unwrap();
+        if history.status() == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let record = parent
+        .agent
+        .cancel_task(ctx("u1", "s1"), &task.task_id, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, TaskStatus::Cancelled, "{record:?}");
+    // The remote turn ends cancelled (its event feed ends with a cancelled error).
+    let response = server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{}/events", task.child_session)))
+        .header("X-Harness-User", "u1")
+        .send()
+        .await
+        .unwrap();
+    let events = crate::support::SseReader::new(response).rest().await;
+    let last = events.last().unwrap().json();
+    assert_eq!(
+        (last["type"].as_str(), last["kind"].as_str()),
+        (Some("error"), Some("cancelled")),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn a_remote_that_is_down_or_refuses_is_the_spawns_error_result() {
+    // Nothing listens on the port of a dropped listener.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let parent = parent(remote(&down));
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(parent.agent.stream("research tides", ctx("u1", "s1"))).await;
+    assert!(
+        !events
+            .iter()
+            .any(|event| event.source.is_none() && matches!(event.kind, EventKind::Error { .. })),
+        "the parent's stream has no error"
+    );
+    let (text, is_error) = parent.results.lock().unwrap()[0].clone();
+    assert!(is_error && text.contains("could not reach"), "{text}");
+
+    // A server that answers 404 (no such agent): the status and the server's reason.
+    let server = Server::start(ServeOptions::default()).await;
+    let parent = crate::remote::parent(SubagentDeclaration::remote("remote", "No such agent", &server.base));
+    parent.agent.call("research tides", ctx("u1", "s1")).await.unwrap();
+    let (text, is_error) = parent.results.lock().unwrap()[0].clone();
+    assert!(is_error && text.contains("404"), "{text}");
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!(tasks[0].status, TaskStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_remote_file_with_an_authorization_header_from_a_variable_runs_as_the_keys_user() {
+    use sha2::Digest;
+    let mut options = ServeOptions::default();
+    options.keys = vec![harness::ServeKey {
+        user: "alice".to_owned(),
+        sha256: hex::encode(sha2::Sha256::digest(b"k-alice")),
+    }];
+    let server = Server::start(options).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("subagents")).unwrap();
+    let spec = format!(
+        "---\ndescription: A served helper\nurl: {}/\nagent: helper\nheaders:\n  Authorization: Bearer ${{REMOTE_KEY}}\n---\n",
+        server.base
+    );
+    std::fs::write(dir.path().join("subagents/remote.md"), &spec).unwrap();
+    std::fs::write(
+        dir.path().join("subagents/broken.md"),
+        "---\ndescription: d\nurl: http://127.0.0.1:9\nheaders:\n  Authorization: Bearer ${NOT_SET}\n---\n",
+    )
+    .unwrap();
+    let parent = parent_in(dir, |builder| {
+        builder.subagent_variables(Arc::new(|var: &str| {
+            (var == "REMOTE_KEY").then(|| "k-alice".to_owned())
+        }))
+    });
+    let warnings = parent.agent.subagent_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(
+        (warnings[0].file.as_str(), warnings[0].key.as_str()),
+        ("subagents/broken.md", "headers.Authorization")
+    );
+    assert!(warnings[0].message.contains("NOT_SET"), "{}", warnings[0]);
+    parent.agent.call("research keys", ctx("u1", "s1")).await.unwrap();
+    let (text, is_error) = parent.results.lock().unwrap()[0].clone();
+    assert!(!is_error && text.ends_with("turn 1: research keys"), "{text}");
+    // The key decided the remote user: alice's session list has the child session.
+    let listed: Value = server
+        .client
+        .get(server.url("/api/agents/helper/sessions"))
+        .header("Authorization", "Bearer k-alice")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+#[tokio::test]
+async fn the_depth_header_keeps_a_served_child_within_max_depth() {
+    // A served agent whose model delegates to `general-purpose` and reports the result.
+    let model = ScriptedModel::from_fn(|request: &ChatRequest| {
+        if let Some((text, is_error)) = tool_text(request) {
+            return Reply::text(format!("error={is_error}: {text}"));
+        }
+        if request
+            .system
+            .parts
+            .iter()
+            .any(|part| part.text.contains("delegation depth"))
+        {
+            return Reply::text("child answer");
+        }
+        Reply {
+            tool_calls: vec![ScriptedToolCall {
+                name: "agent_spawn".to_owned(),
+                arguments: json!({"agent_id": "general-purpose", "task": "delegation depth", "timeout_seconds": 30}),
+                id: None,
+            }],
+            ..Reply::default()
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.enabled = false;
+    let agent = HarnessAgent::builder()
+        .memory(memory)
+        .workspace(dir.path())
+        .name("helper")
+        .model(model)
+        .build()
+        .unwrap();
+    let gateway = harness_serve::Gateway::new(vec![agent], ServeOptions::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(gateway.serve(listener, std::future::pending::<()>()));
+    let client = reqwest::Client::new();
+    let send = |session: &'static str, depth: Option<&'static str>| {
+        let mut request = client
+            .post(format!("{base}/api/agents/helper/sessions/{session}/messages"))
+            .json(&json!({"message": "go", "stream": false}));
+        if let Some(depth) = depth {
+            request = request.header(harness::subagents::DEPTH_HEADER, depth);
+        }
+        request.send()
+    };
+    let top: Value = send("top", None).await.unwrap().json().await.unwrap();
+    assert!(top["text"].as_str().unwrap().starts_with("error=false"), "{top}");
+    let child: Value = send("child", Some("1")).await.unwrap().json().await.unwrap();
+    let text = child["text"].as_str().unwrap();
+    assert!(text.starts_with("error=true") && text.contains("depth"), "{text}");
+    assert_eq!(send("bad", Some("deep")).await.unwrap().status(), 400);
+}
+
+#[tokio::test]
+async fn limits_count_remote_spawns_too() {
+    use harness::subagents::{SpawnRequest, SubagentsConfig};
+    let server = Server::start(ServeOptions::default()).await;
+    let config = SubagentsConfig {
+        max_fanout: 1,
+        ..SubagentsConfig::default()
+    };
+    let url = server.base.clone();
+    let parent = parent_in(tempfile::tempdir().unwrap(), move |builder| {
+        builder.subagent(remote(&url)).subagents(config)
+    });
+    // The first one waits on the remote model; a second while it runs is past the fan-out.
+    let first = parent
+        .agent
+        .spawn_subagent(ctx("u1", "s1"), SpawnRequest::new("remote", "wait here"))
+        .await
+        .unwrap();
+    assert_eq!(first.status, TaskStatus::Running);
+    let refused = parent
+        .agent
+        .spawn_subagent(ctx("u1", "s1"), SpawnRequest::new("remote", "another"))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("max_fanout = 1"), "{refused}");
+    server.gate.add_permits(1);
+    parent.agent.wait_for_tasks().await;
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!((tasks.len(), tasks[0].status), (1, TaskStatus::Completed));
+}
+
+#[tokio::test]
+async fn the_task_time_limit_cancels_the_remote_turn() {
+    use harness::subagents::SubagentsConfig;
+    let server = Server::start(ServeOptions::default()).await;
+    let config = SubagentsConfig {
+        task_timeout: Duration::from_secs(1),
+        ..SubagentsConfig::default()
+    };
+    let url = server.base.clone();
+    let parent = parent_in(tempfile::tempdir().unwrap(), move |builder| {
+        builder.subagent(remote(&url)).subagents(config)
+    });
+    parent
+        .agent
+        .call("bg wait past the limit", ctx("u1", "s1"))
+        .await
+        .unwrap();
+    parent.agent.wait_for_tasks().await;
+    let task = parent.agent.tasks(ctx("u1", "s1")).await.unwrap().remove(0);
+    assert_eq!(task.status, TaskStatus::Timeout, "{task:?}");
+    let response = server
+        .client
+        .get(server.url(&format!("/api/agents/helper/sessions/{}/events", task.child_session)))
+        .header("X-Harness-User", "u1")
+        .send()
+        .await
+        .unwrap();
+    let events = crate::support::SseReader::new(response).rest().await;
+    let last = events.last().unwrap().json();
+    assert_eq!(last["kind"].as_str(), Some("cancelled"), "{last}");
+}

@@ -1,0 +1,357 @@
+//! Remote subagents: a declaration with `url` runs its turn on another `harness serve`
+//! through the native API (`POST {url}/api/agents/{agent}/sessions/{session}/messages` with
+//! `"stream": true`, read as Server-Sent Events), and stops it with `POST .../cancel`.
+//!
+//! The events are read through this module's own small wire types (the serve crate sits
+//! above `harness` in the layering and is not a dependency): the served agent's own events
+//! become the child's events, a remote grandchild's events keep their source, re-rooted under
+//! the child. Every failure (connection refused, a 4xx/5xx answer, a body that breaks off, a
+//! stream that ends without `final`) becomes the child's `error` event, so the task ends
+//! `failed` with the reason; it is never an error of the parent's stream.
+
+use super::SubagentDeclaration;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use harness_core::{AgentEvent, Block, ErrorKind, EventKind, EventSource, Msg, Usage};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The header naming the user when no key decides it (the serve side's no-key mode).
+pub(crate) const USER_HEADER: &str = "X-Harness-User";
+
+/// Where and as whom one remote spawn runs.
+#[derive(Debug, Clone)]
+pub(crate) struct RemoteTarget {
+    /// The declaration id (for messages).
+    pub(crate) id: String,
+    /// The server's base URL, without a trailing `/`.
+    pub(crate) base: String,
+    /// The remote agent's name.
+    pub(crate) agent: String,
+    /// The child session on the remote side.
+    pub(crate) session: String,
+    /// The declared headers (already substituted).
+    pub(crate) headers: BTreeMap<String, String>,
+    /// The parent's user: sent as `X-Harness-User` unless the headers carry an
+    /// `Authorization` key (then the key decides the remote user).
+    pub(crate) user: String,
+    /// The child's depth, sent as [`DEPTH_HEADER`](super::DEPTH_HEADER).
+    pub(crate) depth: u32,
+}
+
+impl RemoteTarget {
+    /// The target of `declaration` (which has a `url`) for `session` and `user`.
+    pub(crate) fn new(declaration: &SubagentDeclaration, url: &str, session: String, user: String, depth: u32) -> Self {
+        Self {
+            id: declaration.id.clone(),
+            base: url.trim_end_matches('/').to_owned(),
+            agent: declaration.agent.clone().unwrap_or_else(|| declaration.id.clone()),
+            session,
+            headers: declaration.headers.clone(),
+            user,
+            depth,
+        }
+    }
+
+    fn session_url(&self, leaf: &str) -> String {
+        format!(
+            "{}/api/agents/{}/sessions/{}/{leaf}",
+            self.base, self.agent, self.session
+        )
+    }
+
+    fn request(&self, client: &reqwest::Client, url: String) -> reqwest::RequestBuilder {
+        let mut request = client.post(url).header(super::DEPTH_HEADER, self.depth.to_string());
+        let mut keyed = false;
+        for (name, value) in &self.headers {
+            keyed |= name.eq_ignore_ascii_case("authorization");
+            request = request.header(name.as_str(), value.as_str());
+        }
+        if !keyed && !self.headers.keys().any(|name| name.eq_ignore_ascii_case(USER_HEADER)) {
+            request = request.header(USER_HEADER, self.user.as_str());
+        }
+        request
+    }
+}
+
+/// The child's events for `task` on `target`: the remote turn's events, ending with its
+/// `final` or an `error` saying what went wrong. When `cancel` fires the remote turn is
+/// cancelled (`POST .../cancel`) and the stream ends.
+pub(crate) fn events(
+    target: RemoteTarget,
+    task: String,
+    cancel: CancellationToken,
+    source: EventSource,
+) -> BoxStream<'static, AgentEvent> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let client = match reqwest::Client::builder().build() {
+            Ok(client) => client,
+            Err(err) => {
+                let message = format!("remote subagent `{}`: no HTTP client: {err}", target.id);
+                let _ = tx.send(error_event(message, ErrorKind::Internal)).await;
+                return;
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = exchange(&client, &target, task, &source, &tx) => outcome,
+            () = cancel.cancelled() => {
+                // Dropping the stream does not stop a served turn; the cancel route does.
+                let url = target.session_url("cancel");
+                if let Err(err) = target.request(&client, url).send().await.and_then(reqwest::Response::error_for_status) {
+                    tracing::warn!(subagent = %target.id, error = %err, "remote turn not cancelled");
+                }
+                Err((format!("remote subagent `{}`: cancelled", target.id), ErrorKind::Cancelled))
+            }
+        };
+        if let Err((message, kind)) = outcome {
+            let _ = tx.send(error_event(message, kind)).await;
+        }
+    });
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|event| (event, rx)) }).boxed()
+}
+
+fn error_event(message: String, kind: ErrorKind) -> AgentEvent {
+    AgentEvent {
+        source: None,
+        kind: EventKind::Error { message, kind },
+    }
+}
+
+/// Sends the message and relays the SSE stream until the turn's `final` or `error`.
+async fn exchange(
+    client: &reqwest::Client,
+    target: &RemoteTarget,
+    task: String,
+    source: &EventSource,
+    tx: &mpsc::Sender<AgentEvent>,
+) -> Result<(), (String, ErrorKind)> {
+    let url = target.session_url("messages");
+    let failed = |message: String| (message, ErrorKind::Provider);
+    let response = target
+        .request(client, url.clone())
+        .json(&serde_json::json!({"message": task, "stream": true}))
+        .send()
+        .await
+        .map_err(|err| {
+            failed(format!(
+                "remote subagent `{}`: could not reach {url}: {}",
+                target.id,
+                error_chain(&err.without_url())
+            ))
+        })?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        return Err(failed(format!(
+            "remote subagent `{}`: {url} answered {status}: {}",
+            target.id,
+            error_message(&body)
+        )));
+    }
+    let mut stream = harness_models::sse_events(Box::pin(response.bytes_stream()));
+    while let Some(item) = stream.next().await {
+        let item = item.map_err(|err| {
+            failed(format!(
+                "remote subagent `{}`: the event stream from {url} broke off: {}",
+                target.id,
+                error_chain(&err.without_url())
+            ))
+        })?;
+        let Ok(wire) = serde_json::from_str::<WireEvent>(&item.data) else {
+            tracing::debug!(subagent = %target.id, data = %item.data, "remote event skipped");
+            continue;
+        };
+        let own = wire.source.is_none();
+        let Some(kind) = wire.kind.into_kind() else { continue };
+        let terminal = own && matches!(kind, EventKind::Final { .. } | EventKind::Error { .. });
+        let event = AgentEvent {
+            source: wire.source.map(|nested| reroot(source, nested)),
+            kind,
+        };
+        if tx.send(event).await.is_err() {
+            return Ok(());
+        }
+        if terminal {
+            return Ok(());
+        }
+    }
+    Err(failed(format!(
+        "remote subagent `{}`: the event stream from {url} ended without a final message",
+        target.id
+    )))
+}
+
+/// A remote grandchild's source, placed under the remote child's.
+fn reroot(child: &EventSource, nested: EventSource) -> EventSource {
+    // The remote path starts with the served agent's own name; the child stands for it.
+    let below = nested
+        .path
+        .split_once('/')
+        .map_or(nested.path.as_str(), |(_, rest)| rest);
+    EventSource {
+        agent_id: nested.agent_id,
+        session_id: nested.session_id,
+        depth: child.depth + nested.depth,
+        path: format!("{}/{below}", child.path),
+    }
+}
+
+fn error_chain(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The `message` of a JSON error body (`{"error": {"message": ...}}`), else the body.
+fn error_message(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|value| {
+            value
+                .pointer("/error/message")
+                .or_else(|| value.get("message"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| body.chars().take(500).collect())
+}
+
+/// One event as a `harness serve` sends it in `data:` (the fields this side reads).
+#[derive(Debug, Deserialize)]
+struct WireEvent {
+    #[serde(flatten)]
+    kind: WireKind,
+    #[serde(default)]
+    source: Option<EventSource>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireKind {
+    TextDelta {
+        delta: String,
+    },
+    ThinkingDelta {
+        delta: String,
+    },
+    ToolCallStart {
+        id: String,
+        name: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    ToolResult {
+        id: String,
+        name: String,
+        #[serde(default)]
+        output: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+    StepEnd {
+        step: u32,
+        #[serde(default)]
+        usage: Option<Usage>,
+    },
+    Warning {
+        code: String,
+        message: String,
+    },
+    Notice {
+        kind: String,
+        #[serde(default)]
+        data: Value,
+    },
+    Final {
+        message: Msg,
+    },
+    Error {
+        message: String,
+        #[serde(default)]
+        kind: ErrorKind,
+    },
+    /// Queueing, lag notices and kinds added later: not the child's events.
+    #[serde(other)]
+    Other,
+}
+
+impl WireKind {
+    fn into_kind(self) -> Option<EventKind> {
+        Some(match self {
+            Self::TextDelta { delta } => EventKind::TextDelta { delta },
+            Self::ThinkingDelta { delta } => EventKind::ThinkingDelta { delta },
+            Self::ToolCallStart { id, name } => EventKind::ToolCallStart { id, name },
+            Self::ToolCall { id, name, input } => EventKind::ToolCallEnd { id, name, input },
+            Self::ToolResult {
+                id,
+                name,
+                output,
+                is_error,
+            } => EventKind::ToolResult {
+                id,
+                name,
+                content: vec![Block::text(output)],
+                is_error,
+            },
+            Self::StepEnd { step, usage } => EventKind::StepEnd { step, usage },
+            Self::Warning { code, message } => EventKind::Warning { code, message },
+            Self::Notice { kind, data } => EventKind::Notice { kind, data },
+            Self::Final { message } => EventKind::Final { message },
+            Self::Error { message, kind } => EventKind::Error { message, kind },
+            Self::Other => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_events_are_read_and_nested_sources_rerooted() {
+        let wire: WireEvent = serde_json::from_str(
+            r#"{"type":"tool_result","id":"c1","name":"ls","output":"a","is_error":false,"source":{"agent_id":"g","session_id":"s","depth":1,"path":"remote/g"}}"#,
+        )
+        .unwrap();
+        let child = EventSource {
+            agent_id: "r".into(),
+            session_id: "x".into(),
+            depth: 1,
+            path: "main/r".into(),
+        };
+        let source = reroot(&child, wire.source.unwrap());
+        assert_eq!((source.depth, source.path.as_str()), (2, "main/r/g"));
+        let queued: WireEvent = serde_json::from_str(r#"{"type":"turn_queued","turn_id":"t","ahead":1}"#).unwrap();
+        assert!(queued.kind.into_kind().is_none());
+        let error: WireEvent =
+            serde_json::from_str(r#"{"type":"error","turn_id":"t","message":"m","kind":"cancelled","status":499}"#)
+                .unwrap();
+        assert!(matches!(
+            error.kind.into_kind(),
+            Some(EventKind::Error {
+                kind: ErrorKind::Cancelled,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn error_bodies_give_their_message() {
+        assert_eq!(error_message(r#"{"error":{"message":"no agent `x`"}}"#), "no agent `x`");
+        assert_eq!(error_message("plain"), "plain");
+    }
+}
