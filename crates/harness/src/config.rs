@@ -254,6 +254,7 @@ impl HarnessConfig {
             .as_ref()
             .filter(|fs| fs.kind == FilesystemKind::Composite)
         {
+            fs.kv_backend().map_err(|err| value("filesystem", err.to_string()))?;
             match state.kind {
                 StateKind::File => {
                     return Err(value(
@@ -440,6 +441,15 @@ mod tests {
             .unwrap_or_default();
         assert!(
             message.contains("[state] url must be the Redis of [filesystem] url"),
+            "{message}"
+        );
+        let scheme = "[filesystem]\nkind = \"composite\"\nurl = \"mysql://h/db\"\n";
+        let message = HarnessConfig::parse(scheme, Path::new("t"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.contains("[filesystem] url must start with redis://") && message.contains("mysql://…"),
             "{message}"
         );
         // On PostgreSQL the shared files must live in the tables of the lease that fences

@@ -116,7 +116,7 @@ pub enum FilesystemError {
     #[error("[filesystem] url = \"postgres://…\" needs Harness built with the `postgres` feature")]
     PostgresNotBuilt,
     /// The url's scheme names no KV backend.
-    #[error("[filesystem] url must start with redis://, rediss://, postgres:// or postgresql:// (got {0:?})")]
+    #[error("url must start with redis://, rediss://, postgres:// or postgresql:// (got {0:?})")]
     Scheme(String),
 }
 
@@ -172,6 +172,9 @@ impl FilesystemConfig {
     }
 
     /// The backend the URL's scheme names.
+    ///
+    /// # Errors
+    /// [`FilesystemError::Scheme`] for any other scheme.
     pub(crate) fn kv_backend(&self) -> Result<KvBackend, FilesystemError> {
         let url = self.kv_url().trim();
         let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
@@ -179,6 +182,7 @@ impl FilesystemConfig {
             "redis" | "rediss" | "redis+unix" | "unix" => Ok(KvBackend::Redis),
             "postgres" | "postgresql" => Ok(KvBackend::Postgres),
             // Only the scheme: the rest may carry a password.
+            _ if scheme.is_empty() => Err(FilesystemError::Scheme("no scheme".to_owned())),
             _ => Err(FilesystemError::Scheme(format!("{scheme}://…"))),
         }
     }
