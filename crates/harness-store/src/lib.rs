@@ -2,7 +2,7 @@
 //!
 //! This crate holds the storage that outlives a process: agent state as JSON files with
 //! compare-and-set versions ([`FileStateStore`], the default), and a [`KvStore`] (binary values
-//! under string keys with compare-and-set versions) in memory or on Redis. It knows nothing of
+//! under string keys with compare-and-set versions) in memory, on Redis or on PostgreSQL. It knows nothing of
 //! the workspace layout: the filesystem on top of a [`KvStore`] lives in `harness-fs`.
 //!
 //! It also holds the session leases for one host: [`LocalLease`] (one process) and
@@ -36,6 +36,8 @@ mod kv;
 mod lease;
 mod memory_kv;
 #[cfg(feature = "postgres")]
+mod pg_kv;
+#[cfg(feature = "postgres")]
 mod pg_lease;
 #[cfg(feature = "postgres")]
 mod pg_schema;
@@ -54,6 +56,8 @@ pub use file_state::{FileStateStore, StateLayout};
 pub use kv::{KvEntry, KvFence, KvItem, KvPage, KvStore, MAX_KEY_LEN, StoreError, validate_key};
 pub use lease::{DEFAULT_SWEEP_INTERVAL, FileLease, LocalLease};
 pub use memory_kv::InMemoryKv;
+#[cfg(feature = "postgres")]
+pub use pg_kv::PostgresKv;
 #[cfg(feature = "postgres")]
 pub use pg_lease::PostgresLease;
 #[cfg(feature = "postgres")]

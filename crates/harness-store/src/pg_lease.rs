@@ -12,7 +12,7 @@
 use crate::expiring_lease::{HeldLease, guard, poll_acquire};
 use crate::pg_schema::{PostgresBackend, sql};
 use async_trait::async_trait;
-use harness_core::{CancellationToken, LeaseError, LeaseGuard, LeaseKey, SessionLease};
+use harness_core::{CancellationToken, FencingToken, LeaseError, LeaseGuard, LeaseKey, SessionLease};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,6 +84,16 @@ impl PostgresLease {
     /// The lease period.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// The fence for KV writes made under a lease of `key` holding `token`, checked by a
+    /// [`PostgresKv`](crate::PostgresKv) on the same backend
+    /// (see [`KvStore::put_fenced`](crate::KvStore::put_fenced)).
+    pub fn kv_fence(&self, key: &LeaseKey, token: FencingToken) -> crate::KvFence {
+        crate::KvFence {
+            counter: key.as_str().to_owned(),
+            token,
+        }
     }
 }
 

@@ -9,7 +9,9 @@
 //!   generation (a rewrite starts a new generation), so an append inserts only new rows;
 //! - `p leases (key, token, expires_at)` — session leases; `token` grows with every
 //!   acquisition and is the fencing token;
-//! - the sequence `p generation_seq`.
+//! - `p kv (ns, key, value, version, modified_ms)` — the items of every
+//!   [`PostgresKv`](crate::PostgresKv), `ns` being the store's namespace;
+//! - the sequences `p generation_seq` and `p kv_seq` (the KV versions).
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor};
@@ -62,17 +64,25 @@ pub enum PostgresSetupError {
 
 /// The migrations, in order; entry `i` brings the schema to version `i + 1`. `{p}` is the
 /// table prefix. Never edit an applied migration: add a new one.
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE {p}states (key text PRIMARY KEY, version bigint NOT NULL, generation bigint NOT NULL, \
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE {p}states (key text PRIMARY KEY, version bigint NOT NULL, generation bigint NOT NULL, \
      count bigint NOT NULL, transcript_offset bigint NOT NULL, format integer NOT NULL, extensions text NOT NULL)",
-    "CREATE TABLE {p}messages (key text NOT NULL, generation bigint NOT NULL, seq bigint NOT NULL, \
+        "CREATE TABLE {p}messages (key text NOT NULL, generation bigint NOT NULL, seq bigint NOT NULL, \
      body text NOT NULL, PRIMARY KEY (key, generation, seq))",
-    "CREATE TABLE {p}leases (key text PRIMARY KEY, token bigint NOT NULL, expires_at timestamptz NOT NULL)",
-    "CREATE SEQUENCE {p}generation_seq",
-]];
+        "CREATE TABLE {p}leases (key text PRIMARY KEY, token bigint NOT NULL, expires_at timestamptz NOT NULL)",
+        "CREATE SEQUENCE {p}generation_seq",
+    ],
+    // 2: the KvStore (`PostgresKv`). Keys sort by byte order (collation "C").
+    &[
+        "CREATE TABLE {p}kv (ns text COLLATE \"C\" NOT NULL, key text COLLATE \"C\" NOT NULL, value bytea NOT NULL, \
+         version bigint NOT NULL, modified_ms bigint NOT NULL, PRIMARY KEY (ns, key))",
+        "CREATE SEQUENCE {p}kv_seq",
+    ],
+];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Checks a table prefix.
 fn validate_prefix(prefix: &str) -> Result<(), PostgresSetupError> {
@@ -183,8 +193,8 @@ impl PostgresBackend {
     pub async fn drop_all(&self) -> Result<(), sqlx::Error> {
         let p = &self.prefix;
         for statement in [
-            "DROP TABLE IF EXISTS {p}states, {p}messages, {p}leases, {p}schema_version",
-            "DROP SEQUENCE IF EXISTS {p}generation_seq",
+            "DROP TABLE IF EXISTS {p}states, {p}messages, {p}leases, {p}kv, {p}schema_version",
+            "DROP SEQUENCE IF EXISTS {p}generation_seq, {p}kv_seq",
         ] {
             self.pool.execute(sql(p, statement)).await?;
         }

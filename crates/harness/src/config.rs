@@ -254,6 +254,7 @@ impl HarnessConfig {
             .as_ref()
             .filter(|fs| fs.kind == FilesystemKind::Composite)
         {
+            fs.kv_backend().map_err(|err| value("filesystem", err.to_string()))?;
             match state.kind {
                 StateKind::File => {
                     return Err(value(
@@ -263,14 +264,31 @@ impl HarnessConfig {
                             .into(),
                     ));
                 }
-                StateKind::Redis if state.url.as_deref() != Some(fs.redis_url.as_str()) => {
+                StateKind::Redis if state.url.as_deref() != Some(fs.kv_url()) => {
                     return Err(value(
                         "state",
-                        "url must be the Redis of [filesystem] redis_url, so a turn's shared writes are fenced by its lease"
+                        "url must be the Redis of [filesystem] url (or redis_url), so a turn's shared writes are \
+                         fenced by its lease"
                             .into(),
                     ));
                 }
-                _ => {}
+                StateKind::Postgres => {
+                    let tables = state
+                        .key_prefix
+                        .clone()
+                        .unwrap_or_else(|| crate::filesystem::harness_store_default_table_prefix().to_owned());
+                    if state.url.as_deref() != Some(fs.kv_url()) || fs.table_prefix != tables {
+                        return Err(value(
+                            "filesystem",
+                            format!(
+                                "kind = \"composite\" with [state] kind = \"postgres\" keeps the shared files in the \
+                                 state's PostgreSQL, so its lease fences them: set url = [state] url and \
+                                 table_prefix = {tables:?} ([state] key_prefix)"
+                            ),
+                        ));
+                    }
+                }
+                StateKind::Redis => {}
             }
         }
         Ok(())
@@ -331,11 +349,13 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 
 # Which filesystem serves the workspace. The host shell (`execute`) is only exposed with local_shell.
 # [filesystem]
-# kind = "local"                  # local | local_shell | composite (shared prefixes on Redis)
-# redis_url = "redis://127.0.0.1:6379"
+# kind = "local"                  # local | local_shell | composite (shared prefixes in a KV store)
+# url = "redis://127.0.0.1:6379"  # composite's KV store: redis://… or postgres://… (by scheme)
+# table_prefix = "harness_"       # postgres only: the same as [state] key_prefix
 
 # Where agent state and the session lease live. redis/postgres let several replicas share sessions
-# (required with [filesystem] kind = "composite"; redis must be the same server as redis_url).
+# (required with [filesystem] kind = "composite", on the same server as [filesystem] url, so the
+# lease fences every shared write).
 # [state]
 # kind = "file"                   # file | redis | postgres
 # url = "redis://127.0.0.1:6379"  # or postgres://user@host:5432/db
@@ -420,12 +440,42 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(
-            message.contains("[state] url must be the Redis of [filesystem] redis_url"),
+            message.contains("[state] url must be the Redis of [filesystem] url"),
             "{message}"
         );
+        let scheme = "[filesystem]\nkind = \"composite\"\nurl = \"mysql://h/db\"\n";
+        let message = HarnessConfig::parse(scheme, Path::new("t"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.contains("[filesystem] url must start with redis://") && message.contains("mysql://…"),
+            "{message}"
+        );
+        // On PostgreSQL the shared files must live in the tables of the lease that fences
+        // them: another backend, database or table prefix is refused with one line.
+        for unfenced in [
+            "[filesystem]\nkind = \"composite\"\n[state]\nkind = \"postgres\"\nurl = \"postgres://h/db\"\n",
+            "[filesystem]\nkind = \"composite\"\nurl = \"postgres://h/other\"\n\
+             [state]\nkind = \"postgres\"\nurl = \"postgres://h/db\"\n",
+            "[filesystem]\nkind = \"composite\"\nurl = \"postgres://h/db\"\n\
+             [state]\nkind = \"postgres\"\nurl = \"postgres://h/db\"\nkey_prefix = \"t_\"\n",
+        ] {
+            let message = HarnessConfig::parse(unfenced, Path::new("t"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                message.contains("[filesystem]") && message.contains("table_prefix"),
+                "{unfenced}: {message}"
+            );
+            assert_eq!(message.lines().count(), 1, "{message}");
+        }
         for ok in [
             "[filesystem]\nkind = \"composite\"\n[state]\nkind = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n",
-            "[filesystem]\nkind = \"composite\"\n[state]\nkind = \"postgres\"\nurl = \"postgres://h/db\"\n",
+            "[filesystem]\nkind = \"composite\"\nurl = \"postgres://h/db\"\n[state]\nkind = \"postgres\"\nurl = \"postgres://h/db\"\n",
+            "[filesystem]\nkind = \"composite\"\nurl = \"postgres://h/db\"\ntable_prefix = \"t_\"\n\
+             [state]\nkind = \"postgres\"\nurl = \"postgres://h/db\"\nkey_prefix = \"t_\"\n",
             "[filesystem]\nkind = \"local\"\n",
         ] {
             assert!(HarnessConfig::parse(ok, Path::new("t")).is_ok(), "{ok}");

@@ -212,11 +212,8 @@ impl<'a> WorkspaceLoader<'a> {
             if let Some(backend) = backend {
                 builder = builder.state_store(backend.store).session_lease(backend.lease);
                 // Shared files are fenced only when they live where the lease's counter is.
-                let composite = config
-                    .filesystem
-                    .as_ref()
-                    .is_some_and(|fs| fs.kind == crate::filesystem::FilesystemKind::Composite);
-                if let Some(fence) = backend.fence.filter(|_| composite) {
+                let fenced = crate::filesystem::fences_shared_files(config.filesystem.as_ref(), state);
+                if let Some(fence) = backend.fence.filter(|_| fenced) {
                     builder = builder.write_fence(fence);
                 }
             }

@@ -184,12 +184,13 @@ async fn open_postgres(config: &StateConfig) -> Result<StateBackend, StateBacken
         .await
         .map_err(|err| StateBackendError::Postgres(Box::new(err)))?;
     let lease = store.lease(config.lease_ttl);
-    // The lease's counter lives in PostgreSQL; a Redis-backed file cannot check it in the
-    // same atomic step, so only the state save is fenced.
+    let fencer = lease.clone();
+    // The fence names the lease row; a `PostgresKv` on the same tables checks it in the
+    // transaction of each shared write (`[filesystem] url = "postgres://…"`).
     Ok(StateBackend {
         store: Arc::new(store),
         lease: Arc::new(lease),
-        fence: None,
+        fence: Some(Arc::new(move |key: &LeaseKey, token| fencer.kv_fence(key, token))),
     })
 }
 

@@ -1,5 +1,5 @@
 //! Several replicas of one deployment: two workspace directories with the same harness.toml
-//! (`[filesystem] kind = "composite"` on Redis, `[state]` on Redis or PostgreSQL), driven
+//! (`[filesystem] kind = "composite"` and `[state]` both on Redis or both on PostgreSQL), driven
 //! through the real binary against a fake OpenAI-compatible server.
 
 use super::cli::{harness, text};
@@ -116,8 +116,13 @@ impl Deployment {
                 format!("kind = \"postgres\"\nurl = \"{POSTGRES}\"\nkey_prefix = \"{table_prefix}\"\n")
             }
         };
+        // The shared files live in the state's backend, so its lease fences them.
+        let kv_section = match state {
+            StateKind::Redis => format!("url = \"{REDIS}\"\n"),
+            StateKind::Postgres => format!("url = \"{POSTGRES}\"\ntable_prefix = \"{table_prefix}\"\n"),
+        };
         let config = format!(
-            "[memory]\nenabled = false\n\n[filesystem]\nkind = \"composite\"\nredis_url = \"{REDIS}\"\n\
+            "[memory]\nenabled = false\n\n[filesystem]\nkind = \"composite\"\n{kv_section}\
              key_prefix = \"{redis_prefix}kv:\"\n\n[state]\n{state_section}lease_ttl = \"{lease_ttl}\"\n"
         );
         let replicas = ["replica-a", "replica-b"].map(|name| {
@@ -168,6 +173,37 @@ impl Deployment {
             .collect()
     }
 
+    /// Every shared file of the deployment with a digest of its bytes, read from the backend
+    /// itself (not through Harness): `key md5` lines in key order.
+    pub(super) fn shared_bytes(&self, state: StateKind) -> String {
+        let output = match state {
+            StateKind::Postgres => Command::new("psql")
+                .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-At", "-c"])
+                .arg(format!(
+                    "SELECT key || ' ' || md5(value) FROM {}kv ORDER BY key",
+                    self.table_prefix
+                ))
+                .output()
+                .unwrap(),
+            StateKind::Redis => Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "redis-cli --scan --pattern '{p}kv:d:*' | sort | while read k; do \
+                     printf '%s ' \"$k\"; redis-cli --raw get \"$k\" | md5sum; done",
+                    p = self.redis_prefix
+                ))
+                .output()
+                .unwrap(),
+        };
+        assert!(output.status.success(), "{:?}", text(&output));
+        let listing = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            listing.contains("sessions"),
+            "the transcript is a shared file: {listing}"
+        );
+        listing
+    }
+
     /// Waits until the server has seen `count` requests (a readiness signal, not a delay).
     pub(super) fn await_requests(&self, count: usize) {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -205,7 +241,8 @@ impl Drop for Deployment {
         let _ = Command::new("psql")
             .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-q", "-c"])
             .arg(format!(
-                "DROP TABLE IF EXISTS {p}states, {p}messages, {p}leases, {p}schema_version"
+                "DROP TABLE IF EXISTS {p}states, {p}messages, {p}leases, {p}kv, {p}schema_version; \
+                 DROP SEQUENCE IF EXISTS {p}generation_seq, {p}kv_seq"
             ))
             .output();
     }
@@ -282,7 +319,19 @@ fn signal(child: &Child, name: &str) {
 /// turn, and the paused one, resumed, writes nothing and ends with a clear error.
 #[test]
 fn a_paused_replica_cannot_write_after_its_lease_passed() {
-    let deployment = Deployment::new(StateKind::Redis, "1s");
+    a_paused_replica_cannot_write(StateKind::Redis);
+}
+
+/// The same on PostgreSQL alone (state, lease and shared files): the resumed replica changes
+/// no byte of the shared files.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_paused_replica_on_postgres_cannot_write_after_its_lease_passed() {
+    a_paused_replica_cannot_write(StateKind::Postgres);
+}
+
+fn a_paused_replica_cannot_write(state: StateKind) {
+    let deployment = Deployment::new(state, "1s");
     let stale = deployment.spawn_run(0, "slow message from A");
     deployment.await_requests(1);
     signal(&stale, "STOP");
@@ -303,6 +352,7 @@ fn a_paused_replica_cannot_write_after_its_lease_passed() {
             .any(|(role, text)| role == "assistant" && text.contains("turn")),
         "{texts:?}"
     );
+    let bytes_before = deployment.shared_bytes(state);
     signal(&stale, "CONT");
     let output = finish(stale);
     let (_, stderr) = text(&output);
@@ -312,6 +362,11 @@ fn a_paused_replica_cannot_write_after_its_lease_passed() {
         "a clear error naming the lease: {stderr}"
     );
     // Nothing of A's resumed turn reached the shared transcript or the state.
+    assert_eq!(
+        deployment.shared_bytes(state),
+        bytes_before,
+        "the resumed replica changed a shared file"
+    );
     assert_eq!(roles_and_texts(&deployment.transcript(0)), texts);
     let output = finish(deployment.spawn_run(0, "after"));
     assert!(output.status.success(), "{:?}", text(&output));

@@ -630,3 +630,39 @@ async fn kv_fs_on_redis_conforms() {
         std::panic::resume_unwind(panic);
     }
 }
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kv_fs_on_postgres_conforms() {
+    use harness_store::{KvStore, PostgresBackend, PostgresConfig, PostgresKv};
+    let url = std::env::var("HARNESS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let config = PostgresConfig {
+        url: url.clone(),
+        table_prefix: format!("hfs_{}_", uuid::Uuid::new_v4().simple()),
+        ..PostgresConfig::default()
+    };
+    let backend = match PostgresBackend::connect(&config).await {
+        Ok(backend) => backend,
+        Err(err) => panic!(
+            "the PostgreSQL conformance run needs PostgreSQL at {url} (set HARNESS_TEST_POSTGRES_URL); connecting failed: {}",
+            harness_core::error_chain(&err)
+        ),
+    };
+    let kv: Arc<dyn KvStore> = Arc::new(PostgresKv::new(backend.clone(), "fs:"));
+    let suite = async {
+        run_all(Arc::new(KvFs::new(Arc::clone(&kv), p("fs/agents/main/users/alice")))).await;
+        // A composite with PostgreSQL-backed shared prefixes, as in a multi-replica deployment.
+        let dir = tempfile::tempdir().unwrap();
+        let composite = CompositeFs::new(local(&dir))
+            .mount(p("ws/log"), Arc::new(KvFs::new(Arc::clone(&kv), p("memory"))))
+            .mount_file(p("ws/README.md"), Arc::new(KvFs::new(Arc::clone(&kv), p("root"))));
+        run_all(Arc::new(composite)).await;
+    };
+    // Drop the tables whether the suite passes or not.
+    let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
+    backend.drop_all().await.unwrap();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}

@@ -318,3 +318,128 @@ mod redis {
         }
     }
 }
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::run_all;
+    use harness_core::{CancellationToken, LeaseKey, SessionLease};
+    use harness_store::{KvStore, PostgresBackend, PostgresConfig, PostgresKv, PostgresLease, StoreError};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn url() -> String {
+        std::env::var("HARNESS_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    }
+
+    /// A backend with tables under a fresh random prefix. Fails (never skips) when
+    /// PostgreSQL is not reachable.
+    async fn backend() -> PostgresBackend {
+        let config = PostgresConfig {
+            url: url(),
+            table_prefix: format!("hk_{}_", uuid::Uuid::new_v4().simple()),
+            ..PostgresConfig::default()
+        };
+        PostgresBackend::connect(&config).await.unwrap_or_else(|err| {
+            panic!(
+                "the PostgreSQL tests need PostgreSQL at {}: {}",
+                url(),
+                harness_core::error_chain(&err)
+            )
+        })
+    }
+
+    async fn cleaned(backend: &PostgresBackend, suite: impl std::future::Future<Output = ()>) {
+        let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
+        backend.drop_all().await.unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres_kv_conforms() {
+        let backend = backend().await;
+        let store = PostgresKv::new(backend.clone(), "conformance:");
+        let neighbour = PostgresKv::new(backend.clone(), "other:");
+        cleaned(&backend, async {
+            neighbour.put("left/over", b"theirs", None).await.unwrap();
+            run_all(Arc::new(store.clone())).await;
+            // Namespaces are separate: the suite never saw the neighbour's key, and purging
+            // one namespace leaves the other alone.
+            store.put("left/over", b"x", None).await.unwrap();
+            assert!(store.purge().await.unwrap() >= 1);
+            assert!(store.list("", None, 10).await.unwrap().entries.is_empty());
+            assert_eq!(neighbour.get("left/over").await.unwrap().unwrap().value, b"theirs");
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn unreachable_postgres_is_a_clear_unavailable_error() {
+        let config = PostgresConfig {
+            url: "postgres://postgres@127.0.0.1:1/test".to_owned(),
+            acquire_timeout: Duration::from_secs(1),
+            ..PostgresConfig::default()
+        };
+        match PostgresKv::connect(&config, "x:").await {
+            Err(err @ StoreError::Unavailable { .. }) => assert!(err.is_retryable()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The KV-level fence checks the PostgreSQL lease row in the write's own transaction: a
+    /// stale token can neither write, append nor delete, and changes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fenced_writes_refuse_stale_tokens() {
+        let backend = backend().await;
+        let store = PostgresKv::new(backend.clone(), "fence:");
+        let lease = PostgresLease::new(backend.clone(), Duration::from_secs(5));
+        cleaned(&backend, async {
+            let key = LeaseKey::new(&["agent", "user", "session"]);
+            let never = CancellationToken::new();
+            let first = lease.acquire(&key, &never).await.unwrap();
+            let stale = lease.kv_fence(&key, first.token().unwrap());
+            first.release().await;
+            let second = lease.acquire(&key, &never).await.unwrap();
+            let current = lease.kv_fence(&key, second.token().unwrap());
+            let v1 = store
+                .put_fenced("t/transcript", b"one\n", Some(0), &current)
+                .await
+                .unwrap();
+            match store.put_fenced("t/transcript", b"stale", None, &stale).await {
+                Err(StoreError::Fenced {
+                    token, current: newest, ..
+                }) => assert_eq!((token, newest), (stale.token, current.token)),
+                other => panic!("a stale put must be refused: {other:?}"),
+            }
+            assert!(matches!(
+                store.put_fenced("t/new", b"stale", Some(0), &stale).await,
+                Err(StoreError::Fenced { .. })
+            ));
+            assert!(store.get("t/new").await.unwrap().is_none());
+            assert!(matches!(
+                store.append_fenced("t/transcript", b"stale\n", &stale).await,
+                Err(StoreError::Fenced { .. })
+            ));
+            let item = store.get("t/transcript").await.unwrap().unwrap();
+            assert_eq!((item.value.as_slice(), item.version), (b"one\n".as_slice(), v1));
+            store.append_fenced("t/transcript", b"two\n", &current).await.unwrap();
+            assert!(matches!(
+                store.put_fenced("t/transcript", b"x", Some(v1), &current).await,
+                Err(StoreError::Conflict { .. })
+            ));
+            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
+            match store.delete_fenced("t/transcript", &stale).await {
+                Err(StoreError::Fenced { token, .. }) => assert_eq!(token, stale.token),
+                other => panic!("a stale delete must be refused: {other:?}"),
+            }
+            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
+            assert!(store.delete_fenced("t/transcript", &current).await.unwrap());
+            assert!(store.get("t/transcript").await.unwrap().is_none());
+            assert!(!store.delete_fenced("t/transcript", &current).await.unwrap());
+            second.release().await;
+        })
+        .await;
+    }
+}
