@@ -30,10 +30,16 @@ pub enum TaskStatus {
     Cancelled,
     /// Its runner ended (the process exited or crashed) before the task finished.
     Lost,
+    /// The child's turn ended waiting for a person's approval (its pending calls are in
+    /// [`TaskRecord::pending`]); nothing runs until a person decides. A sync child's ask
+    /// is the parent's pending approval; a background child is resumed with
+    /// [`HarnessAgent::resume_task`](crate::HarnessAgent::resume_task).
+    AwaitingApproval,
 }
 
 impl TaskStatus {
-    /// Whether the task has finished.
+    /// Whether the task's runner has finished (`awaiting_approval` included: nothing runs
+    /// until a person decides, and a resume runs the child again).
     pub fn is_terminal(self) -> bool {
         self != Self::Running
     }
@@ -47,6 +53,7 @@ impl TaskStatus {
             Self::Timeout => "timeout",
             Self::Cancelled => "cancelled",
             Self::Lost => "lost",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 }
@@ -85,6 +92,9 @@ pub struct TaskRecord {
     /// in any process; `None` for records written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<TaskProgress>,
+    /// The child's calls waiting for a person (status `awaiting_approval`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<harness_core::PendingCall>,
 }
 
 /// A persisted summary of a task's activity: what another process can know of a child it
