@@ -450,7 +450,9 @@ impl Kernel {
         let decided = |call: &PendingCall| decisions.iter().find(|decision| decision.call_id == call.id);
         // Refusals first: they cost nothing and are final.
         for call in &pending.calls {
-            if let Some(decision) = decided(call).filter(|decision| !decision.verdict.approves() && call.child.is_none()) {
+            if let Some(decision) =
+                decided(call).filter(|decision| !decision.verdict.approves() && call.child.is_none())
+            {
                 let note = decision
                     .note
                     .as_deref()
@@ -491,9 +493,7 @@ impl Kernel {
         let denied: Vec<String> = pending
             .calls
             .iter()
-            .filter(|call| {
-                call.child.is_none() && decided(call).is_some_and(|decision| !decision.verdict.approves())
-            })
+            .filter(|call| call.child.is_none() && decided(call).is_some_and(|decision| !decision.verdict.approves()))
             .map(|call| call.id.clone())
             .collect();
         // Record the approved calls as started and save before any of them runs: a retry

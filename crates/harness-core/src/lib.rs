@@ -44,8 +44,8 @@ pub use agent::{
 };
 pub use annotations::ToolAnnotations;
 pub use approval::{
-    ApprovalDecision, ApprovalError, Approvals, ChildDecision, PendingApproval, PendingCall, PendingChild, TurnModelSpec,
-    Verdict,
+    ApprovalDecision, ApprovalError, Approvals, ChildDecision, PendingApproval, PendingCall, PendingChild,
+    TurnModelSpec, Verdict,
 };
 pub use context::RuntimeContext;
 pub use error_kind::ErrorKind;

@@ -542,7 +542,13 @@ impl HarnessAgent {
         runtime.admit_with(&ctx, Some(&counter))?;
         let sink = request.wait.map(|_| harness_core::EventSink::disabled());
         let started = runtime
-            .start(&ctx, &declaration, runtime::ChildInput::Task(task), request.label.as_deref(), sink)
+            .start(
+                &ctx,
+                &declaration,
+                runtime::ChildInput::Task(task),
+                request.label.as_deref(),
+                sink,
+            )
             .await?;
         let task_id = started.task.id().to_owned();
         let (status, result) = match request.wait {

@@ -126,7 +126,9 @@ impl Shared {
             None => sync_wait(timeout_seconds)?,
         };
         let resumed = ctx.runtime.get::<ChildDecision>().cloned();
-        let agent_id = resumed.as_ref().map_or(agent_id, |resumed| resumed.child.agent_id.as_str());
+        let agent_id = resumed
+            .as_ref()
+            .map_or(agent_id, |resumed| resumed.child.agent_id.as_str());
         let declaration = self
             .declarations
             .resolve(&ctx.runtime, agent_id)
@@ -136,7 +138,8 @@ impl Shared {
         let started = match &resumed {
             // Not a new spawn: the limits counted it when it started.
             Some(resumed) => {
-                let label = (resumed.child.instance != resumed.child.task_id).then_some(resumed.child.instance.as_str());
+                let label =
+                    (resumed.child.instance != resumed.child.task_id).then_some(resumed.child.instance.as_str());
                 let input = ChildInput::Resume(ResumeChild {
                     task_id: resumed.child.task_id.clone(),
                     instance: resumed.child.instance.clone(),

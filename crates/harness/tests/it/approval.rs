@@ -413,7 +413,10 @@ async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
     parent.call("go", ctx("alice", "s1")).await.unwrap();
     let pending = parent.pending_approval(ctx("alice", "s1")).await.unwrap();
     assert_eq!(pending.calls.len(), 1, "{pending:?}");
-    let child = pending.calls[0].child.clone().expect("the spawn carries the child's calls");
+    let child = pending.calls[0]
+        .child
+        .clone()
+        .expect("the spawn carries the child's calls");
     assert_eq!(
         child
             .calls
@@ -700,7 +703,10 @@ async fn denying_a_childs_ask_on_the_parent_tells_the_childs_model() {
     let turns = child_turns.lock().unwrap();
     assert_eq!(turns.len(), 2);
     let seen = format!("{:?}", turns[1].messages);
-    assert!(seen.contains("A person refused") && seen.contains("not today"), "{seen}");
+    assert!(
+        seen.contains("A person refused") && seen.contains("not today"),
+        "{seen}"
+    );
 }
 
 /// A background child that asks: its task is recorded `awaiting_approval` with its pending
