@@ -581,11 +581,11 @@ fn family(dir: &Path, child_turns: Arc<std::sync::Mutex<Vec<harness_core::ChatRe
                 .messages
                 .iter()
                 .flat_map(|msg| msg.content.iter())
-                .filter_map(|block| match block {
+                .rev()
+                .find_map(|block| match block {
                     harness_core::Block::ToolResult { content, .. } => Some(harness_core::join_text(content)),
                     _ => None,
-                })
-                .last();
+                });
             return match last_result {
                 None => Reply::tool_call("execute", json!({"command": "touch marker"})),
                 Some(result) if result.contains("A person refused") => Reply::text("child was refused"),
@@ -598,11 +598,11 @@ fn family(dir: &Path, child_turns: Arc<std::sync::Mutex<Vec<harness_core::ChatRe
             .messages
             .iter()
             .flat_map(|msg| msg.content.iter())
-            .filter_map(|block| match block {
+            .rev()
+            .find_map(|block| match block {
                 harness_core::Block::ToolResult { content, .. } => Some(harness_core::join_text(content)),
                 _ => None,
-            })
-            .last();
+            });
         match last_result {
             None => Reply::tool_call("agent_spawn", json!({"agent_id": "helper", "task": "make the marker"})),
             Some(result) => Reply::text(format!("parent saw: {result}")),
