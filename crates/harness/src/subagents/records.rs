@@ -189,6 +189,24 @@ impl TaskStore {
         &self.path
     }
 
+    /// Whether the file exists: a metadata lookup (on a local disk it runs on the caller's
+    /// thread, no hand-off to the blocking pool), so a session that never started a task
+    /// pays almost nothing per call. Never cached: a task another process creates is seen
+    /// on the next check.
+    ///
+    /// # Errors
+    /// [`TaskStoreError::Fs`] when the lookup fails for another reason than a missing file.
+    pub async fn exists(&self) -> Result<bool, TaskStoreError> {
+        match self.fs.stat(&self.path).await {
+            Ok(_) => Ok(true),
+            Err(FsError::NotFound { .. }) => Ok(false),
+            Err(source) => Err(TaskStoreError::Fs {
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+
     /// The file as it is now (empty when there is none).
     ///
     /// # Errors
