@@ -66,6 +66,15 @@ pub(crate) fn print_pending(out: &mut Out, pending: &PendingApproval, ctx: &Runt
         if let Some(rule) = &call.suggestion {
             out.line(&format!("    rule that would allow it: {rule}"))?;
         }
+        // A subagent's ask: what the child wants to run; the decision is forwarded to it.
+        if let Some(child) = &call.child {
+            for asked in &child.calls {
+                out.line(&format!(
+                    "    subagent {} (session {}) wants: {} {}",
+                    child.agent_id, child.session_id, asked.tool, asked.input
+                ))?;
+            }
+        }
     }
     let mut target = String::new();
     if let Some(user) = &ctx.user_id {

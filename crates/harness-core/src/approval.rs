@@ -71,7 +71,7 @@ impl PendingApproval {
 }
 
 /// One call that waits for a person.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingCall {
     /// The model's call id.
     pub id: String,
@@ -89,6 +89,27 @@ pub struct PendingCall {
     /// interrupted and is never run again.
     #[serde(default)]
     pub started: bool,
+    /// Set when the call is a subagent call (`agent_spawn`, `agent_send`) whose child asked:
+    /// the child's own pending calls, which this decision is forwarded to. Such a call
+    /// runs again on either verdict, resuming the child with the decision (a denial reaches
+    /// the child's model as a person's refusal, and the child goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<PendingChild>,
+}
+
+/// The child behind a parent's pending subagent call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingChild {
+    /// The subagent's id.
+    pub agent_id: String,
+    /// The child's session id.
+    pub session_id: String,
+    /// The task the child ran as.
+    pub task_id: String,
+    /// The child's instance key (its label, or the task id): what resumes the same session.
+    pub instance: String,
+    /// The child's pending calls (each with its tool, arguments, reason and suggested rule).
+    pub calls: Vec<PendingCall>,
 }
 
 /// What a person decided about one pending call.
@@ -177,6 +198,35 @@ pub struct Approvals(pub Vec<ApprovalDecision>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnModelSpec(pub String);
 
+/// In the context of a pending subagent call being run again after a person decided on it
+/// (either verdict): the decision, to forward to the child's pending calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildDecision {
+    /// The decision about the parent's call (its `input`, if any, edits the child's call
+    /// when the child has exactly one pending call).
+    pub decision: ApprovalDecision,
+    /// The child and its pending calls.
+    pub child: PendingChild,
+}
+
+impl ChildDecision {
+    /// The decisions to give the child: the verdict (and note) for each of its pending
+    /// calls; edited arguments apply when it has a single pending call.
+    pub fn child_decisions(&self) -> Vec<ApprovalDecision> {
+        let single = self.child.calls.len() == 1;
+        self.child
+            .calls
+            .iter()
+            .map(|call| ApprovalDecision {
+                call_id: call.id.clone(),
+                verdict: self.decision.verdict,
+                input: if single { self.decision.input.clone() } else { None },
+                note: self.decision.note.clone(),
+            })
+            .collect()
+    }
+}
+
 /// Marks the one call a person approved, in that call's context only.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ApprovedCall {
@@ -224,6 +274,29 @@ impl ToolContext {
     ///
     /// `suggestion` is the rule that would allow calls like this one.
     pub fn request_approval(&self, call: &ToolCall, reason: &str, suggestion: Option<String>) -> ToolOutput {
+        self.request_approval_for(call, reason, suggestion, None)
+    }
+
+    /// [`request_approval`](Self::request_approval) for a subagent call whose child waits
+    /// for a person: the parent's pending call carries the child's pending calls, and when
+    /// a person decides, the call runs again with a [`ChildDecision`] in its context.
+    pub fn request_child_approval(
+        &self,
+        call: &ToolCall,
+        reason: &str,
+        suggestion: Option<String>,
+        child: PendingChild,
+    ) -> ToolOutput {
+        self.request_approval_for(call, reason, suggestion, Some(child))
+    }
+
+    fn request_approval_for(
+        &self,
+        call: &ToolCall,
+        reason: &str,
+        suggestion: Option<String>,
+        child: Option<PendingChild>,
+    ) -> ToolOutput {
         let model = self.runtime.get::<TurnModelSpec>().map(|spec| spec.0.clone());
         let recorded = self.session.update::<PendingApproval, _>(|pending| {
             if pending.calls.is_empty() {
@@ -238,6 +311,7 @@ impl ToolContext {
                 reason: reason.to_owned(),
                 suggestion,
                 started: false,
+                child,
             });
         });
         match recorded {
@@ -376,7 +450,9 @@ impl Kernel {
         let decided = |call: &PendingCall| decisions.iter().find(|decision| decision.call_id == call.id);
         // Refusals first: they cost nothing and are final.
         for call in &pending.calls {
-            if let Some(decision) = decided(call).filter(|decision| !decision.verdict.approves()) {
+            if let Some(decision) =
+                decided(call).filter(|decision| !decision.verdict.approves() && call.child.is_none())
+            {
                 let note = decision
                     .note
                     .as_deref()
@@ -389,24 +465,35 @@ impl Kernel {
                 self.record_result(turn, &call.id, &call.tool, output).await;
             }
         }
-        let approved: Vec<(PendingCall, Value)> = pending
+        // A subagent call runs again on either verdict (it forwards the decision to its
+        // child), with its own arguments; edited arguments are the child's.
+        let approved: Vec<(PendingCall, Value, Option<ChildDecision>)> = pending
             .calls
             .iter()
             .filter_map(|call| {
                 decided(call)
-                    .filter(|decision| decision.verdict.approves())
-                    .map(|decision| {
-                        (
+                    .filter(|decision| decision.verdict.approves() || call.child.is_some())
+                    .map(|decision| match &call.child {
+                        Some(child) => (
+                            call.clone(),
+                            call.input.clone(),
+                            Some(ChildDecision {
+                                decision: decision.clone(),
+                                child: child.clone(),
+                            }),
+                        ),
+                        None => (
                             call.clone(),
                             decision.input.clone().unwrap_or_else(|| call.input.clone()),
-                        )
+                            None,
+                        ),
                     })
             })
             .collect();
         let denied: Vec<String> = pending
             .calls
             .iter()
-            .filter(|call| decided(call).is_some_and(|decision| !decision.verdict.approves()))
+            .filter(|call| call.child.is_none() && decided(call).is_some_and(|decision| !decision.verdict.approves()))
             .map(|call| call.id.clone())
             .collect();
         // Record the approved calls as started and save before any of them runs: a retry
@@ -415,7 +502,7 @@ impl Kernel {
             .update::<PendingApproval, _>(|slot| {
                 slot.calls.retain(|call| !denied.contains(&call.id));
                 for call in &mut slot.calls {
-                    if approved.iter().any(|(approved, _)| approved.id == call.id) {
+                    if approved.iter().any(|(approved, _, _)| approved.id == call.id) {
                         call.started = true;
                     }
                 }
@@ -433,8 +520,8 @@ impl Kernel {
                 )
                 .await?;
         }
-        for (call, input) in approved {
-            let output = self.run_approved(turn, &call, input).await;
+        for (call, input, child) in approved {
+            let output = self.run_approved(turn, &call, input, child).await;
             // A layer may ask again (the edited call is new to it): then it waits again.
             let waiting_again = waiting_ids(&turn.session).contains(&call.id);
             if waiting_again {
@@ -449,7 +536,13 @@ impl Kernel {
     }
 
     /// Runs one approved call through the acting layers, marked approved in its context.
-    async fn run_approved(&self, turn: &Turn, call: &PendingCall, input: Value) -> ToolOutput {
+    async fn run_approved(
+        &self,
+        turn: &Turn,
+        call: &PendingCall,
+        input: Value,
+        child: Option<ChildDecision>,
+    ) -> ToolOutput {
         if turn.events.is_active() {
             turn.events
                 .emit(EventKind::ToolCallEnd {
@@ -465,6 +558,9 @@ impl Kernel {
             name: call.tool.clone(),
             input: input.clone(),
         });
+        if let Some(child) = child {
+            runtime.insert(child);
+        }
         let ctx = ToolContext {
             runtime,
             call_id: call.id.clone(),

@@ -43,7 +43,10 @@ pub use agent::{
     DEFAULT_TOOL_TIMEOUT, DEFAULT_USER, DEFAULT_USER_ID, ReActAgent, ReActAgentBuilder, error_chain,
 };
 pub use annotations::ToolAnnotations;
-pub use approval::{ApprovalDecision, ApprovalError, Approvals, PendingApproval, PendingCall, TurnModelSpec, Verdict};
+pub use approval::{
+    ApprovalDecision, ApprovalError, Approvals, ChildDecision, PendingApproval, PendingCall, PendingChild,
+    TurnModelSpec, Verdict,
+};
 pub use context::RuntimeContext;
 pub use error_kind::ErrorKind;
 pub use event::{AgentEvent, EventKind, EventSink, EventSource};

@@ -20,10 +20,10 @@
 //! `ApprovalRequired` event; [`HarnessAgent::resume`](crate::HarnessAgent::resume) continues
 //! it with a person's decisions, from this process or another. "Approve always" adds the
 //! pending call's suggested rule to the session's [`SessionRules`] (allow rules consulted
-//! after the configured ones). A subagent cannot wait for a person: its asks get an error
-//! result saying so (with the rule that would allow it), as do calls of any agent built
-//! that way. Denied calls are also reported as warning events ([`WARNING_DENIED`]; unanswerable
-//! asks as [`WARNING_APPROVAL`]).
+//! after the configured ones). A subagent's ask waits in the child's session and becomes its
+//! parent's pending approval (the parent's `agent_spawn`/`agent_send` call carries the
+//! child's pending calls; see [`crate::subagents`]). Denied calls are also reported as
+//! warning events ([`WARNING_DENIED`]).
 
 mod command_line;
 pub mod policy;
@@ -98,10 +98,10 @@ impl HarnessAgentBuilder {
 }
 
 /// A child agent's permissions: the parent's policy as [`Policy::inherited`] (its deny and
-/// ask rules and its mode, so the child is never more permissive), and asks that cannot
-/// wait for a person (the child's turn is not what a person resumes).
+/// ask rules and its mode, so the child is never more permissive). A child's ask waits in
+/// the child's session like any other; the subagent tools turn it into the parent's
+/// pending approval (see [`crate::subagents`]).
 pub(crate) fn for_child(builder: HarnessAgentBuilder, parent: Option<&Policy>) -> HarnessAgentBuilder {
-    let builder = builder.setting(CannotWait);
     match parent {
         Some(policy) => builder.permissions(policy.inherited()),
         None => builder,
@@ -119,10 +119,8 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
             None => Policy::default(),
         },
     };
-    let can_wait = setup.take::<CannotWait>().is_none();
     let gate = Arc::new(PermissionGate {
         policy: Arc::new(policy),
-        can_wait,
     });
     setup.provide(Arc::clone(&gate.policy));
     Ok(Some(Arc::new(Permissions(gate))))
@@ -179,16 +177,9 @@ impl harness_core::SessionSlot for SessionRules {
     const KEY: &'static str = "permission_rules";
 }
 
-/// Marks an agent whose asks cannot wait for a person (a subagent's: its parent's turn is
-/// what a person would resume). Such an agent answers an ask with an error result.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CannotWait;
-
 /// Decides on each call before the tool runs.
 struct PermissionGate {
     policy: Arc<Policy>,
-    /// Whether an ask may end the turn to wait for a person.
-    can_wait: bool,
 }
 
 impl PermissionGate {
@@ -270,34 +261,11 @@ impl Middleware for PermissionGate {
             }
             // A person approved exactly this call (resumed after the decision).
             Decision::Ask { .. } if ctx.is_approved(&call) => next.run(call, ctx).await,
-            Decision::Ask { reason, suggestion } if self.can_wait => {
+            Decision::Ask { reason, suggestion } => {
                 tracing::info!(tool = %call.name, %reason, "call waits for a person's approval");
                 // An empty suggestion: no rule can allow it (leaving plan mode).
                 let suggestion = (!suggestion.is_empty()).then_some(suggestion);
                 ctx.request_approval(&call, &reason, suggestion)
-            }
-            Decision::Ask { reason, suggestion } => {
-                tracing::info!(tool = %call.name, %reason, "call needs approval");
-                // An empty suggestion: no rule can allow it (leaving plan mode).
-                let (rule, how) = if suggestion.is_empty() {
-                    (String::new(), String::new())
-                } else {
-                    (
-                        format!(" Rule to allow it: {suggestion}"),
-                        format!(
-                            " A person can allow calls like it with the rule `{suggestion}` in [permissions] allow."
-                        ),
-                    )
-                };
-                warn(
-                    ctx,
-                    WARNING_APPROVAL,
-                    format!("`{}` needs approval ({reason}); it was not run.{rule}", call.name),
-                )
-                .await;
-                ToolOutput::error(format!(
-                    "This call needs a person's approval ({reason}), and none can be asked here, so it was not run.{how}"
-                ))
             }
         }
     }

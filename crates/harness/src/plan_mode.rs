@@ -229,9 +229,7 @@ impl TypedTool for PlanExit {
 
     async fn call(&self, _args: PlanExitArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if inherited(&ctx.runtime) {
-            return Err(ToolError::failed(
-                "you are in plan mode because the agent that started you is planning; it ends when that agent's plan is approved. Report your findings instead.",
-            ));
+            return Err(ToolError::failed(INHERITED_EXIT));
         }
         let was_active = ctx
             .session
@@ -245,6 +243,9 @@ impl TypedTool for PlanExit {
         ))
     }
 }
+
+/// Why a child in its parent's plan mode cannot leave it.
+const INHERITED_EXIT: &str = "you are in plan mode because the agent that started you is planning; it ends when that agent's plan is approved. Report your findings instead.";
 
 /// What runs while planning, for the banner and the refusals.
 fn allowed_text(allow_shell: bool) -> String {
@@ -381,6 +382,11 @@ impl Middleware for PlanGate {
                 call.name,
                 allowed_text(self.allow_shell)
             ));
+        }
+        if call.name == PLAN_EXIT && inherited(&ctx.runtime) {
+            // Refused before the permissions layer would ask a person for it: only the
+            // parent's own plan can be approved.
+            return ToolOutput::error(INHERITED_EXIT);
         }
         if is_subagent_tool(&call.name) && !inherited(&ctx.runtime) {
             // The children this call starts or continues plan too.

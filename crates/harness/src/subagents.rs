@@ -605,7 +605,13 @@ impl HarnessAgent {
         runtime.admit_with(&ctx, Some(&counter))?;
         let sink = request.wait.map(|_| harness_core::EventSink::disabled());
         let started = runtime
-            .start(&ctx, &declaration, task, request.label.as_deref(), sink)
+            .start(
+                &ctx,
+                &declaration,
+                runtime::ChildInput::Task(task),
+                request.label.as_deref(),
+                sink,
+            )
             .await?;
         let task_id = started.task.id().to_owned();
         let (status, result) = match request.wait {
@@ -617,6 +623,65 @@ impl HarnessAgent {
         };
         Ok(SpawnOutcome {
             task_id,
+            agent_key: started.agent_key,
+            status,
+            result,
+        })
+    }
+
+    /// Resumes the task `task_id` of the session in `ctx` whose child waits for a person
+    /// (status `awaiting_approval`, e.g. a background child that asked): the child's turn
+    /// continues with `decisions` on its pending calls ([`TaskRecord::pending`]; a denied
+    /// call gives the child's model a result saying a person refused). The same task runs
+    /// again and is recorded like any other (a background one is pushed back to the
+    /// session's next call). `wait`: how long to wait for it (`None`: background).
+    ///
+    /// # Errors
+    /// [`SpawnError`]: subagents off, bad ids, no such task or it is not awaiting approval
+    /// ([`SpawnError::NotWaiting`]), a child that cannot be built, a task file that cannot
+    /// be read or written.
+    pub async fn resume_task(
+        &self,
+        ctx: harness_core::RuntimeContext,
+        task_id: &str,
+        decisions: Vec<harness_core::ApprovalDecision>,
+        wait: Option<Duration>,
+    ) -> Result<SpawnOutcome, SpawnError> {
+        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let runtime = &handle.runtime;
+        let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
+        let store = Runtime::store_for(&ctx)?;
+        let record = store.load().await?.tasks.get(task_id).cloned();
+        let Some(record) = record.filter(|record| record.status == TaskStatus::AwaitingApproval) else {
+            return Err(SpawnError::NotWaiting(task_id.to_owned()));
+        };
+        let declaration = handle
+            .declarations
+            .resolve(&ctx, &record.agent_id)
+            .await
+            .map_err(|message| SpawnError::Build {
+                id: record.agent_id.clone(),
+                message,
+            })?;
+        let instance = record.label.clone().unwrap_or_else(|| record.task_id.clone());
+        let input = runtime::ChildInput::Resume(runtime::ResumeChild {
+            task_id: record.task_id.clone(),
+            instance,
+            decisions,
+        });
+        let sink = wait.map(|_| harness_core::EventSink::disabled());
+        let started = runtime
+            .start(&ctx, &declaration, input, record.label.as_deref(), sink)
+            .await?;
+        let (status, result) = match wait {
+            None => (TaskStatus::Running, None),
+            Some(wait) => match runtime.wait_sync(&started.task, wait).await {
+                runtime::Waited::Done(outcome) => (outcome.status, Some(outcome.result)),
+                runtime::Waited::Promoted => (TaskStatus::Running, None),
+            },
+        };
+        Ok(SpawnOutcome {
+            task_id: record.task_id,
             agent_key: started.agent_key,
             status,
             result,

@@ -290,3 +290,65 @@ fn chat_asks_inline_and_always_adds_the_rule() {
         "asked twice, not three times: {stdout}"
     );
 }
+
+/// A subagent's ask goes through the same path: `run` exits 3 and shows what the child
+/// wants to run; `approve` (another process) resumes the child, which runs it once, and the
+/// parent's turn completes with the child's answer.
+#[test]
+fn a_subagents_ask_waits_on_the_parent_and_approve_resumes_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    // Parent and child share the scripted model: the parent spawns, the child asks.
+    let model = script(
+        dir.path(),
+        &format!(
+            r#"{{"replies": [{{"tool_calls": [{{"name": "agent_spawn", "arguments": {{"agent_id": "general-purpose", "task": "make a marker"}}}}]}}, {}]}}"#,
+            shell_call("touch marker")
+        ),
+    );
+    let output = harness()
+        .args(["run", "--model", &model, "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .arg("delegate the marker")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(find(&ws, "marker").is_none(), "nothing ran");
+    assert!(stdout.contains(": agent_spawn "), "{stdout}");
+    assert!(
+        stdout.contains("subagent general-purpose (session sub.s1.general-purpose.task-")
+            && stdout.contains("wants: execute {\"command\":\"touch marker\"}"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("rule that would allow it: execute(touch marker*)"),
+        "{stdout}"
+    );
+
+    // The second process: the child's answer after its call ran, then the parent's.
+    script(
+        dir.path(),
+        r#"{"replies": [{"text": "child: marker made"}, {"text": "parent: the child made it"}]}"#,
+    );
+    let output = harness()
+        .args(["approve", "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.trim().ends_with("parent: the child made it"), "{stdout}");
+    assert!(find(&ws, "marker").is_some(), "the child ran the approved call");
+    let output = harness()
+        .args(["approve", "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "nothing waits any more: {:?}",
+        text(&output)
+    );
+}

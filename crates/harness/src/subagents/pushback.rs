@@ -49,6 +49,10 @@ impl Middleware for PushBack {
         };
         if let Ok(store) = Runtime::store_for(turn.ctx())
             && (first || self.runtime.has_tasks_for(store.path()))
+            // The unused path: a session without a task file has nothing to deliver or
+            // sweep; a metadata check spares the read (a blocking-pool hand-off) per call.
+            // An unreadable check falls through to the read, which reports it.
+            && store.exists().await.unwrap_or(true)
         {
             match self.collect(&store).await {
                 Ok(records) if !records.is_empty() => {

@@ -30,10 +30,16 @@ pub enum TaskStatus {
     Cancelled,
     /// Its runner ended (the process exited or crashed) before the task finished.
     Lost,
+    /// The child's turn ended waiting for a person's approval (its pending calls are in
+    /// [`TaskRecord::pending`]); nothing runs until a person decides. A sync child's ask
+    /// is the parent's pending approval; a background child is resumed with
+    /// [`HarnessAgent::resume_task`](crate::HarnessAgent::resume_task).
+    AwaitingApproval,
 }
 
 impl TaskStatus {
-    /// Whether the task has finished.
+    /// Whether the task's runner has finished (`awaiting_approval` included: nothing runs
+    /// until a person decides, and a resume runs the child again).
     pub fn is_terminal(self) -> bool {
         self != Self::Running
     }
@@ -47,6 +53,7 @@ impl TaskStatus {
             Self::Timeout => "timeout",
             Self::Cancelled => "cancelled",
             Self::Lost => "lost",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 }
@@ -85,6 +92,9 @@ pub struct TaskRecord {
     /// in any process; `None` for records written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<TaskProgress>,
+    /// The child's calls waiting for a person (status `awaiting_approval`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<harness_core::PendingCall>,
 }
 
 /// A persisted summary of a task's activity: what another process can know of a child it
@@ -177,6 +187,24 @@ impl TaskStore {
     /// The file's path.
     pub fn path(&self) -> &WsPath {
         &self.path
+    }
+
+    /// Whether the file exists: a metadata lookup (on a local disk it runs on the caller's
+    /// thread, no hand-off to the blocking pool), so a session that never started a task
+    /// pays almost nothing per call. Never cached: a task another process creates is seen
+    /// on the next check.
+    ///
+    /// # Errors
+    /// [`TaskStoreError::Fs`] when the lookup fails for another reason than a missing file.
+    pub async fn exists(&self) -> Result<bool, TaskStoreError> {
+        match self.fs.stat(&self.path).await {
+            Ok(_) => Ok(true),
+            Err(FsError::NotFound { .. }) => Ok(false),
+            Err(source) => Err(TaskStoreError::Fs {
+                path: self.path.clone(),
+                source,
+            }),
+        }
     }
 
     /// The file as it is now (empty when there is none).

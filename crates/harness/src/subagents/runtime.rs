@@ -150,6 +150,8 @@ pub(crate) struct LiveTask {
     /// Why the runner stopped the child itself (token budget, a cancel request from another
     /// process); first reason wins.
     stopped: Arc<Mutex<Option<Outcome>>>,
+    /// The child's calls waiting for a person when its turn ended awaiting approval.
+    asked: Mutex<Vec<harness_core::PendingCall>>,
 }
 
 /// In a child's call context when its spawn has a token budget; checked by [`BudgetGuard`].
@@ -269,6 +271,11 @@ pub enum SpawnError {
     /// The call's ids are bad.
     #[error("{0}")]
     Bind(String),
+    /// A resume named a task that does not wait for a person.
+    #[error(
+        "task `{0}` is not awaiting approval in this session (see the session's tasks: only a task with status awaiting_approval can be resumed)"
+    )]
+    NotWaiting(String),
 }
 
 /// The runtime of one agent's subagents.
@@ -303,6 +310,24 @@ impl std::fmt::Debug for Runtime {
 pub(crate) struct Started {
     pub(crate) task: Arc<LiveTask>,
     pub(crate) agent_key: String,
+}
+
+/// What a resumed child is given instead of a new task: the decisions on its pending calls.
+pub(crate) struct ResumeChild {
+    /// The task the child ran as (the record is reused).
+    pub(crate) task_id: String,
+    /// The child's instance key (its session).
+    pub(crate) instance: String,
+    /// The decisions on the child's pending calls.
+    pub(crate) decisions: Vec<harness_core::ApprovalDecision>,
+}
+
+/// What a child is started with.
+pub(crate) enum ChildInput {
+    /// A new message (a spawn's task or a send's message).
+    Task(String),
+    /// A person's decisions on the child's pending calls.
+    Resume(ResumeChild),
 }
 
 /// What a sync wait ended with.
@@ -438,7 +463,7 @@ impl Runtime {
         self: &Arc<Self>,
         ctx: &RuntimeContext,
         declaration: &SubagentDeclaration,
-        task: String,
+        input: ChildInput,
         label: Option<&str>,
         sync_sink: Option<EventSink>,
     ) -> Result<Started, SpawnError> {
@@ -448,8 +473,19 @@ impl Runtime {
         {
             return Err(SpawnError::Label(label.to_owned()));
         }
-        let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
-        let instance_key = label.map_or_else(|| task_id.clone(), str::to_owned);
+        let (task_id, instance_key) = match &input {
+            ChildInput::Resume(resume) => {
+                if !super::declaration::valid_id(&resume.instance) {
+                    return Err(SpawnError::Label(resume.instance.clone()));
+                }
+                (resume.task_id.clone(), resume.instance.clone())
+            }
+            ChildInput::Task(_) => {
+                let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
+                let instance_key = label.map_or_else(|| task_id.clone(), str::to_owned);
+                (task_id, instance_key)
+            }
+        };
         let child_session = SessionId::parse(format!("sub.{}.{}.{}", scope.session(), declaration.id, instance_key))
             .map_err(|err| SpawnError::Build {
                 id: declaration.id.clone(),
@@ -480,6 +516,7 @@ impl Runtime {
             heartbeat_ms: now_ms(),
             cancel_requested: false,
             progress: Some(TaskProgress::default()),
+            pending: Vec::new(),
         };
         let inserted = record.clone();
         store
@@ -530,6 +567,7 @@ impl Runtime {
             attached: tokio::sync::Mutex::new(sync_sink),
             log: Arc::new(EventLog::new()),
             stopped: Arc::clone(&stopped),
+            asked: Mutex::new(Vec::new()),
         });
         self.live().insert(task_id.clone(), Arc::clone(&live));
         let runtime = Arc::clone(self);
@@ -537,9 +575,19 @@ impl Runtime {
         let limit = self.config.task_timeout;
         self.tracker.spawn(async move {
             let cancel = child_ctx.cancellation().clone();
-            let events = match child {
-                Ok(child) => child.stream(task, child_ctx).boxed(),
-                Err(target) => super::remote::events(target, task, cancel.clone(), source.clone()),
+            let events = match (child, input) {
+                (Ok(child), ChildInput::Task(task)) => child.stream(task, child_ctx).boxed(),
+                (Ok(child), ChildInput::Resume(resume)) => child.resume_stream(resume.decisions, child_ctx).boxed(),
+                (Err(target), ChildInput::Task(task)) => super::remote::events(target, task, cancel.clone(), source.clone()),
+                // A remote child's approvals are decided on its own server.
+                (Err(_), ChildInput::Resume(_)) => futures::stream::once(futures::future::ready(AgentEvent {
+                    source: Some(source.clone()),
+                    kind: harness_core::EventKind::Error {
+                        message: "a remote subagent's pending calls are decided on its own server (POST …/approvals there)".to_owned(),
+                        kind: harness_core::ErrorKind::Configuration,
+                    },
+                }))
+                .boxed(),
             };
             let outcome = run_child(events, cancel, &running, source, limit).await;
             let outcome = if outcome.status == TaskStatus::Cancelled && runtime.shutdown.is_cancelled() {
@@ -574,6 +622,11 @@ impl Runtime {
                     record.result = Some(outcome.result.clone());
                     record.delivered = delivered;
                     record.progress = Some(task.log.progress());
+                    record.pending = if outcome.status == TaskStatus::AwaitingApproval {
+                        task.asked()
+                    } else {
+                        Vec::new()
+                    };
                     (true, ())
                 }
                 _ => (false, ()),
@@ -764,6 +817,11 @@ impl LiveTask {
         self.done.clone()
     }
 
+    /// The child's calls waiting for a person (when it ended `awaiting_approval`).
+    pub(crate) fn asked(&self) -> Vec<harness_core::PendingCall> {
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// Asks the child to stop at its next tool or chunk boundary.
     pub(crate) fn cancel(&self) {
         self.cancel.cancel();
@@ -812,6 +870,9 @@ async fn run_child(
                 match event.kind {
                     EventKind::Final { message } if event.source.is_none() => last = Some(Ok(message.text())),
                     EventKind::Error { message, .. } if event.source.is_none() => last = Some(Err(message)),
+                    EventKind::ApprovalRequired { calls } if event.source.is_none() => {
+                        *live.asked.lock().unwrap_or_else(PoisonError::into_inner) = calls;
+                    }
                     _ => {}
                 }
             }
@@ -854,7 +915,12 @@ async fn run_child(
     if let Some(outcome) = stopped.filter(|_| !timed_out) {
         return outcome;
     }
+    let asked = live.asked();
     match last {
+        Some(Ok(_)) if !asked.is_empty() && !timed_out && !live.cancel.is_cancelled() => Outcome {
+            status: TaskStatus::AwaitingApproval,
+            result: describe_asked(&asked),
+        },
         Some(Ok(text)) if !timed_out && !live.cancel.is_cancelled() => Outcome {
             status: TaskStatus::Completed,
             result: text,
@@ -886,6 +952,18 @@ async fn run_child(
             result: "the subagent ended without an answer".to_owned(),
         },
     }
+}
+
+/// What a child that waits for a person asked, one line per call.
+pub(crate) fn describe_asked(asked: &[harness_core::PendingCall]) -> String {
+    let mut text = String::from("waiting for a person's approval of:");
+    for call in asked {
+        text.push_str(&format!("\n- {} {} ({})", call.tool, call.input, call.reason));
+        if let Some(rule) = &call.suggestion {
+            text.push_str(&format!(" [rule to allow it: {rule}]"));
+        }
+    }
+    text
 }
 
 /// Sends `event` to the sync waiter, if one is attached, tagged with the child's source

@@ -7,8 +7,11 @@
 use super::Declarations;
 use super::pushback::bounded;
 use super::records::{TaskRecord, TaskStatus, TaskStore};
-use super::runtime::{Outcome, Runtime, Waited, mode_name, now_ms};
-use harness_core::{ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, typed};
+use super::runtime::{ChildInput, Outcome, ResumeChild, Runtime, Waited, mode_name, now_ms};
+use harness_core::{
+    ChildDecision, PendingChild, ToolAnnotations, ToolCall, ToolContext, ToolError, ToolOutput, TypedTool, async_trait,
+    typed,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::sync::Arc;
@@ -103,10 +106,15 @@ impl ForceSync {
 }
 
 impl Shared {
-    /// Starts `agent_id` on `message` and waits as asked.
+    /// Starts `agent_id` on `message` and waits as asked. `call` is the tool call itself
+    /// (`tool` and its arguments): when the child's turn ends waiting for a person, this
+    /// call becomes the parent's pending approval, and when the person decided, it runs
+    /// again with a [`ChildDecision`] in its context and resumes the child with the decision
+    /// instead of sending `message` again.
     async fn run(
         &self,
         ctx: &ToolContext,
+        call: (&'static str, serde_json::Value),
         agent_id: &str,
         message: String,
         instance: Option<&str>,
@@ -117,18 +125,36 @@ impl Shared {
             Some(force) => Some(force.wait(timeout_seconds)?),
             None => sync_wait(timeout_seconds)?,
         };
+        let resumed = ctx.runtime.get::<ChildDecision>().cloned();
+        let agent_id = resumed
+            .as_ref()
+            .map_or(agent_id, |resumed| resumed.child.agent_id.as_str());
         let declaration = self
             .declarations
             .resolve(&ctx.runtime, agent_id)
             .await
             .map_err(ToolError::failed)?;
-        self.runtime.admit(&ctx.runtime).map_err(failed)?;
         let sink = wait.map(|_| ctx.events.clone());
-        let started = self
-            .runtime
-            .start(&ctx.runtime, &declaration, message, instance, sink)
-            .await
-            .map_err(failed)?;
+        let started = match &resumed {
+            // Not a new spawn: the limits counted it when it started.
+            Some(resumed) => {
+                let label =
+                    (resumed.child.instance != resumed.child.task_id).then_some(resumed.child.instance.as_str());
+                let input = ChildInput::Resume(ResumeChild {
+                    task_id: resumed.child.task_id.clone(),
+                    instance: resumed.child.instance.clone(),
+                    decisions: resumed.child_decisions(),
+                });
+                self.runtime.start(&ctx.runtime, &declaration, input, label, sink).await
+            }
+            None => {
+                self.runtime.admit(&ctx.runtime).map_err(failed)?;
+                self.runtime
+                    .start(&ctx.runtime, &declaration, ChildInput::Task(message), instance, sink)
+                    .await
+            }
+        }
+        .map_err(failed)?;
         let task_id = started.task.id().to_owned();
         let Some(wait) = wait else {
             return Ok(ToolOutput::text(format!(
@@ -144,6 +170,43 @@ impl Shared {
         let waited = self.runtime.wait_sync(&started.task, wait).await;
         guard.defuse();
         match waited {
+            Waited::Done(outcome) if outcome.status == TaskStatus::AwaitingApproval => {
+                let asked = started.task.asked();
+                let instance = started
+                    .agent_key
+                    .rsplit(':')
+                    .next()
+                    .unwrap_or(task_id.as_str())
+                    .to_owned();
+                let child = PendingChild {
+                    agent_id: declaration.id.clone(),
+                    session_id: started.task.record.child_session.clone(),
+                    task_id: task_id.clone(),
+                    instance,
+                    calls: asked.clone(),
+                };
+                let reason = asked
+                    .iter()
+                    .map(|asked| format!("`{}` {} ({})", asked.tool, asked.input, asked.reason))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let reason = format!("subagent `{}` asks: {reason}", declaration.id);
+                // One rule covers one call: a single child call's rule is the suggestion.
+                let suggestion = match asked.as_slice() {
+                    [only] => only.suggestion.clone(),
+                    _ => None,
+                };
+                let (name, mut input) = call;
+                if let Some(fields) = input.as_object_mut() {
+                    fields.retain(|_, value| !value.is_null());
+                }
+                let tool_call = ToolCall {
+                    id: ctx.call_id.clone(),
+                    name: name.to_owned(),
+                    input,
+                };
+                Ok(ctx.request_child_approval(&tool_call, &reason, suggestion, child))
+            }
             Waited::Done(outcome) => {
                 let shown = bounded(&ctx.runtime, &started.task.record, &outcome.result).await;
                 let header = format!(
@@ -281,8 +344,21 @@ impl TypedTool for AgentSpawn {
                 "`task` is empty: give the subagent a self-contained task (use agent_send to continue a labelled instance)",
             ));
         };
+        let input = serde_json::json!({
+            "agent_id": args.agent_id,
+            "task": task,
+            "label": args.label,
+            "timeout_seconds": args.timeout_seconds,
+        });
         self.0
-            .run(ctx, &args.agent_id, task, args.label.as_deref(), args.timeout_seconds)
+            .run(
+                ctx,
+                (Self::NAME, input),
+                &args.agent_id,
+                task,
+                args.label.as_deref(),
+                args.timeout_seconds,
+            )
             .await
     }
 
@@ -340,8 +416,21 @@ impl TypedTool for AgentSend {
             }
             (None, None) => return Err(ToolError::failed("give `agent_key` or `label`")),
         };
+        let input = serde_json::json!({
+            "agent_key": args.agent_key,
+            "label": args.label,
+            "message": args.message,
+            "timeout_seconds": args.timeout_seconds,
+        });
         self.0
-            .run(ctx, &agent_id, args.message, Some(&instance), args.timeout_seconds)
+            .run(
+                ctx,
+                (Self::NAME, input),
+                &agent_id,
+                args.message,
+                Some(&instance),
+                args.timeout_seconds,
+            )
             .await
     }
 

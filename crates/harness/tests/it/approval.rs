@@ -339,8 +339,8 @@ async fn dont_ask_denies_instead_of_waiting() {
 
 /// A leaf child keeps the parent's deny rules and mode whatever its configuration says: a
 /// builder policy (not in harness.toml) still binds it, a denied command hidden in a list
-/// is denied, `explore` stays read-only, and the child's asks cannot wait (they get an
-/// error result, the parent's turn goes on).
+/// is denied, `explore` stays read-only; its denials never reach a person, and its one ask
+/// becomes the parent's pending approval (refused here: the child's model is told so).
 #[tokio::test]
 async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
     use harness::permissions::{Mode, Policy, Rule};
@@ -410,7 +410,26 @@ async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
         ))
         .build()
         .unwrap();
-    let reply = parent.call("go", ctx("alice", "s1")).await.unwrap();
+    parent.call("go", ctx("alice", "s1")).await.unwrap();
+    let pending = parent.pending_approval(ctx("alice", "s1")).await.unwrap();
+    assert_eq!(pending.calls.len(), 1, "{pending:?}");
+    let child = pending.calls[0]
+        .child
+        .clone()
+        .expect("the spawn carries the child's calls");
+    assert_eq!(
+        child
+            .calls
+            .iter()
+            .map(|call| call.input["command"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["echo hi"],
+        "only the child's ask reaches a person, never its denials"
+    );
+    let reply = parent
+        .resume(vec![ApprovalDecision::deny(&pending.calls[0].id)], ctx("alice", "s1"))
+        .await
+        .unwrap();
     assert_eq!(reply.text(), "parent done");
     assert!(parent.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
     let found = |name: &str| walkdir(dir.path()).iter().any(|path| path.ends_with(name));
@@ -431,8 +450,8 @@ async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
     assert!(results[1].contains("Permission denied"), "{results:?}");
     assert!(results[2].contains("Permission denied"), "{results:?}");
     assert!(
-        results[3].contains("needs a person's approval"),
-        "the parent's allow rules are not inherited, and a child cannot wait: {results:?}"
+        results[3].contains("A person refused"),
+        "the parent's allow rules are not inherited; the child's ask went to a person: {results:?}"
     );
 }
 
@@ -546,4 +565,193 @@ async fn approval_crosses_replicas_on_redis_and_postgres_state() {
         assert_eq!(lines(&count_file(dir.path())), 1, "{kind:?}");
         assert!(first.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
     }
+}
+
+/// A parent with the built-in permission defaults (the shell asks) and one isolated child
+/// (`helper`) whose model asks to `execute` `touch marker`, then answers from what it got.
+fn family(dir: &Path, child_turns: Arc<std::sync::Mutex<Vec<harness_core::ChatRequest>>>) -> harness::HarnessAgent {
+    use harness_models::Reply;
+    let parent_turns = Arc::new(std::sync::Mutex::new(0_usize));
+    let model = ScriptedModel::from_fn(move |request| {
+        let system: String = request.system.parts.iter().map(|part| part.text.as_str()).collect();
+        if system.contains("HELPER-CHILD") {
+            let mut turns = child_turns.lock().unwrap();
+            turns.push(request.clone());
+            let last_result = request
+                .messages
+                .iter()
+                .flat_map(|msg| msg.content.iter())
+                .rev()
+                .find_map(|block| match block {
+                    harness_core::Block::ToolResult { content, .. } => Some(harness_core::join_text(content)),
+                    _ => None,
+                });
+            return match last_result {
+                None => Reply::tool_call("execute", json!({"command": "touch marker"})),
+                Some(result) if result.contains("A person refused") => Reply::text("child was refused"),
+                Some(_) => Reply::text("child made the marker"),
+            };
+        }
+        let mut turns = parent_turns.lock().unwrap();
+        *turns += 1;
+        let last_result = request
+            .messages
+            .iter()
+            .flat_map(|msg| msg.content.iter())
+            .rev()
+            .find_map(|block| match block {
+                harness_core::Block::ToolResult { content, .. } => Some(harness_core::join_text(content)),
+                _ => None,
+            });
+        match last_result {
+            None => Reply::tool_call("agent_spawn", json!({"agent_id": "helper", "task": "make the marker"})),
+            Some(result) => Reply::text(format!("parent saw: {result}")),
+        }
+    });
+    let fs = harness_fs::LocalFs::new(dir)
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    builder()
+        .workspace(dir)
+        .filesystem(Arc::new(fs))
+        .config(harness::HarnessConfig::parse(ASK, Path::new("harness.toml")).unwrap())
+        .model(model)
+        .subagent(harness::subagents::SubagentDeclaration::new(
+            "helper",
+            "makes markers",
+            "HELPER-CHILD you make markers.",
+        ))
+        .build()
+        .unwrap()
+}
+
+fn markers(dir: &Path) -> usize {
+    walkdir(dir).iter().filter(|path| path.ends_with("marker")).count()
+}
+
+/// A sync child's ask ends the parent's turn awaiting approval; the parent's pending call
+/// lists the child's call; a second agent (another process) approves it on the parent: the
+/// child (not a fresh spawn) runs it exactly once, and the parent's turn completes with
+/// the child's answer.
+#[tokio::test]
+async fn a_sync_childs_ask_is_the_parents_pending_approval_and_approving_resumes_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let child_turns = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let first = family(dir.path(), Arc::clone(&child_turns));
+    let events = collect(first.stream("delegate", ctx("alice", "s1"))).await;
+    let asked: Vec<_> = events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::ApprovalRequired { calls } if event.source.is_none() => Some(calls.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1, "the parent's turn ends awaiting approval: {events:?}");
+    assert_eq!(markers(dir.path()), 0, "nothing ran while waiting");
+    drop(first);
+
+    let second = family(dir.path(), Arc::clone(&child_turns));
+    let pending = second.pending_approval(ctx("alice", "s1")).await.unwrap();
+    assert_eq!(pending.calls.len(), 1);
+    let call = &pending.calls[0];
+    assert_eq!(call.tool, "agent_spawn");
+    let child = call.child.clone().expect("the child's pending calls");
+    assert_eq!(child.agent_id, "helper");
+    assert_eq!(child.calls.len(), 1);
+    assert_eq!(child.calls[0].tool, "execute");
+    assert_eq!(child.calls[0].input, json!({"command": "touch marker"}));
+    assert_eq!(child.calls[0].suggestion.as_deref(), Some("execute(touch marker*)"));
+    assert!(call.reason.contains("touch marker"), "{}", call.reason);
+
+    let reply = second
+        .resume(vec![ApprovalDecision::approve(&call.id)], ctx("alice", "s1"))
+        .await
+        .unwrap();
+    assert_eq!(reply.text().lines().next(), Some("parent saw: status: completed"));
+    assert!(reply.text().contains("child made the marker"), "{}", reply.text());
+    assert_eq!(markers(dir.path()), 1, "the child ran it exactly once");
+    assert_eq!(
+        child_turns.lock().unwrap().len(),
+        2,
+        "the child was resumed, not spawned again"
+    );
+    assert!(second.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
+    let tasks = second.tasks(ctx("alice", "s1")).await.unwrap();
+    assert_eq!(tasks.len(), 1, "one task, resumed: {tasks:?}");
+    assert_eq!(tasks[0].status, harness::subagents::TaskStatus::Completed);
+    assert!(tasks[0].pending.is_empty());
+}
+
+/// Refusing the parent's pending call is forwarded to the child: nothing runs, the
+/// child's model is told a person refused, and the child goes on to answer.
+#[tokio::test]
+async fn denying_a_childs_ask_on_the_parent_tells_the_childs_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let child_turns = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let agent = family(dir.path(), Arc::clone(&child_turns));
+    agent.call("delegate", ctx("alice", "s1")).await.unwrap();
+    let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
+    let reply = agent
+        .resume(
+            vec![ApprovalDecision::deny(&pending.calls[0].id).with_note("not today")],
+            ctx("alice", "s1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(markers(dir.path()), 0, "a denied call never runs");
+    assert!(reply.text().contains("child was refused"), "{}", reply.text());
+    let turns = child_turns.lock().unwrap();
+    assert_eq!(turns.len(), 2);
+    let seen = format!("{:?}", turns[1].messages);
+    assert!(
+        seen.contains("A person refused") && seen.contains("not today"),
+        "{seen}"
+    );
+}
+
+/// A background child that asks: its task is recorded `awaiting_approval` with its pending
+/// calls (and pushed back to the parent's model once, so it knows), and
+/// `HarnessAgent::resume_task` continues the child with the decisions.
+#[tokio::test]
+async fn a_background_childs_ask_waits_in_its_task_and_resume_task_continues_it() {
+    use harness::subagents::{SpawnRequest, TaskStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let child_turns = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let agent = family(dir.path(), Arc::clone(&child_turns));
+    let spawned = agent
+        .spawn_subagent(
+            ctx("alice", "s1"),
+            SpawnRequest::new("helper", "make the marker").wait(std::time::Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(spawned.status, TaskStatus::AwaitingApproval);
+    let tasks = agent.tasks(ctx("alice", "s1")).await.unwrap();
+    assert_eq!(tasks[0].status, TaskStatus::AwaitingApproval);
+    assert_eq!(tasks[0].pending.len(), 1);
+    assert_eq!(tasks[0].pending[0].input, json!({"command": "touch marker"}));
+    assert_eq!(markers(dir.path()), 0);
+
+    let refused = agent
+        .resume_task(ctx("alice", "s1"), "task-none", Vec::new(), None)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("not awaiting approval"), "{refused}");
+
+    let call_id = tasks[0].pending[0].id.clone();
+    let resumed = agent
+        .resume_task(
+            ctx("alice", "s1"),
+            &spawned.task_id,
+            vec![ApprovalDecision::approve(call_id)],
+            Some(std::time::Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed.status, TaskStatus::Completed);
+    assert_eq!(resumed.result.as_deref(), Some("child made the marker"));
+    assert_eq!(markers(dir.path()), 1);
+    let tasks = agent.tasks(ctx("alice", "s1")).await.unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert!(tasks[0].pending.is_empty());
 }
