@@ -50,6 +50,24 @@ impl ServeArgs {
 pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
     let (agent, _spec, config) = build_agent_configured(&args.agent_args()).await?;
     let section = config.serve;
+    let mut agents = vec![agent];
+    // `[serve] agents`: more workspaces, each served under its own agent name.
+    let root = agents[0].workspace().root().to_path_buf();
+    for dir in section.iter().flat_map(|s| s.agents.iter()) {
+        let dir = if dir.is_absolute() { dir.clone() } else { root.join(dir) };
+        if !dir.is_dir() {
+            return Err(usage(format!(
+                "[serve] agents: {} is not a directory (create it with `harness init --workspace {}`)",
+                dir.display(),
+                dir.display()
+            )));
+        }
+        let mut extra = args.agent_args();
+        extra.ws.workspace = Some(dir);
+        extra.ws.agent = None;
+        let (agent, _, _) = build_agent_configured(&extra).await?;
+        agents.push(agent);
+    }
     let mut options = ServeOptions::from_section(section.as_ref()).map_err(|err| usage(err.to_string()))?;
     options.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     let bind = args
@@ -61,7 +79,7 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
         .ok()
         .and_then(|mut addrs| addrs.next())
         .ok_or_else(|| usage(format!("--bind {bind}: expected HOST:PORT, e.g. 127.0.0.1:8080")))?;
-    let gateway = Gateway::new(vec![agent], options).map_err(|err| usage(err.to_string()))?;
+    let gateway = Gateway::new(agents, options).map_err(|err| usage(err.to_string()))?;
     gateway.check_bind(addr).map_err(|err| usage(err.to_string()))?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -165,6 +165,10 @@ pub struct ServeSection {
     /// API keys; none means no authentication (loopback binds only).
     #[serde(default)]
     pub keys: Vec<ServeKey>,
+    /// More agents to serve beside this workspace's: their workspace directories (relative
+    /// paths are resolved against this workspace). Each is served under its own `[agent] name`.
+    #[serde(default)]
+    pub agents: Vec<std::path::PathBuf>,
 }
 
 /// One API key of `[[serve.keys]]`: the SHA-256 of the key (never the key) and its user.

@@ -210,3 +210,81 @@ fn two_replicas_serve_fifty_turns_of_one_session_none_lost_or_duplicated() {
         assert_eq!(users.len(), 50);
     }
 }
+
+/// `[serve] agents` serves more workspaces beside the main one, each under its own
+/// `[agent] name`: `/v1/models` lists both, a message to the second runs in its own
+/// workspace, and a directory that does not exist is a usage error naming it.
+#[test]
+fn serve_agents_adds_more_workspaces_under_their_own_names() {
+    let (base, _seen, _model_runtime) = server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("support");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("harness.toml"),
+        "[agent]\nname = \"support\"\n[memory]\nenabled = false\n",
+    )
+    .unwrap();
+    let ws = workspace(dir.path(), "[serve]\nagents = [\"../support\"]\n");
+    let serve = Serve::start(&ws, &base);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let models: Value = runtime.block_on(async {
+        client
+            .get(format!("{}/v1/models", serve.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    let mut names: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["id"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["harness", "support"], "{models}");
+    let reply: Value = runtime.block_on(async {
+        let response = client
+            .post(format!("{}/api/agents/support/sessions/s1/messages", serve.url))
+            .json(&json!({"message": "hello support"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.json().await.unwrap()
+    });
+    assert_eq!(reply["text"], "turn 1", "{reply}");
+    let transcript = other.join("default/agents/support/sessions/s1.log.jsonl");
+    assert!(
+        std::fs::read_to_string(&transcript).unwrap().contains("hello support"),
+        "the second agent's turn is in its own workspace"
+    );
+    assert!(!ws.join("default/agents/support").exists());
+    drop(serve);
+
+    let broken = workspace(&dir.path().join("b"), "[serve]\nagents = [\"../missing\"]\n");
+    let output = harness()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &base)
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--model",
+            "openai:fake",
+            "--workspace",
+        ])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    let (_, stderr) = super::cli::text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[serve] agents") && stderr.contains("missing"),
+        "{stderr}"
+    );
+}
