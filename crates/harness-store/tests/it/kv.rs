@@ -198,6 +198,53 @@ async fn in_memory_kv_ignores_fences() {
     assert_eq!(kv.get("f/a").await.unwrap().unwrap().value, b"12");
 }
 
+/// The KV-level fence of a turn's shared writes, for every store that has one: a write,
+/// create, append or delete carrying `stale` (older than the lease's newest token, `current`)
+/// is refused atomically and changes nothing; `current` writes.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+async fn stale_fences_change_nothing(
+    store: &dyn KvStore,
+    stale: &harness_store::KvFence,
+    current: &harness_store::KvFence,
+) {
+    let v1 = store
+        .put_fenced("t/transcript", b"one\n", Some(0), current)
+        .await
+        .unwrap();
+    match store.put_fenced("t/transcript", b"stale", None, stale).await {
+        Err(StoreError::Fenced {
+            token, current: newest, ..
+        }) => assert_eq!((token, newest), (stale.token, current.token)),
+        other => panic!("a stale put must be refused: {other:?}"),
+    }
+    assert!(matches!(
+        store.put_fenced("t/new", b"stale", Some(0), stale).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(store.get("t/new").await.unwrap().is_none());
+    assert!(matches!(
+        store.append_fenced("t/transcript", b"stale\n", stale).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    let item = store.get("t/transcript").await.unwrap().unwrap();
+    assert_eq!((item.value.as_slice(), item.version), (b"one\n".as_slice(), v1));
+    store.append_fenced("t/transcript", b"two\n", current).await.unwrap();
+    assert!(matches!(
+        store.put_fenced("t/transcript", b"x", Some(v1), current).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
+    // Deletes are fenced too: the stale writer cannot remove shared data.
+    match store.delete_fenced("t/transcript", stale).await {
+        Err(StoreError::Fenced { token, .. }) => assert_eq!(token, stale.token),
+        other => panic!("a stale delete must be refused: {other:?}"),
+    }
+    assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
+    assert!(store.delete_fenced("t/transcript", current).await.unwrap());
+    assert!(store.get("t/transcript").await.unwrap().is_none());
+    assert!(!store.delete_fenced("t/transcript", current).await.unwrap());
+}
+
 #[cfg(feature = "redis")]
 mod redis {
     use super::run_all;
@@ -257,7 +304,7 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fenced_writes_refuse_stale_tokens() {
         use harness_core::{CancellationToken, LeaseKey, SessionLease};
-        use harness_store::{RedisLease, StoreError};
+        use harness_store::RedisLease;
         let store = test_store().await;
         let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
         let lease = RedisLease::connect(
@@ -275,39 +322,7 @@ mod redis {
             first.release().await;
             let second = lease.acquire(&key, &never).await.unwrap();
             let current = lease.kv_fence(&key, second.token().unwrap());
-            let v1 = store
-                .put_fenced("t/transcript", b"one\n", Some(0), &current)
-                .await
-                .unwrap();
-            match store.put_fenced("t/transcript", b"stale", None, &stale).await {
-                Err(StoreError::Fenced {
-                    token, current: newest, ..
-                }) => {
-                    assert_eq!((token, newest), (stale.token, current.token));
-                }
-                other => panic!("a stale put must be refused: {other:?}"),
-            }
-            assert!(matches!(
-                store.append_fenced("t/transcript", b"stale\n", &stale).await,
-                Err(StoreError::Fenced { .. })
-            ));
-            let item = store.get("t/transcript").await.unwrap().unwrap();
-            assert_eq!((item.value.as_slice(), item.version), (b"one\n".as_slice(), v1));
-            store.append_fenced("t/transcript", b"two\n", &current).await.unwrap();
-            assert!(matches!(
-                store.put_fenced("t/transcript", b"x", Some(v1), &current).await,
-                Err(StoreError::Conflict { .. })
-            ));
-            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
-            // Deletes are fenced too: the stale writer cannot remove shared data.
-            match store.delete_fenced("t/transcript", &stale).await {
-                Err(StoreError::Fenced { token, .. }) => assert_eq!(token, stale.token),
-                other => panic!("a stale delete must be refused: {other:?}"),
-            }
-            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
-            assert!(store.delete_fenced("t/transcript", &current).await.unwrap());
-            assert!(store.get("t/transcript").await.unwrap().is_none());
-            assert!(!store.delete_fenced("t/transcript", &current).await.unwrap());
+            super::stale_fences_change_nothing(&store, &stale, &current).await;
             second.release().await;
         };
         let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
@@ -403,41 +418,7 @@ mod postgres {
             first.release().await;
             let second = lease.acquire(&key, &never).await.unwrap();
             let current = lease.kv_fence(&key, second.token().unwrap());
-            let v1 = store
-                .put_fenced("t/transcript", b"one\n", Some(0), &current)
-                .await
-                .unwrap();
-            match store.put_fenced("t/transcript", b"stale", None, &stale).await {
-                Err(StoreError::Fenced {
-                    token, current: newest, ..
-                }) => assert_eq!((token, newest), (stale.token, current.token)),
-                other => panic!("a stale put must be refused: {other:?}"),
-            }
-            assert!(matches!(
-                store.put_fenced("t/new", b"stale", Some(0), &stale).await,
-                Err(StoreError::Fenced { .. })
-            ));
-            assert!(store.get("t/new").await.unwrap().is_none());
-            assert!(matches!(
-                store.append_fenced("t/transcript", b"stale\n", &stale).await,
-                Err(StoreError::Fenced { .. })
-            ));
-            let item = store.get("t/transcript").await.unwrap().unwrap();
-            assert_eq!((item.value.as_slice(), item.version), (b"one\n".as_slice(), v1));
-            store.append_fenced("t/transcript", b"two\n", &current).await.unwrap();
-            assert!(matches!(
-                store.put_fenced("t/transcript", b"x", Some(v1), &current).await,
-                Err(StoreError::Conflict { .. })
-            ));
-            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
-            match store.delete_fenced("t/transcript", &stale).await {
-                Err(StoreError::Fenced { token, .. }) => assert_eq!(token, stale.token),
-                other => panic!("a stale delete must be refused: {other:?}"),
-            }
-            assert_eq!(store.get("t/transcript").await.unwrap().unwrap().value, b"one\ntwo\n");
-            assert!(store.delete_fenced("t/transcript", &current).await.unwrap());
-            assert!(store.get("t/transcript").await.unwrap().is_none());
-            assert!(!store.delete_fenced("t/transcript", &current).await.unwrap());
+            super::stale_fences_change_nothing(&store, &stale, &current).await;
             second.release().await;
         })
         .await;
