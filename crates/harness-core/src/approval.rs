@@ -64,6 +64,15 @@ impl PendingApproval {
         self.calls.is_empty()
     }
 
+    /// The ids of the calls that wait for a person (not the ones that started running).
+    pub fn waiting_ids(&self) -> Vec<String> {
+        self.calls
+            .iter()
+            .filter(|call| !call.started)
+            .map(|call| call.id.clone())
+            .collect()
+    }
+
     /// The pending call with this id.
     pub fn call(&self, id: &str) -> Option<&PendingCall> {
         self.calls.iter().find(|call| call.id == id)
@@ -335,14 +344,7 @@ impl ToolContext {
 pub(crate) fn waiting_ids(session: &SessionState) -> Vec<String> {
     session
         .get::<PendingApproval>()
-        .map(|pending| {
-            pending
-                .calls
-                .into_iter()
-                .filter(|call| !call.started)
-                .map(|call| call.id)
-                .collect()
-        })
+        .map(|pending| pending.waiting_ids())
         .unwrap_or_default()
 }
 

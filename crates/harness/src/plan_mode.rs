@@ -84,10 +84,8 @@ impl PlanState {
     /// The plan mode saved in a session's state (inactive when there is none or it cannot
     /// be read).
     pub fn from_state(state: &harness_core::AgentState) -> Self {
-        state
-            .extensions
-            .get(<Self as SessionSlot>::KEY)
-            .and_then(|value| serde_json::from_value(value.clone()).ok())
+        harness_core::SessionState::from_extensions(&state.extensions)
+            .get::<Self>()
             .unwrap_or_default()
     }
 }

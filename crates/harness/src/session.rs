@@ -404,14 +404,7 @@ impl SessionPersistence {
         let waiting: Vec<String> = turn
             .session()
             .get::<harness_core::PendingApproval>()
-            .map(|pending| {
-                pending
-                    .calls
-                    .into_iter()
-                    .filter(|call| !call.started)
-                    .map(|call| call.id)
-                    .collect()
-            })
+            .map(|pending| pending.waiting_ids())
             .unwrap_or_default();
         let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
         repaired += repair_tool_pairs_except(&mut turn.state_mut().messages, &waiting);
