@@ -32,6 +32,7 @@ mod message;
 mod middleware;
 mod model;
 mod reasoning;
+pub mod secret;
 mod session_state;
 mod state;
 mod tokens;
