@@ -19,6 +19,9 @@ pub enum Dialect {
     OpenAi,
     /// Anthropic Messages: `{"type": "error", "error": {"type", "message"}}`.
     Anthropic,
+    /// Google Gemini (`generateContent`): `{"error": {"code", "message", "status", "details"}}`,
+    /// where a 429's wait is a `google.rpc.RetryInfo` detail (`"retryDelay": "37s"`).
+    Gemini,
 }
 
 /// Error codes that mean "the prompt does not fit the context window".
@@ -55,7 +58,36 @@ struct ErrorInfo {
 /// - 408, other 5xx → [`ModelError::Transient`]
 /// - other 4xx → [`ModelError::InvalidRequest`] with the provider's message
 pub fn classify(dialect: Dialect, status: u16, headers: &HeaderMap, body: &str) -> ModelError {
-    classify_info(dialect, status, retry_after(headers), extract(body, status))
+    let wait = match dialect {
+        Dialect::Gemini => retry_after(headers).or_else(|| gemini_retry_delay(body)),
+        Dialect::OpenAi | Dialect::Anthropic => retry_after(headers),
+    };
+    classify_info(dialect, status, wait, extract(body, status))
+}
+
+/// The `retryDelay` of a `google.rpc.RetryInfo` detail in a Gemini error body: a protobuf
+/// `Duration` in JSON, seconds with an `s` suffix (`"37s"`, `"0.5s"`).
+fn gemini_retry_delay(body: &str) -> Option<Duration> {
+    let top: Value = serde_json::from_str(body).ok()?;
+    let details = top.get("error")?.get("details")?.as_array()?;
+    details
+        .iter()
+        .filter(|detail| {
+            detail
+                .get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| kind.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|detail| {
+            detail
+                .get("retryDelay")?
+                .as_str()?
+                .trim()
+                .strip_suffix('s')?
+                .parse::<f64>()
+                .ok()
+        })
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
 }
 
 /// Maps an error reported inside a stream (an Anthropic `error` event, an OpenAI chunk with an
@@ -229,6 +261,55 @@ mod tests {
             &[],
             r#"{"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130310 tokens. Please reduce the length of the messages.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}"#,
             "overflow: This model's maximum context length is 128000 tokens. However, your messages resulted in 130310 tokens. Please reduce the length of the messages.",
+        );
+    }
+
+    #[test]
+    fn gemini_errors() {
+        // 400 INVALID_ARGUMENT with the token-limit wording: overflow.
+        check(
+            Dialect::Gemini,
+            400,
+            &[],
+            r#"{"error": {"code": 400, "message": "The input token count (1239813) exceeds the maximum number of tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}"#,
+            "overflow: The input token count (1239813) exceeds the maximum number of tokens allowed (1048576).",
+        );
+        // 429 RESOURCE_EXHAUSTED: the wait comes from the RetryInfo detail.
+        check(
+            Dialect::Gemini,
+            429,
+            &[],
+            r#"{"error": {"code": 429, "message": "You exceeded your current quota, please check your plan and billing details.", "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests", "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]}, {"@type": "type.googleapis.com/google.rpc.Help", "links": [{"description": "Learn more", "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]}, {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}]}}"#,
+            "rate_limited: Some(37s)",
+        );
+        // Without a RetryInfo detail the wait is unknown (backoff decides).
+        check(
+            Dialect::Gemini,
+            429,
+            &[],
+            r#"{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}"#,
+            "rate_limited: None",
+        );
+        check(
+            Dialect::Gemini,
+            403,
+            &[],
+            r#"{"error": {"code": 403, "message": "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.", "status": "PERMISSION_DENIED"}}"#,
+            "auth 403: Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
+        );
+        check(
+            Dialect::Gemini,
+            503,
+            &[],
+            r#"{"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}"#,
+            "transient: provider returned 503: The model is overloaded. Please try again later.",
+        );
+        check(
+            Dialect::Gemini,
+            400,
+            &[],
+            r#"{"error": {"code": 400, "message": "* GenerateContentRequest.contents: contents is not specified\n", "status": "INVALID_ARGUMENT"}}"#,
+            "invalid 400: * GenerateContentRequest.contents: contents is not specified\n",
         );
     }
 

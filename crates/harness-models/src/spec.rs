@@ -9,6 +9,7 @@
 //! | `ollama:MODEL` | none | `OLLAMA_HOST` (default `http://127.0.0.1:11434`) + `/v1` |
 //! | `vllm:MODEL` | `VLLM_API_KEY` (optional) | `VLLM_BASE_URL`, default `http://127.0.0.1:8000/v1` |
 //! | `openai-compatible:MODEL@BASE_URL` | `OPENAI_API_KEY` (optional) | the explicit `BASE_URL` |
+//! | `glm:MODEL` | `ZHIPUAI_API_KEY` (or `GLM_API_KEY`) | `GLM_BASE_URL`, default `https://open.bigmodel.cn/api/paas/v4` |
 //! | `anthropic:MODEL` | `ANTHROPIC_API_KEY` (optional when `ANTHROPIC_BASE_URL` points elsewhere) | `ANTHROPIC_BASE_URL`, default `https://api.anthropic.com` |
 //! | `scripted:PATH` | none | none: plays the JSON script at `PATH` ([`ScriptedModel`]) |
 //!
@@ -92,6 +93,9 @@ struct Preset {
     provider: &'static str,
     protocol: Protocol,
     key_var: Option<(&'static str, KeyRule)>,
+    /// A second variable read for the key when `key_var` is unset (`GLM_API_KEY` beside
+    /// `ZHIPUAI_API_KEY`).
+    key_alias: Option<&'static str>,
     /// The variable overriding the base URL.
     base_var: Option<&'static str>,
     default_base: &'static str,
@@ -113,6 +117,7 @@ const fn openai_compatible(
         provider,
         protocol: Protocol::OpenAi,
         key_var,
+        key_alias: None,
         base_var,
         default_base,
         base_suffix: "",
@@ -164,9 +169,19 @@ const PRESETS: &[Preset] = &[
         )
     },
     Preset {
+        key_alias: Some("GLM_API_KEY"),
+        ..openai_compatible(
+            "glm",
+            Some(("ZHIPUAI_API_KEY", KeyRule::Required)),
+            Some("GLM_BASE_URL"),
+            "https://open.bigmodel.cn/api/paas/v4",
+        )
+    },
+    Preset {
         provider: "anthropic",
         protocol: Protocol::Anthropic,
         key_var: Some(("ANTHROPIC_API_KEY", KeyRule::RequiredForDefaultBase)),
+        key_alias: None,
         base_var: Some("ANTHROPIC_BASE_URL"),
         default_base: "https://api.anthropic.com",
         base_suffix: "",
@@ -208,7 +223,14 @@ pub struct ModelSpec {
 pub fn spec_variables() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = PRESETS
         .iter()
-        .flat_map(|preset| preset.key_var.map(|(name, _)| name).into_iter().chain(preset.base_var))
+        .flat_map(|preset| {
+            preset
+                .key_var
+                .map(|(name, _)| name)
+                .into_iter()
+                .chain(preset.key_alias)
+                .chain(preset.base_var)
+        })
         .collect();
     names.sort_unstable();
     names.dedup();
@@ -350,7 +372,7 @@ impl ModelSpec {
         };
         let api_key = match preset.key_var {
             None => None,
-            Some((var, rule)) => match (env(var), rule) {
+            Some((var, rule)) => match (env(var).or_else(|| preset.key_alias.and_then(env)), rule) {
                 (Some(key), _) => Some(Secret::new(key.trim())),
                 (None, KeyRule::Required) => return Err(ModelConfigError::MissingKey { var }),
                 (None, KeyRule::RequiredForDefaultBase) if uses_default_base => {
@@ -518,6 +540,7 @@ mod tests {
             "openai-compatible:Qwen/Qwen3-8B@http://127.0.0.1:8000/v1",
             "ollama:llama3@https://gpu.local:11434/v1",
             "anthropic:claude-sonnet-4-5",
+            "glm:glm-4.6",
             "scripted:tests/fixtures/a.json",
         ] {
             let spec = ModelSpec::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -536,7 +559,7 @@ mod tests {
         );
         assert_eq!(
             err("foo:bar"),
-            "unknown model provider `foo`; known providers: openai, dashscope, deepseek, ollama, vllm, openai-compatible, anthropic, scripted"
+            "unknown model provider `foo`; known providers: openai, dashscope, deepseek, ollama, vllm, openai-compatible, glm, anthropic, scripted"
         );
         assert!(err("openai-compatible:qwen").contains("openai-compatible:MODEL@BASE_URL"));
         assert_eq!(err("openai:"), "invalid model spec `openai:`: the model name is empty");
@@ -567,6 +590,13 @@ mod tests {
             "built any"
         );
         assert_eq!(build_err("ollama:qwen3", &[]), "built qwen3");
+        // GLM reads ZHIPUAI_API_KEY, or GLM_API_KEY when that is unset.
+        assert_eq!(
+            build_err("glm:glm-4.6", &[]),
+            "ZHIPUAI_API_KEY is not set; export it or use --model scripted:PATH"
+        );
+        assert_eq!(build_err("glm:glm-4.6", &[("GLM_API_KEY", "k")]), "built glm-4.6");
+        assert_eq!(build_err("glm:glm-4.6", &[("ZHIPUAI_API_KEY", "k")]), "built glm-4.6");
         assert_eq!(build_err("openai-compatible:m@http://127.0.0.1:1/v1", &[]), "built m");
     }
 
