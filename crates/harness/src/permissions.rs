@@ -1,6 +1,6 @@
 //! Permissions: every tool call gets a decision — allow, ask or deny — after its arguments
 //! were checked against the schema and before the tool runs ([`Layer::Permissions`], the
-//! innermost acting layer). The decision order and the rules are in [`policy`]; the
+//! innermost acting layer). The decision order and the rules are in [`harness_policy`]; the
 //! `[permissions]` section of `harness.toml` configures them:
 //!
 //! ```toml
@@ -25,12 +25,9 @@
 //! child's pending calls; see [`crate::subagents`]). Denied calls are also reported as
 //! warning events ([`WARNING_DENIED`]).
 
-mod command_line;
-pub mod policy;
-pub mod rule;
-
-pub use policy::{Decision, Mode, Policy};
-pub use rule::{Rule, RuleError};
+// The engine is the `harness-policy` crate; its types appear in this module's signatures
+// (`permissions(Policy)`, `PermissionsSection::policy`), hence the re-export.
+pub use harness_policy::{Decision, Mode, Policy, Rule, RuleError};
 
 use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};

@@ -43,7 +43,7 @@ pub(crate) const PLAN_ENTER: &str = "plan_enter";
 /// `plan_write`'s name.
 pub(crate) const PLAN_WRITE: &str = "plan_write";
 /// `plan_exit`'s name: the permission policy makes every call of it ask.
-pub(crate) const PLAN_EXIT: &str = "plan_exit";
+pub(crate) const PLAN_EXIT: &str = harness_policy::PLAN_EXIT_TOOL;
 
 /// `[plan]` in harness.toml.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -351,7 +351,7 @@ impl PlanGate {
             || matches!(tool, PLAN_ENTER | PLAN_WRITE | PLAN_EXIT)
             || tool == crate::task_list::TodoWrite::NAME
             || is_subagent_tool(tool)
-            || (self.allow_shell && tool == crate::permissions::policy::SHELL_TOOL)
+            || (self.allow_shell && tool == harness_policy::SHELL_TOOL)
     }
 }
 

@@ -9,6 +9,7 @@ const LAYERS: &[&str] = &[
     "harness-store",
     "harness-fs",
     "harness-memory",
+    "harness-policy",
     "harness-sandbox",
     "harness",
     "harness-serve", // DESIGN.md §2 calls it harness-gateway

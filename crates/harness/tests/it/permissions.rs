@@ -204,3 +204,47 @@ fn the_policy_is_readable_for_children() {
         ["write_file(src/**)"]
     );
 }
+
+/// The policy reads a file tool's path with the same lexical rules as `harness_fs::WsPath`:
+/// the same paths are refused with the same message, and an accepted path is matched by the
+/// rules in its normalized form.
+#[test]
+fn the_policy_reads_paths_as_the_filesystem_does() {
+    use harness::permissions::{Decision, Policy, Rule};
+    let write = harness_core::ToolAnnotations::new().destructive(true).closed_world();
+    let long = "a/".repeat(2100);
+    for raw in [
+        "a.txt",
+        "./src//a.rs",
+        "/abs/x",
+        "src/./deep/",
+        "..",
+        "a/../b",
+        "~/x",
+        "a\\b",
+        "nul\0x",
+        &long,
+    ] {
+        let input = json!({ "path": raw, "content": "x" });
+        match harness_fs::WsPath::parse(raw) {
+            Err(err) => assert_eq!(
+                Policy::default().decide("write_file", write, &input),
+                Decision::Invalid {
+                    message: err.to_string()
+                },
+                "{raw:?}"
+            ),
+            Ok(path) => {
+                let deny = Policy {
+                    deny: vec![Rule::parse(&format!("write_file({})", path.as_str())).unwrap()],
+                    ..Policy::default()
+                };
+                assert!(
+                    matches!(deny.decide("write_file", write, &input), Decision::Deny { .. }),
+                    "{raw:?} is not read as {:?}",
+                    path.as_str()
+                );
+            }
+        }
+    }
+}

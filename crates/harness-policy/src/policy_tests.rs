@@ -1,7 +1,7 @@
 //! The decision-order table: every branch of [`Policy::decide`].
 
 use super::{Decision, Mode, Policy};
-use crate::permissions::rule::Rule;
+use crate::rule::Rule;
 use harness_core::ToolAnnotations;
 use serde_json::{Value, json};
 

@@ -14,15 +14,17 @@
 //!
 //! "Read-only" and "closed-world" come from the annotations, never from a list of names.
 
-use super::command_line::{simple_commands, words};
-use super::rule::{Rule, Subject, covers_all};
+use crate::command_line::{simple_commands, words};
+use crate::rule::{Rule, Subject, covers_all};
 use harness_core::ToolAnnotations;
-use harness_fs::WsPath;
 use serde::Deserialize;
 use serde_json::Value;
 
 /// The shell tool's name: its rules match simple commands.
-pub(crate) const SHELL_TOOL: &str = "execute";
+pub const SHELL_TOOL: &str = "execute";
+
+/// The tool that leaves plan mode: a person approves the plan, always (no rule allows it).
+pub const PLAN_EXIT_TOOL: &str = "plan_exit";
 
 /// Directories whose contents always need a person's approval.
 const DANGEROUS_DIRS: &[&str] = &[".git", ".ssh", ".aws", ".kube", ".gnupg"];
@@ -135,7 +137,7 @@ impl Policy {
         }
         // Leaving plan mode is the tool's own check: a person approves the plan, always.
         // No rule can allow it, so none is suggested.
-        if tool == crate::plan_mode::PLAN_EXIT {
+        if tool == PLAN_EXIT_TOOL {
             return match self.ask_or_deny(
                 "leaving plan mode needs a person to approve the plan".to_owned(),
                 tool,
@@ -198,11 +200,44 @@ fn subject_of(tool: &str, hints: ToolAnnotations, input: &Value) -> Result<Subje
     if !hints.is_open_world()
         && let Some(raw) = input.get("path").and_then(Value::as_str)
     {
-        return WsPath::parse(raw)
-            .map(|path| Subject::Path(path.as_str().to_owned()))
-            .map_err(|err| err.to_string());
+        return normalized_path(raw).map(Subject::Path);
     }
     Ok(Subject::Arguments(input.to_string()))
+}
+
+/// Longest path text a file tool accepts (as `harness_fs::WsPath`).
+const MAX_PATH_LEN: usize = 4096;
+
+/// A file tool's `path` argument as the rules see it: relative to the workspace root, with
+/// empty and `.` segments dropped. The same lexical rules as `harness_fs::WsPath::parse` (a
+/// test in `harness` keeps the two in step); the file tool checks the path again, after
+/// resolving symlinks. The error is the message the model sees.
+fn normalized_path(raw: &str) -> Result<String, String> {
+    let invalid = |reason: &str| {
+        let shown: String = raw.chars().take(200).collect();
+        format!("invalid path {shown:?}: {reason}")
+    };
+    if raw.len() > MAX_PATH_LEN {
+        return Err(invalid("the path is longer than 4096 bytes"));
+    }
+    if raw.contains('\0') {
+        return Err(invalid("the path contains a NUL byte"));
+    }
+    if raw.contains('\\') {
+        return Err(invalid("use '/' as the separator"));
+    }
+    if raw.starts_with('~') {
+        return Err(invalid("'~' is not expanded; use a path relative to the workspace"));
+    }
+    let mut segments = Vec::new();
+    for segment in raw.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => return Err(invalid("'..' is not allowed; use a path inside the workspace")),
+            other => segments.push(other),
+        }
+    }
+    Ok(segments.join("/"))
 }
 
 /// The first dangerous path the call names, if any.
