@@ -31,6 +31,7 @@ mod lease;
 mod message;
 mod middleware;
 mod model;
+mod owner;
 mod reasoning;
 pub mod secret;
 mod session_state;
@@ -59,6 +60,7 @@ pub use model::{
     BoxError, ChatModel, ChatRequest, FinishReason, ModelChunk, ModelError, ModelResponse, ModelStream, PromptPart,
     ResponseAccumulator, SystemPrompt, ToolChoice, ToolSpec, collect, parse_arguments,
 };
+pub use owner::{OWNER_SLOT, SessionOwners};
 pub use session_state::{SessionSlot, SessionState, SessionStateError};
 pub use state::{
     AgentState, InMemoryStateStore, STATE_FORMAT, StateError, StateKey, StateStore, Version, repair_tool_pairs,

@@ -9,8 +9,8 @@ use crate::memory::Memory;
 use crate::namespace::NamespaceKey;
 use crate::transcript::{RenderLimits, parse_session_index, parse_transcript, render_message};
 use harness_core::{
-    AgentId, SessionId, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, async_trait, excerpt,
-    typed,
+    AgentId, SessionId, SessionOwners, StateKey, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool,
+    async_trait, excerpt, typed,
 };
 use harness_fs::{CallWorkspace, Filesystem, FsError, WsPath};
 use schemars::JsonSchema;
@@ -80,6 +80,42 @@ async fn resolve_agent(fs: &dyn Filesystem, ctx: &ToolContext, given: Option<&st
         [] => Err(ToolError::failed("no sessions have been recorded yet")),
         many => Err(ToolError::failed(format!("pass agentId: one of {}", many.join(", ")))),
     }
+}
+
+/// Whether the caller may read `session` of `agent`. With API keys a session belongs to the
+/// user whose turn first ran it ([`SessionOwners`]); under the `agent` and `global` scopes
+/// everyone's transcripts lie in one namespace, so the session tools ask before they show one.
+/// A session without a recorded owner (no keys) is open to whoever shares its namespace.
+async fn may_read(ctx: &ToolContext, agent: &AgentId, session: &SessionId) -> Result<bool, ToolError> {
+    let runtime = &ctx.runtime;
+    let (Some(owners), Some(own), Some(user)) = (
+        runtime.get::<SessionOwners>(),
+        runtime.get::<StateKey>(),
+        runtime.user_id.as_ref(),
+    ) else {
+        return Ok(true);
+    };
+    let key = StateKey {
+        agent_id: agent.clone(),
+        user_id: own.user_id.clone(),
+        session_id: session.clone(),
+    };
+    owners
+        .allows(&key, user)
+        .await
+        .map_err(|err| ToolError::failed(format!("cannot read the owner of session {session}: {err}")))
+}
+
+/// The agent and session of a transcript path `agents/<agent>/sessions/<session>.log.jsonl`.
+fn transcript_ids(path: &str) -> Option<(AgentId, SessionId)> {
+    let mut parts = path.split('/');
+    let (Some(AGENTS_DIR), Some(agent), Some("sessions"), Some(file), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let session = file.strip_suffix(".log.jsonl")?;
+    Some((AgentId::parse(agent).ok()?, SessionId::parse(session).ok()?))
 }
 
 fn render_results(
@@ -269,16 +305,29 @@ impl TypedTool for SessionSearch {
             .transpose()?;
         let fs = workspace(ctx)?;
         let key = namespace_key(ctx)?;
-        let results = self
+        let limit = args.max_results.unwrap_or(10);
+        // Hits in other users' sessions are dropped, so ask for more than are shown.
+        let mut results = self
             .memory
             .search_in(
                 fs,
                 &key,
                 &SearchScope::Sessions { agent },
                 query,
-                args.max_results.unwrap_or(10),
+                limit.saturating_mul(4).min(200),
             )
             .await;
+        let mut kept = Vec::with_capacity(results.hits.len());
+        for hit in std::mem::take(&mut results.hits) {
+            let readable = match transcript_ids(&hit.path) {
+                Some((agent, session)) => may_read(ctx, &agent, &session).await?,
+                None => false,
+            };
+            if readable && kept.len() < limit {
+                kept.push(hit);
+            }
+        }
+        results.hits = kept;
         Ok(ToolOutput::text(render_results(query, &results, "sessions", |hit| {
             format!(
                 "  [{}#{}] session {} — {}",
@@ -329,7 +378,13 @@ impl TypedTool for SessionHistory {
                 .unwrap_or(harness_core::DEFAULT_SESSION_ID),
         };
         let file = transcript_path(agent.as_str(), session.as_str()).map_err(fs_error)?;
-        let bytes = match fs.read(&file).await {
+        // Another user's session reads as a missing one.
+        let read = if may_read(ctx, &agent, &session).await? {
+            fs.read(&file).await
+        } else {
+            Err(FsError::NotFound { path: file.clone() })
+        };
+        let bytes = match read {
             Ok(bytes) => bytes,
             Err(FsError::NotFound { .. }) => {
                 return Err(ToolError::failed(format!(
@@ -405,6 +460,17 @@ impl TypedTool for SessionList {
                     .collect()
             }
         };
+        let mut own = Vec::with_capacity(sessions.len());
+        for (id, entry) in sessions {
+            let readable = match SessionId::parse(id.as_str()) {
+                Ok(session) => may_read(ctx, &agent, &session).await?,
+                Err(_) => false,
+            };
+            if readable {
+                own.push((id, entry));
+            }
+        }
+        let sessions = own;
         if sessions.is_empty() {
             return Ok(ToolOutput::text(format!("No sessions recorded for agent {agent}")));
         }

@@ -29,6 +29,7 @@ mod error;
 mod feed;
 mod native;
 mod openai;
+mod owners;
 mod queue;
 mod wire;
 

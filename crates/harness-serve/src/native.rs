@@ -17,6 +17,7 @@
 
 use crate::error::ApiError;
 use crate::feed::Frame;
+use crate::owners::{self, Access};
 use crate::queue::{SessionKey, TurnInput};
 use crate::wire::{WireEvent, WireKind};
 use crate::{Gateway, Served};
@@ -58,24 +59,25 @@ pub(crate) fn routes() -> Router<Gateway> {
         )
 }
 
-/// The caller, the agent and (for session routes) the session key.
-fn session_key(
+/// The caller, the agent and (for session routes) the session key, after the owner check:
+/// another user's session is 404 ([`owners::check`]).
+async fn session_key(
     gateway: &Gateway,
     headers: &HeaderMap,
     agent: &str,
     session: &str,
+    access: Access,
 ) -> Result<(SessionKey, UserId), ApiError> {
     let user = gateway.user(headers)?;
-    gateway.agent(agent)?;
+    let served = gateway.agent(agent)?;
     let session = SessionId::parse(session).map_err(|err| ApiError::bad_request(format!("session id: {err}")))?;
-    Ok((
-        SessionKey {
-            agent: agent.to_owned(),
-            user: user.clone(),
-            session,
-        },
-        user,
-    ))
+    let key = SessionKey {
+        agent: agent.to_owned(),
+        user: user.clone(),
+        session,
+    };
+    owners::check(gateway, served, &key, access).await?;
+    Ok((key, user))
 }
 
 async fn agents(State(gateway): State<Gateway>, headers: HeaderMap) -> Result<Response, ApiError> {
@@ -106,18 +108,29 @@ async fn sessions(
         .list(&user)
         .await
         .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))?;
-    let sessions: Vec<_> = listing
-        .into_iter()
-        .map(|entry| {
-            json!({
-                "id": entry.id,
-                "summary": entry.summary.summary,
-                "created": entry.summary.created,
-                "updated": entry.summary.updated,
-                "message_count": entry.summary.message_count,
-            })
-        })
-        .collect();
+    let mut sessions = Vec::with_capacity(listing.len());
+    for entry in listing {
+        // Under the `session`, `agent` and `global` scopes the index lists everyone's
+        // sessions of the namespace: show only the caller's own.
+        let Ok(session) = SessionId::parse(entry.id.as_str()) else {
+            continue;
+        };
+        let key = SessionKey {
+            agent: agent.clone(),
+            user: user.clone(),
+            session,
+        };
+        if !owners::visible(&gateway, served, &key).await? {
+            continue;
+        }
+        sessions.push(json!({
+            "id": entry.id,
+            "summary": entry.summary.summary,
+            "created": entry.summary.created,
+            "updated": entry.summary.updated,
+            "message_count": entry.summary.message_count,
+        }));
+    }
     Ok(axum::Json(json!({"sessions": sessions})).into_response())
 }
 
@@ -126,7 +139,7 @@ async fn history(
     headers: HeaderMap,
     Path((agent, session)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (key, user) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, user) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
     let messages = read_history(served, &user, &key.session).await?;
     if messages.is_empty() && gateway.inner.queues.last_turn(&key).is_none() {
@@ -178,7 +191,7 @@ async fn send(
     Path((agent, session)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let request: SendRequest = serde_json::from_slice(&body).map_err(|err| {
         ApiError::bad_request(format!(
             "invalid request body ({err}); send {{\"message\": \"...\", \"stream\": false}}"
@@ -195,6 +208,8 @@ async fn send(
         ),
     };
     let served = gateway.agent(&agent)?;
+    // The first turn records the caller as the session's owner.
+    owners::check(&gateway, served, &key, Access::Claim).await?;
     let feed = gateway
         .inner
         .queues
@@ -284,7 +299,7 @@ async fn events(
     Path((agent, session)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let after = resume_point(&headers, query.as_deref())?;
     let feed = gateway.inner.queues.last_turn(&key).ok_or_else(|| {
         ApiError::not_found(format!(
@@ -299,7 +314,7 @@ async fn cancel(
     headers: HeaderMap,
     Path((agent, session)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let cancelled = gateway.inner.queues.cancel(&key);
     Ok(axum::Json(json!({"cancelled": cancelled})).into_response())
 }
@@ -309,7 +324,7 @@ async fn approvals(
     headers: HeaderMap,
     Path((agent, session)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
     let pending = pending_calls(served, &key).await?;
     Ok(axum::Json(json!({"session_id": key.session.as_str(), "pending": pending})).into_response())
@@ -390,7 +405,7 @@ async fn decide(
     Path((agent, session)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let request: DecideRequest = serde_json::from_slice(&body)
         .map_err(|err| ApiError::bad_request(format!("invalid request body ({err}); {DECIDE_SHAPE}")))?;
     let served = gateway.agent(&agent)?;
@@ -472,7 +487,7 @@ async fn tasks(
     headers: HeaderMap,
     Path((agent, session)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (key, user) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, user) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
     let records = served
         .agent
@@ -493,7 +508,7 @@ async fn task(
     headers: HeaderMap,
     Path((agent, session, task)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
     let found = served
         .agent
@@ -520,7 +535,7 @@ async fn task_events(
     headers: HeaderMap,
     Path((agent, session, task)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
     let Some(stream) = served
         .agent
@@ -559,7 +574,7 @@ async fn cancel_task(
     headers: HeaderMap,
     Path((agent, session, task)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let (key, _) = session_key(&gateway, &headers, &agent, &session)?;
+    let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
     let record = served
         .agent

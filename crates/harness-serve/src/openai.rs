@@ -169,6 +169,8 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
         user,
         session: session.clone(),
     };
+    // The first turn records the caller as the session's owner; another user's is 404.
+    crate::owners::check(&gateway, served, &key, crate::owners::Access::Claim).await?;
     let feed = gateway.inner.queues.enqueue(&served.agent, key, input, None)?;
     let id = format!("chatcmpl-{}", feed.turn_id().trim_start_matches("turn-"));
     let created = jiff::Timestamp::now().as_second();

@@ -551,6 +551,11 @@ impl HarnessAgent {
         })?;
         ctx.insert(self.workspace.call_workspace(&scope));
         ctx.insert(scope.state_key());
+        // The session tools read other sessions' owners through this (with API keys a
+        // session belongs to the user whose turn first ran it).
+        ctx.insert(harness_core::SessionOwners::new(Arc::clone(
+            self.kernel().state_store(),
+        )));
         let key = scope.lease_key();
         ctx.insert(scope);
         Ok((ctx, key))

@@ -678,6 +678,12 @@ impl Runtime {
         task_id: &str,
         wait: Duration,
     ) -> Result<Option<TaskRecord>, SpawnError> {
+        // Live tasks are indexed by id across the whole process: a task that is not in the
+        // caller's own task file (another session's, another user's) is not the caller's to
+        // stop, so it is looked up there first.
+        if !store.load().await?.tasks.contains_key(task_id) {
+            return Ok(None);
+        }
         if let Some(task) = self.live_task(task_id) {
             task.cancel();
             // The child stops at its next tool or chunk boundary and saves its session.
