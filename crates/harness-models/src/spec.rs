@@ -215,6 +215,9 @@ enum Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelSpec {
     target: Target,
+    /// The operator wrote this spec (`--model`, harness.toml, a root `subagents/` file): an
+    /// explicit base URL in it gets the preset's key. See [`ModelSpec::untrusted`].
+    operator: bool,
 }
 
 /// Every environment variable a model spec may read (API keys and base URLs of every
@@ -265,6 +268,7 @@ impl ModelSpec {
             }
             return Ok(Self {
                 target: Target::Scripted(PathBuf::from(rest)),
+                operator: true,
             });
         }
         let Some(preset) = PRESETS.iter().find(|p| p.provider == provider) else {
@@ -294,7 +298,27 @@ impl ModelSpec {
                 model: model.to_owned(),
                 base_url,
             },
+            operator: true,
         })
+    }
+
+    /// The same spec, from a source the operator did not write (a per-user file, anything
+    /// the model could have written): the preset's key is then sent only to the preset's
+    /// default base URL or to the URL in its base variable (`OPENAI_BASE_URL`, ...), never to
+    /// a base URL named in the spec itself. Such a model is built without a key and a
+    /// warning names the spec.
+    #[must_use]
+    pub fn untrusted(mut self) -> Self {
+        self.operator = false;
+        self
+    }
+
+    /// The base URL written in the spec (`MODEL@BASE_URL`), if any.
+    pub fn explicit_base_url(&self) -> Option<&str> {
+        match &self.target {
+            Target::Preset { base_url, .. } => base_url.as_deref(),
+            Target::Scripted(_) => None,
+        }
     }
 
     /// The provider name (`openai`, `scripted`, …).
@@ -370,8 +394,28 @@ impl ModelSpec {
             (None, Some(var)) => Some(format!("the default; {var} overrides it")),
             (None, None) => None,
         };
+        // A key goes only where the operator sent it: the default base, the base variable's
+        // URL, or a base URL the operator wrote in the spec.
+        let foreign_base = !self.operator
+            && explicit_base.as_deref().is_some_and(|base| {
+                let base = base.trim_end_matches('/');
+                let default = format!("{}{}", preset.default_base, preset.base_suffix);
+                let from_var = preset
+                    .base_var
+                    .and_then(env)
+                    .map(|value| format!("{}{}", normalize_host(&value, preset), preset.base_suffix));
+                base != default.trim_end_matches('/')
+                    && from_var.is_none_or(|value| base != value.trim_end_matches('/'))
+            });
+        if foreign_base && let Some((var, _)) = preset.key_var {
+            tracing::warn!(
+                spec = %self,
+                "the model spec `{self}` names a base URL the operator did not write; {var} is not sent to it"
+            );
+        }
         let api_key = match preset.key_var {
             None => None,
+            Some(_) if foreign_base => None,
             Some((var, rule)) => match (env(var).or_else(|| preset.key_alias.and_then(env)), rule) {
                 (Some(key), _) => Some(Secret::new(key.trim())),
                 (None, KeyRule::Required) => return Err(ModelConfigError::MissingKey { var }),

@@ -181,8 +181,8 @@ impl<'a> WorkspaceLoader<'a> {
             .filter_map(|var| (self.env)(var).map(|value| (var, value)))
             .collect();
         let resolver_transport = transport.clone();
-        builder = builder.model_resolver(Arc::new(move |spec: &str| {
-            harness_models::ModelSpec::parse(spec)
+        builder = builder.model_resolver(Arc::new(move |spec: &str, origin| {
+            crate::subagents::parse_spec_from(spec, origin)
                 .and_then(|parsed| parsed.build_with_options(&|var| snapshot.get(var).cloned(), &resolver_transport))
                 .map_err(|err| err.to_string())
         }));

@@ -26,7 +26,7 @@ use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
 use crate::config::HarnessConfig;
 use crate::{BuildError, HarnessAgent};
-pub use declaration::{DeclarationWarning, GENERAL_PURPOSE, SubagentDeclaration, WorkspaceMode};
+pub use declaration::{DeclarationWarning, GENERAL_PURPOSE, SubagentDeclaration, WorkspaceMode, parse_user_spec};
 use harness_core::{ChatModel, Middleware, PromptPart, SessionLease, StateStore, Tool};
 use harness_fs::{Filesystem, IsolationScope};
 pub use records::{TaskFile, TaskProgress, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
@@ -145,14 +145,39 @@ pub(crate) struct IsolatedParent(pub(crate) harness_fs::CallScope);
 
 /// Builds the model a `model` spec string names (a subagent's `model` key), with the same
 /// syntax as `--model` and `[agent] model`. The error says why the spec cannot be used.
-pub type ModelResolver = Arc<dyn Fn(&str) -> Result<Arc<dyn ChatModel>, String> + Send + Sync>;
+/// The [`SpecOrigin`] says who wrote the spec: a resolver sends a provider key to a base URL
+/// named in the spec only for [`SpecOrigin::Operator`] ([`harness_models::ModelSpec::untrusted`]).
+pub type ModelResolver = Arc<dyn Fn(&str, SpecOrigin) -> Result<Arc<dyn ChatModel>, String> + Send + Sync>;
+
+/// Who wrote a model spec or a subagent declaration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SpecOrigin {
+    /// The operator: harness.toml, `--model`, `HARNESS_MODEL`, a root `subagents/` file, the
+    /// builder.
+    #[default]
+    Operator,
+    /// Anyone else: a per-user `<user>/subagents/` file (which the model may have written).
+    User,
+}
+
+/// The spec as parsed, marked untrusted when the operator did not write it.
+pub(crate) fn parse_spec_from(
+    spec: &str,
+    origin: SpecOrigin,
+) -> Result<harness_models::ModelSpec, harness_models::ModelConfigError> {
+    let parsed = harness_models::ModelSpec::parse(spec)?;
+    Ok(match origin {
+        SpecOrigin::Operator => parsed,
+        SpecOrigin::User => parsed.untrusted(),
+    })
+}
 
 /// The resolver of a builder that was given none: [`harness_models::ModelSpec`] with no
 /// environment (libraries read no variables), so `scripted:PATH`, `ollama:MODEL` and
 /// explicit base URLs work and a provider that needs a key says which variable is missing.
 fn default_resolver() -> ModelResolver {
-    Arc::new(|spec: &str| {
-        harness_models::ModelSpec::parse(spec)
+    Arc::new(|spec: &str, origin: SpecOrigin| {
+        parse_spec_from(spec, origin)
             .and_then(|parsed| parsed.build(&|_| None))
             .map_err(|err| err.to_string())
     })
@@ -264,6 +289,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         }
         declarations.insert(declaration.id.clone(), declaration);
     }
+    let factory_policy = parent_policy.clone();
     let factory = ChildFactory {
         model: Arc::clone(setup.model),
         config: setup.config.clone(),
@@ -282,7 +308,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         declarations: Arc::new(Declarations {
             shared: declarations,
             warnings,
-            variables,
+            policy: factory_policy,
         }),
     };
     setup.provide(handle.clone());
@@ -301,8 +327,9 @@ pub(crate) struct Handle {
 pub(crate) struct Declarations {
     shared: BTreeMap<String, SubagentDeclaration>,
     warnings: Vec<DeclarationWarning>,
-    /// `${VAR}` in a caller's own remote declaration's headers.
-    variables: VariableLookup,
+    /// This agent's permission policy: a call of a remote subagent is open-world and is
+    /// decided by it as such (it asks under the default permissions).
+    policy: Option<Arc<crate::permissions::Policy>>,
 }
 
 impl std::fmt::Debug for Declarations {
@@ -336,9 +363,12 @@ impl Declarations {
         {
             let file = format!("{}/subagents/{id}.md", scope.namespace());
             let text = String::from_utf8_lossy(&bytes);
-            let mut declaration = declaration::parse_spec(id, &file, &text).map_err(|warning| warning.to_string())?;
-            declaration::substitute_headers(&mut declaration, &*self.variables)
-                .map_err(|warning| warning.to_string())?;
+            // A per-user file may have been written by the model: it runs as a local child
+            // on the operator's models, and never carries a URL, a header or a variable.
+            let declaration = declaration::parse_user_spec(id, &file, &text).map_err(|warning| {
+                tracing::warn!(file = %warning.file, key = %warning.key, "subagent spec skipped: {}", warning.message);
+                format!("subagent `{id}` was not spawned: {warning}")
+            })?;
             return Ok(declaration);
         }
         self.shared.get(id).cloned().ok_or_else(|| {
@@ -348,6 +378,39 @@ impl Declarations {
             }
             .to_string()
         })
+    }
+
+    /// The decision for a call of a remote subagent (open-world: the task leaves the
+    /// process): `None` when it may run, else the output that refuses it or asks a person.
+    pub(crate) fn gate_remote(
+        &self,
+        ctx: &harness_core::ToolContext,
+        call: &harness_core::ToolCall,
+        declaration: &SubagentDeclaration,
+    ) -> Option<harness_core::ToolOutput> {
+        if !declaration.is_remote() || ctx.is_approved(call) {
+            return None;
+        }
+        let policy = self.policy.as_deref().cloned().unwrap_or_default();
+        let hints = harness_core::ToolAnnotations::new().open_world(true);
+        let url = declaration.url.as_deref().unwrap_or_default();
+        match policy.decide(&call.name, hints, &call.input) {
+            crate::permissions::Decision::Allow => None,
+            crate::permissions::Decision::Ask { reason, suggestion } => {
+                let reason = format!(
+                    "subagent `{}` runs on the remote server {url}: {reason}",
+                    declaration.id
+                );
+                Some(ctx.request_approval(call, &reason, (!suggestion.is_empty()).then_some(suggestion)))
+            }
+            crate::permissions::Decision::Deny { reason }
+            | crate::permissions::Decision::Invalid { message: reason } => {
+                Some(harness_core::ToolOutput::error(format!(
+                    "Permission denied: subagent `{}` runs on the remote server {url} and {reason}. The call was not run; do not retry it.",
+                    declaration.id
+                )))
+            }
+        }
     }
 
     /// The declarations the model sees, by id.
@@ -388,7 +451,7 @@ impl ChildFactory {
             return Ok(agent.clone());
         }
         let model = match &declaration.model {
-            Some(spec) => (self.resolver)(spec).map_err(|message| SpawnError::Model {
+            Some(spec) => (self.resolver)(spec, declaration.source).map_err(|message| SpawnError::Model {
                 id: declaration.id.clone(),
                 spec: spec.clone(),
                 origin: declaration

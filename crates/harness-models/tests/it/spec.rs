@@ -65,3 +65,59 @@ async fn anthropic_spec_sends_the_key_from_the_environment() {
     assert_eq!(response.message.text(), "hello");
     assert_eq!(server.only_request().headers["x-api-key"], "sk-ant-env");
 }
+
+fn ok_completion() -> Mock {
+    Mock::status(
+        200,
+        r#"{"choices":[{"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}"#,
+    )
+}
+
+/// Problem 1 of the trust boundary: a spec the operator did not write (`untrusted`) that
+/// names its own base URL gets no key there; the operator's own `@URL`, the base variable's
+/// URL and the default base keep the key.
+#[tokio::test]
+async fn a_key_goes_only_to_a_base_url_the_operator_wrote() {
+    let key = ("OPENAI_API_KEY", "sk-secret".to_owned());
+    // The model's own `@URL`: built without the key, the request carries no Authorization.
+    let foreign = Server::start(vec![ok_completion()]).await;
+    let spec = format!("openai:gpt-4o@{}/v1", foreign.base);
+    let model = ModelSpec::parse(&spec)
+        .unwrap()
+        .untrusted()
+        .build(&env(&[key.clone()]))
+        .unwrap();
+    model.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+    let request = foreign.only_request();
+    assert!(request.headers.get("authorization").is_none(), "{:?}", request.headers);
+    // Nor for `openai-compatible:` (which reads OPENAI_API_KEY too).
+    let foreign = Server::start(vec![ok_completion()]).await;
+    let spec = format!("openai-compatible:qwen@{}/v1", foreign.base);
+    let model = ModelSpec::parse(&spec)
+        .unwrap()
+        .untrusted()
+        .build(&env(&[key.clone()]))
+        .unwrap();
+    model.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+    assert!(foreign.only_request().headers.get("authorization").is_none());
+    // The same URL in the preset's base variable: the operator sent the key there.
+    let operator = Server::start(vec![ok_completion()]).await;
+    let spec = format!("openai:gpt-4o@{}/v1", operator.base);
+    let model = ModelSpec::parse(&spec)
+        .unwrap()
+        .untrusted()
+        .build(&env(&[
+            key.clone(),
+            ("OPENAI_BASE_URL", format!("{}/v1", operator.base)),
+        ]))
+        .unwrap();
+    model.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+    assert_eq!(operator.only_request().headers["authorization"], "Bearer sk-secret");
+    // The operator's own `@URL` (harness.toml, --model, a root subagents/ file): keyed, as
+    // the README's `openai-compatible:…@URL` form promises.
+    let operator = Server::start(vec![ok_completion()]).await;
+    let spec = format!("openai-compatible:qwen@{}/v1", operator.base);
+    let model = ModelSpec::parse(&spec).unwrap().build(&env(&[key])).unwrap();
+    model.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
+    assert_eq!(operator.only_request().headers["authorization"], "Bearer sk-secret");
+}

@@ -75,11 +75,17 @@ fn parent_in(
     });
     let mut memory = harness_memory::MemoryConfig::default();
     memory.enabled = false;
+    // A remote call is open-world: it asks unless a rule allows it (tested below).
+    let allow_spawns = harness::permissions::Policy {
+        allow: vec![harness::permissions::Rule::parse("agent_spawn").unwrap()],
+        ..harness::permissions::Policy::default()
+    };
     let agent = configure(
         HarnessAgent::builder()
             .memory(memory)
             .workspace(dir.path())
             .name("main")
+            .permissions(allow_spawns)
             .model(model),
     )
     .build()
@@ -433,4 +439,64 @@ async fn the_task_time_limit_cancels_the_remote_turn() {
     let events = crate::support::SseReader::new(response).rest().await;
     let last = events.last().unwrap().json();
     assert_eq!(last["kind"].as_str(), Some("cancelled"), "{last}");
+}
+
+/// A loopback listener that counts the connections it accepts (and answers none).
+async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((_stream, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    (url, hits)
+}
+
+/// Problem 2 of the trust boundary: a remote subagent call is open-world, so under the
+/// default permissions it waits for a person and nothing is sent; `dont_ask` refuses it.
+#[tokio::test]
+async fn a_remote_spawn_asks_under_the_default_permissions_and_sends_nothing() {
+    let (url, hits) = counting_listener().await;
+    let default = parent_in(tempfile::tempdir().unwrap(), |builder| {
+        builder
+            .subagent(remote(&url))
+            .permissions(harness::permissions::Policy::default())
+    });
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(default.agent.stream("research tides", ctx("u1", "s1"))).await;
+    let asked = events.iter().find_map(|event| match &event.kind {
+        EventKind::ApprovalRequired { calls, .. } => Some(calls.clone()),
+        _ => None,
+    });
+    let asked = asked.unwrap_or_else(|| panic!("no approval asked: {events:?}"));
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].reason.contains("remote server"), "{:?}", asked[0]);
+    let dont_ask = parent_in(tempfile::tempdir().unwrap(), |builder| {
+        builder
+            .subagent(remote(&url))
+            .permissions(harness::permissions::Policy {
+                mode: harness::permissions::Mode::DontAsk,
+                ..harness::permissions::Policy::default()
+            })
+    });
+    dont_ask.agent.call("research tides", ctx("u1", "s1")).await.unwrap();
+    let (text, is_error) = dont_ask.results.lock().unwrap()[0].clone();
+    assert!(is_error && text.contains("Permission denied"), "{text}");
+    // A person's decision is needed before the task leaves the process.
+    default
+        .agent
+        .resume(
+            vec![harness_core::ApprovalDecision::deny(&asked[0].id)],
+            ctx("u1", "s1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no request may reach the remote"
+    );
 }

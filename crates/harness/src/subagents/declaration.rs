@@ -58,6 +58,9 @@ pub struct SubagentDeclaration {
     /// Extra request headers for a remote subagent (e.g. `Authorization`), values with
     /// `${VAR}` already substituted. Only with `url`.
     pub headers: BTreeMap<String, String>,
+    /// Who wrote it: only the operator's declarations (root files, the builder) may name
+    /// URLs, headers or variables, and only their model specs get keys for an `@URL`.
+    pub source: super::SpecOrigin,
 }
 
 impl SubagentDeclaration {
@@ -77,6 +80,7 @@ impl SubagentDeclaration {
             url: None,
             agent: None,
             headers: BTreeMap::new(),
+            source: super::SpecOrigin::Operator,
         }
     }
 
@@ -236,7 +240,51 @@ pub fn parse_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaratio
         url: matter.url.map(|url| url.trim_end_matches('/').to_owned()),
         agent: matter.agent,
         headers: matter.headers,
+        source: super::SpecOrigin::Operator,
     })
+}
+
+/// The keys only the workspace root's declarations may carry, as `(key, what it is)`.
+const OPERATOR_ONLY: &[(&str, &str)] = &[
+    ("url", "a remote server"),
+    ("agent", "a remote agent"),
+    ("headers", "request headers"),
+];
+
+/// Parses a per-user declaration (`<user>/subagents/<id>.md`): as [`parse_spec`], but a file
+/// that carries `url`, `agent`, `headers`, a `${VAR}` placeholder or a `model` with its own
+/// `@URL` is refused (only the workspace root's declarations may: a per-user file may have
+/// been written by the model). The result is marked [`SpecOrigin::User`](super::SpecOrigin::User).
+///
+/// # Errors
+/// A [`DeclarationWarning`] naming the file and the key at fault.
+pub fn parse_user_spec(id: &str, file: &str, text: &str) -> Result<SubagentDeclaration, DeclarationWarning> {
+    let mut declaration = parse_spec(id, file, text)?;
+    let refuse = |key: &str, what: &str| DeclarationWarning {
+        file: file.to_owned(),
+        key: key.to_owned(),
+        message: format!("a per-user declaration may not name {what}; only the workspace root's subagents/ files may"),
+    };
+    for (key, what) in OPERATOR_ONLY {
+        let given = match *key {
+            "url" => declaration.url.is_some(),
+            "agent" => declaration.agent.is_some(),
+            _ => !declaration.headers.is_empty(),
+        };
+        if given {
+            return Err(refuse(key, what));
+        }
+    }
+    if let Some(spec) = &declaration.model
+        && harness_models::ModelSpec::parse(spec).is_ok_and(|parsed| parsed.explicit_base_url().is_some())
+    {
+        return Err(refuse("model", "a model with its own base URL (`@URL`)"));
+    }
+    if split_front_matter(text.strip_prefix('\u{feff}').unwrap_or(text)).is_some_and(|(yaml, _)| yaml.contains("${")) {
+        return Err(refuse("${VAR}", "a variable placeholder"));
+    }
+    declaration.source = super::SpecOrigin::User;
+    Ok(declaration)
 }
 
 /// Substitutes `${VAR}` in a remote declaration's header values through `lookup`.

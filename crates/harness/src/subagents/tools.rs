@@ -134,6 +134,20 @@ impl Shared {
             .resolve(&ctx.runtime, agent_id)
             .await
             .map_err(ToolError::failed)?;
+        let (name, mut input) = call;
+        if let Some(fields) = input.as_object_mut() {
+            fields.retain(|_, value| !value.is_null());
+        }
+        let tool_call = ToolCall {
+            id: ctx.call_id.clone(),
+            name: name.to_owned(),
+            input,
+        };
+        if resumed.is_none()
+            && let Some(output) = self.declarations.gate_remote(ctx, &tool_call, &declaration)
+        {
+            return Ok(output);
+        }
         let sink = wait.map(|_| ctx.events.clone());
         let started = match &resumed {
             // Not a new spawn: the limits counted it when it started.
@@ -195,15 +209,6 @@ impl Shared {
                 let suggestion = match asked.as_slice() {
                     [only] => only.suggestion.clone(),
                     _ => None,
-                };
-                let (name, mut input) = call;
-                if let Some(fields) = input.as_object_mut() {
-                    fields.retain(|_, value| !value.is_null());
-                }
-                let tool_call = ToolCall {
-                    id: ctx.call_id.clone(),
-                    name: name.to_owned(),
-                    input,
                 };
                 Ok(ctx.request_child_approval(&tool_call, &reason, suggestion, child))
             }

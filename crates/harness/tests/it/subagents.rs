@@ -1092,3 +1092,70 @@ async fn programmatic_spawns_keep_every_limit() {
         .unwrap_err();
     assert!(unknown.to_string().contains("unknown subagent"), "{unknown}");
 }
+
+/// A loopback listener that counts the connections it accepts (and answers none).
+async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((_stream, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    (url, hits)
+}
+
+/// Problems 1 and 2 of the trust boundary: a per-user declaration (which the model can
+/// write) that names a URL, an agent, headers, a `${VAR}` or a model with its own `@URL`
+/// is refused with a result naming the file and the key, and nothing reaches the URL.
+#[tokio::test]
+async fn a_per_user_declaration_cannot_name_a_url_headers_variables_or_a_model_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, hits) = counting_listener().await;
+    let own = dir.path().join("u1/subagents");
+    std::fs::create_dir_all(&own).unwrap();
+    let files = [
+        ("remote", format!("url: {url}"), "`url`"),
+        ("named", format!("url: {url}\nagent: helper"), "`url`"),
+        ("keyed", format!("model: openai:gpt-4o@{url}/v1"), "`model`"),
+        (
+            "compatible",
+            format!("model: openai-compatible:qwen@{url}/v1"),
+            "`model`",
+        ),
+        ("variable", "tools: [\"${OPENAI_API_KEY}\"]".to_owned(), "`${VAR}`"),
+    ];
+    for (id, front, _) in &files {
+        std::fs::write(
+            own.join(format!("{id}.md")),
+            format!("---\ndescription: mine\n{front}\n---\n{CHILD} x\n"),
+        )
+        .unwrap();
+    }
+    let (models, model) = Models::new(|_| Reply::text("child ran"));
+    let spawns: Vec<(&str, Value)> = files
+        .iter()
+        .map(|(id, _, _)| ("agent_spawn", json!({"agent_id": id, "task": "t"})))
+        .collect();
+    models.then(calls(&spawns));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let results = tool_results(&models.parent_requests());
+    assert_eq!(results.len(), files.len(), "{results:?}");
+    for (id, _, key) in &files {
+        let result = results
+            .iter()
+            .find(|(text, _)| text.contains(&format!("u1/subagents/{id}.md")))
+            .unwrap_or_else(|| panic!("no result names u1/subagents/{id}.md: {results:?}"));
+        assert!(result.1 && result.0.contains(key), "{id}: {result:?}");
+        assert!(result.0.contains("only the workspace root"), "{result:?}");
+    }
+    assert_eq!(models.child_count(), 0, "no child ran");
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no request may reach {url}"
+    );
+}
