@@ -85,7 +85,7 @@ async fn a_key_goes_only_to_a_base_url_the_operator_wrote() {
     let model = ModelSpec::parse(&spec)
         .unwrap()
         .untrusted()
-        .build(&env(&[key.clone()]))
+        .build(&env(std::slice::from_ref(&key)))
         .unwrap();
     model.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
     let request = foreign.only_request();
@@ -96,7 +96,7 @@ async fn a_key_goes_only_to_a_base_url_the_operator_wrote() {
     let model = ModelSpec::parse(&spec)
         .unwrap()
         .untrusted()
-        .build(&env(&[key.clone()]))
+        .build(&env(std::slice::from_ref(&key)))
         .unwrap();
     model.call(request_with_tool(vec![Msg::user("hi")])).await.unwrap();
     assert!(foreign.only_request().headers.get("authorization").is_none());
