@@ -24,8 +24,10 @@
 //! Start with [`Policy::decide`] (the decision order is in its module docs).
 
 mod command_line;
+mod narrow;
 mod policy;
 mod rule;
 
+pub use narrow::Inheritance;
 pub use policy::{Decision, Mode, PLAN_EXIT_TOOL, Policy, SHELL_TOOL};
 pub use rule::{Rule, RuleError};
