@@ -119,7 +119,13 @@ mod tests {
     use harness_core::ToolAnnotations;
     use serde_json::json;
 
-    const ALL: [Mode; 5] = [Mode::Explore, Mode::DontAsk, Mode::Default, Mode::AcceptEdits, Mode::Bypass];
+    const ALL: [Mode; 5] = [
+        Mode::Explore,
+        Mode::DontAsk,
+        Mode::Default,
+        Mode::AcceptEdits,
+        Mode::Bypass,
+    ];
 
     #[test]
     fn the_mode_order_is_explore_dont_ask_default_bypass() {
@@ -216,7 +222,10 @@ mod tests {
         };
         let b = Inheritance {
             mode: Mode::DontAsk,
-            deny: vec![Rule::parse("execute(rm *)").unwrap(), Rule::parse("execute(dd *)").unwrap()],
+            deny: vec![
+                Rule::parse("execute(rm *)").unwrap(),
+                Rule::parse("execute(dd *)").unwrap(),
+            ],
             ..Inheritance::default()
         };
         let both = a.and(&b);

@@ -18,7 +18,7 @@
 use crate::error::ApiError;
 use crate::feed::Frame;
 use crate::owners::{self, Access};
-use crate::queue::{SessionKey, TurnInput};
+use crate::queue::{Delegation, SessionKey, TurnInput};
 use crate::wire::{WireEvent, WireKind};
 use crate::{Gateway, Served};
 use axum::Router;
@@ -183,6 +183,24 @@ struct SendRequest {
     message: String,
     #[serde(default)]
     stream: bool,
+    /// A remote parent's plan mode, mode and deny/ask rules (it can only narrow).
+    #[serde(default)]
+    inherit: Option<harness::permissions::Inheritance>,
+}
+
+/// What a remote parent sent with a turn: `X-Harness-Depth` and the body's `inherit`.
+fn delegation(headers: &HeaderMap, inherit: Option<harness::permissions::Inheritance>) -> Result<Delegation, ApiError> {
+    let depth = match headers.get(harness::subagents::DEPTH_HEADER) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|raw| raw.trim().parse::<u32>().ok())
+                .ok_or_else(|| ApiError::bad_request("X-Harness-Depth must be a delegation depth (a whole number)"))?,
+        ),
+    };
+    Ok(Delegation { depth, inherit })
 }
 
 async fn send(
@@ -194,26 +212,19 @@ async fn send(
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let request: SendRequest = serde_json::from_slice(&body).map_err(|err| {
         ApiError::bad_request(format!(
-            "invalid request body ({err}); send {{\"message\": \"...\", \"stream\": false}}"
+            "invalid request body ({err}); send {{\"message\": \"...\", \"stream\": false}} (a remote parent may add \"inherit\": {{\"plan\", \"mode\", \"ask\", \"deny\"}}, never allow rules)"
         ))
     })?;
-    let depth = match headers.get(harness::subagents::DEPTH_HEADER) {
-        None => None,
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .and_then(|raw| raw.trim().parse::<u32>().ok())
-                .ok_or_else(|| ApiError::bad_request("X-Harness-Depth must be a delegation depth (a whole number)"))?,
-        ),
-    };
+    let delegation = delegation(&headers, request.inherit)?;
     let served = gateway.agent(&agent)?;
     // The first turn records the caller as the session's owner.
     owners::check(&gateway, served, &key, Access::Claim).await?;
-    let feed = gateway
-        .inner
-        .queues
-        .enqueue(&served.agent, key.clone(), AgentInput::from(request.message), depth)?;
+    let feed = gateway.inner.queues.enqueue(
+        &served.agent,
+        key.clone(),
+        AgentInput::from(request.message),
+        delegation,
+    )?;
     reply(feed.subscribe(0), &key, request.stream).await
 }
 
@@ -345,6 +356,9 @@ struct DecideRequest {
     note: Option<String>,
     #[serde(default)]
     stream: bool,
+    /// A remote parent's plan mode, mode and deny/ask rules, as with the message.
+    #[serde(default)]
+    inherit: Option<harness::permissions::Inheritance>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -408,6 +422,7 @@ async fn decide(
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let request: DecideRequest = serde_json::from_slice(&body)
         .map_err(|err| ApiError::bad_request(format!("invalid request body ({err}); {DECIDE_SHAPE}")))?;
+    let delegation = delegation(&headers, request.inherit)?;
     let served = gateway.agent(&agent)?;
     let pending = pending_calls(served, &key).await?;
     if pending.is_empty() {
@@ -463,7 +478,7 @@ async fn decide(
     let feed = gateway
         .inner
         .queues
-        .enqueue(&served.agent, key.clone(), TurnInput::Resume(decisions), None)?;
+        .enqueue(&served.agent, key.clone(), TurnInput::Resume(decisions), delegation)?;
     reply(feed.subscribe(0), &key, request.stream).await
 }
 

@@ -13,7 +13,7 @@
 
 use crate::error::ApiError;
 use crate::feed::Frame;
-use crate::queue::SessionKey;
+use crate::queue::{Delegation, SessionKey};
 use crate::wire::WireKind;
 use crate::{Gateway, SESSION_HEADER};
 use axum::Router;
@@ -171,7 +171,10 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
     };
     // The first turn records the caller as the session's owner; another user's is 404.
     crate::owners::check(&gateway, served, &key, crate::owners::Access::Claim).await?;
-    let feed = gateway.inner.queues.enqueue(&served.agent, key, input, None)?;
+    let feed = gateway
+        .inner
+        .queues
+        .enqueue(&served.agent, key, input, Delegation::default())?;
     let id = format!("chatcmpl-{}", feed.turn_id().trim_start_matches("turn-"));
     let created = jiff::Timestamp::now().as_second();
     let frames = feed.subscribe(0);

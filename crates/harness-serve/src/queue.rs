@@ -42,10 +42,21 @@ impl From<AgentInput> for TurnInput {
     }
 }
 
+/// What a remote parent said about the turn it started: its delegation depth
+/// (`X-Harness-Depth`) and what the child keeps of it (`inherit`). Default: not a remote
+/// child.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Delegation {
+    /// The child's depth in the delegation tree.
+    pub(crate) depth: Option<u32>,
+    /// The parent's plan mode, mode and deny/ask rules.
+    pub(crate) inherit: Option<harness::permissions::Inheritance>,
+}
+
 struct Job {
     input: TurnInput,
-    /// The delegation depth a remote parent sent (`X-Harness-Depth`).
-    depth: Option<u32>,
+    /// What a remote parent passed down.
+    delegation: Delegation,
     cancel: CancellationToken,
     feed: Arc<TurnFeed>,
 }
@@ -110,7 +121,7 @@ impl Queues {
         agent: &HarnessAgent,
         key: SessionKey,
         input: impl Into<TurnInput>,
-        depth: Option<u32>,
+        delegation: Delegation,
     ) -> Result<Arc<TurnFeed>, ApiError> {
         let input = input.into();
         let feed = TurnFeed::new(format!("turn-{}", uuid::Uuid::now_v7()), self.replay);
@@ -132,7 +143,7 @@ impl Queues {
             }
             slot.waiting.push_back(Job {
                 input,
-                depth,
+                delegation,
                 cancel: CancellationToken::new(),
                 feed: Arc::clone(&feed),
             });
@@ -250,7 +261,7 @@ fn prune(table: &mut Table) {
 async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
     let Job {
         input,
-        depth,
+        delegation,
         cancel,
         feed,
     } = job;
@@ -263,8 +274,13 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
         .with_session(key.session.clone())
         .with_cancellation(cancel);
     // A remote parent's child: its own spawns count from its depth.
-    let ctx = match depth {
+    let ctx = match delegation.depth {
         Some(depth) => harness::subagents::delegated(ctx, depth, &key.agent),
+        None => ctx,
+    };
+    // A remote parent's plan mode and rules narrow what this turn may do.
+    let ctx = match delegation.inherit {
+        Some(inherited) => harness::subagents::inherited_from_remote(ctx, agent, inherited),
         None => ctx,
     };
     let span = tracing::info_span!("serve_turn", agent = %key.agent, user_id = %key.user, session_id = %key.session);

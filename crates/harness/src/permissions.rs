@@ -27,7 +27,7 @@
 
 // The engine is the `harness-policy` crate; its types appear in this module's signatures
 // (`permissions(Policy)`, `PermissionsSection::policy`), hence the re-export.
-pub use harness_policy::{Decision, Mode, Policy, Rule, RuleError};
+pub use harness_policy::{Decision, Inheritance, Mode, Policy, Rule, RuleError};
 
 use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
@@ -180,7 +180,9 @@ struct PermissionGate {
 }
 
 impl PermissionGate {
-    /// The configured policy plus the session's "approve always" rules.
+    /// The configured policy plus the session's "approve always" rules, narrowed by what the
+    /// agent that started this one passed down ([`harness_policy::Inheritance`] on the call
+    /// context: a remote parent's mode and deny/ask rules).
     fn effective(&self, ctx: &ToolContext) -> Arc<Policy> {
         let added = match ctx.session.get::<SessionRules>() {
             Ok(rules) => rules.allow,
@@ -189,10 +191,14 @@ impl PermissionGate {
                 Vec::new()
             }
         };
-        if added.is_empty() {
+        let inherited = ctx.runtime.get::<harness_policy::Inheritance>();
+        if added.is_empty() && inherited.is_none() {
             return Arc::clone(&self.policy);
         }
-        let mut policy = (*self.policy).clone();
+        let mut policy = match inherited {
+            Some(inherited) => self.policy.narrowed(inherited),
+            None => (*self.policy).clone(),
+        };
         policy
             .allow
             .extend(added.iter().filter_map(|text| Rule::parse(text).ok()));

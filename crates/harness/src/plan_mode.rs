@@ -11,8 +11,9 @@
 //! A banner in the volatile tail of the system prompt says the same (nothing when inactive).
 //!
 //! The state is per session (the [`PlanState`] session slot), so it survives restarts.
-//! Children spawned while the parent plans inherit plan mode through the call's attributes
-//! ([`INHERITED_ATTRIBUTE`]); they cannot leave it themselves.
+//! Children spawned while the parent plans inherit plan mode through a typed value on the
+//! call context ([`harness_policy::Inheritance`], sent along to remote children); they cannot
+//! leave it themselves.
 //!
 //! ```toml
 //! [plan]
@@ -35,8 +36,6 @@ use std::sync::Arc;
 pub const PLAN_FILE: &str = "plans/PLAN.md";
 /// Largest plan `plan_write` accepts, in characters.
 pub const MAX_PLAN_CHARS: usize = 100_000;
-/// The call attribute that puts a child agent in plan mode because its parent plans.
-pub const INHERITED_ATTRIBUTE: &str = "harness.plan_mode";
 
 /// `plan_enter`'s name.
 pub(crate) const PLAN_ENTER: &str = "plan_enter";
@@ -90,9 +89,11 @@ impl PlanState {
     }
 }
 
-/// Whether the caller plans because its parent does.
+/// Whether the caller plans because its parent does (local or remote: the typed
+/// [`Inheritance`](harness_policy::Inheritance) on the call context says so).
 fn inherited(ctx: &harness_core::RuntimeContext) -> bool {
-    ctx.attributes.contains_key(INHERITED_ATTRIBUTE)
+    ctx.get::<harness_policy::Inheritance>()
+        .is_some_and(|inherited| inherited.plan)
 }
 
 /// Whether plan mode is active for this call: the session's own state, or the parent's.
@@ -389,10 +390,13 @@ impl Middleware for PlanGate {
         if is_subagent_tool(&call.name) && !inherited(&ctx.runtime) {
             // The children this call starts or continues plan too.
             let mut planning = ctx.clone();
-            planning
+            let mut inherited = ctx
                 .runtime
-                .attributes
-                .insert(INHERITED_ATTRIBUTE.to_owned(), "parent".to_owned());
+                .get::<harness_policy::Inheritance>()
+                .cloned()
+                .unwrap_or_default();
+            inherited.plan = true;
+            planning.runtime.insert(inherited);
             return next.run(call, &planning).await;
         }
         next.run(call, ctx).await

@@ -58,6 +58,23 @@ pub fn delegated(mut ctx: harness_core::RuntimeContext, depth: u32, agent: &str)
     ctx
 }
 
+/// `ctx` for a turn of `agent` started by a remote parent that passed `inherited` down (the
+/// native API's `inherit`): the turn's calls are decided by `agent`'s own policy narrowed by
+/// it (the union of both sides' deny and ask rules, the stricter mode), and a planning parent's
+/// child plans too. An agent without plan mode cannot plan, so a planning parent's child is
+/// held to `explore` (read-only tools only) instead.
+pub fn inherited_from_remote(
+    mut ctx: harness_core::RuntimeContext,
+    agent: &crate::HarnessAgent,
+    mut inherited: harness_policy::Inheritance,
+) -> harness_core::RuntimeContext {
+    if inherited.plan && !agent.capabilities().contains(&"plan_mode") {
+        inherited.mode = inherited.mode.stricter(harness_policy::Mode::Explore);
+    }
+    ctx.insert(inherited);
+    ctx
+}
+
 /// The largest `max_depth` accepted.
 pub const MAX_DEPTH_LIMIT: u32 = 3;
 

@@ -500,3 +500,216 @@ async fn a_remote_spawn_asks_under_the_default_permissions_and_sends_nothing() {
         "no request may reach the remote"
     );
 }
+
+/// The events the served agent's own tool results produced, forwarded to the parent with the
+/// remote child's source: `(tool, output, is_error)`.
+fn forwarded_results(events: &[AgentEvent]) -> Vec<(String, String, bool)> {
+    events
+        .iter()
+        .filter(|event| event.source.is_some())
+        .filter_map(|event| match &event.kind {
+            EventKind::ToolResult {
+                name,
+                content,
+                is_error,
+                ..
+            } => Some((name.clone(), harness_core::join_text(content), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Problem 5 of the trust boundary: a remote child that waits for approval becomes the
+/// parent's pending approval (it used to be recorded `completed` with the question as its
+/// answer), and the parent's person's decision resumes the remote turn.
+#[tokio::test]
+async fn a_remote_childs_approval_becomes_the_parents_and_the_decision_resumes_it() {
+    let server = Server::start_with(ServeOptions::default(), Some(crate::support::ASK_LIST)).await;
+    let parent = parent(remote(&server.base));
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(parent.agent.stream("research with a tool", ctx("u1", "s1"))).await;
+    let asked = events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::ApprovalRequired { calls } if event.source.is_none() => Some(calls.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the parent asks its person: {events:?}"));
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].tool, "agent_spawn");
+    assert!(asked[0].reason.contains("list_files"), "{:?}", asked[0]);
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!(tasks[0].status, TaskStatus::AwaitingApproval, "{tasks:?}");
+    // The remote side waits too.
+    let child_session = tasks[0].child_session.clone();
+    let history = remote_history(&server, "u1", &child_session).await;
+    assert_eq!(history["pending_approvals"].as_array().unwrap().len(), 1, "{history}");
+
+    let resumed: Vec<AgentEvent> = futures::StreamExt::collect(parent.agent.resume_stream(
+        vec![harness_core::ApprovalDecision::approve(&asked[0].id)],
+        ctx("u1", "s1"),
+    ))
+    .await;
+    let final_text = resumed
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::Final { message } if event.source.is_none() => Some(message.text()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{resumed:?}"));
+    assert!(
+        final_text.starts_with("parent saw: status: completed") && final_text.ends_with("turn 1: listed"),
+        "{final_text}"
+    );
+    let ran = forwarded_results(&resumed);
+    assert!(
+        ran.iter().any(|(tool, _, is_error)| tool == "list_files" && !is_error),
+        "{ran:?}"
+    );
+    let history = remote_history(&server, "u1", &child_session).await;
+    assert_eq!(history["pending_approvals"], json!([]), "{history}");
+}
+
+/// A denial reaches the remote child as a person's refusal: the call is not run there.
+#[tokio::test]
+async fn a_denied_remote_childs_call_is_not_run_on_the_remote() {
+    let server = Server::start_with(ServeOptions::default(), Some(crate::support::ASK_LIST)).await;
+    let parent = parent(remote(&server.base));
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(parent.agent.stream("research with a tool", ctx("u1", "s1"))).await;
+    let asked = events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::ApprovalRequired { calls } if event.source.is_none() => Some(calls.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{events:?}"));
+    let resumed: Vec<AgentEvent> = futures::StreamExt::collect(parent.agent.resume_stream(
+        vec![harness_core::ApprovalDecision::deny(&asked[0].id)],
+        ctx("u1", "s1"),
+    ))
+    .await;
+    let ran = forwarded_results(&resumed);
+    let refused = ran
+        .iter()
+        .find(|(tool, _, _)| tool == "list_files")
+        .unwrap_or_else(|| panic!("{resumed:?}"));
+    assert!(refused.2, "{refused:?}");
+    let tasks = parent.agent.tasks(ctx("u1", "s1")).await.unwrap();
+    assert_eq!(tasks[0].status, TaskStatus::Completed, "{tasks:?}");
+}
+
+/// Problem 5: the remote child keeps the parent's deny rules (a call the parent denies is
+/// denied on the remote, which alone would allow it) and its mode (a parent in `dont_ask`
+/// turns the remote's ask into a refusal instead of a wait).
+#[tokio::test]
+async fn a_remote_child_keeps_the_parents_deny_rules_and_its_stricter_mode() {
+    let rule = |text: &str| harness::permissions::Rule::parse(text).unwrap();
+    let server = Server::start(ServeOptions::default()).await;
+    let denying = parent_in(tempfile::tempdir().unwrap(), |builder| {
+        builder
+            .subagent(remote(&server.base))
+            .permissions(harness::permissions::Policy {
+                allow: vec![rule("agent_spawn")],
+                deny: vec![rule("list_files")],
+                ..harness::permissions::Policy::default()
+            })
+    });
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(denying.agent.stream("research with a tool", ctx("u1", "s1"))).await;
+    let ran = forwarded_results(&events);
+    assert!(
+        ran.iter()
+            .any(|(tool, output, is_error)| tool == "list_files" && *is_error && output.contains("Permission denied")),
+        "{ran:?}"
+    );
+
+    let asking = Server::start_with(ServeOptions::default(), Some(crate::support::ASK_LIST)).await;
+    let unattended = parent_in(tempfile::tempdir().unwrap(), |builder| {
+        builder
+            .subagent(remote(&asking.base))
+            .permissions(harness::permissions::Policy {
+                mode: harness::permissions::Mode::DontAsk,
+                allow: vec![rule("agent_spawn")],
+                ..harness::permissions::Policy::default()
+            })
+    });
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(unattended.agent.stream("research with a tool", ctx("u1", "s1"))).await;
+    assert!(
+        !events
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::ApprovalRequired { .. })),
+        "{events:?}"
+    );
+    let ran = forwarded_results(&events);
+    assert!(
+        ran.iter()
+            .any(|(tool, output, is_error)| tool == "list_files" && *is_error && output.contains("Permission denied")),
+        "{ran:?}"
+    );
+}
+
+/// Problem 5: a planning parent's remote child plans too. The served agent has no plan mode,
+/// so it is held to read-only tools: its own spawn is refused, its read runs.
+#[tokio::test]
+async fn a_planning_parents_remote_child_cannot_change_anything() {
+    let server = Server::start(ServeOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("plan_enter", json!({}))
+        .reply_tool_call("agent_spawn", json!({"agent_id": "remote", "task": "spawn:dig"}))
+        .reply_tool_call("agent_spawn", json!({"agent_id": "remote", "task": "look with a tool"}))
+        .reply_text("planned");
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.enabled = false;
+    let planner = HarnessAgent::builder()
+        .memory(memory)
+        .workspace(dir.path())
+        .name("main")
+        .config(
+            harness::HarnessConfig::parse(
+                "[plan]\nenabled = true\n[permissions]\nallow = [\"agent_spawn\"]\n",
+                std::path::Path::new("harness.toml"),
+            )
+            .unwrap(),
+        )
+        .model(model)
+        .subagent(remote(&server.base))
+        .build()
+        .unwrap();
+    let events: Vec<AgentEvent> = futures::StreamExt::collect(planner.stream("plan it", ctx("u1", "s1"))).await;
+    let ran = forwarded_results(&events);
+    let spawn = ran
+        .iter()
+        .find(|(tool, _, _)| tool == "agent_spawn")
+        .unwrap_or_else(|| panic!("{ran:?}"));
+    assert!(spawn.2 && spawn.1.contains("Permission denied"), "{spawn:?}");
+    assert!(
+        ran.iter().any(|(tool, _, is_error)| tool == "list_files" && !is_error),
+        "{ran:?}"
+    );
+}
+
+/// The serving side refuses an `inherit` it cannot honour rather than ignore it.
+#[tokio::test]
+async fn a_bad_inherit_is_refused_with_what_to_send() {
+    let server = Server::start(ServeOptions::default()).await;
+    for inherit in [
+        json!({"allow": ["execute"]}),
+        json!({"deny": ["execute("]}),
+        json!({"mode": "yolo"}),
+    ] {
+        let response = server
+            .post(
+                "/api/agents/helper/sessions/s1/messages",
+                json!({"message": "hi", "inherit": inherit}),
+            )
+            .await;
+        assert_eq!(response.status(), 400, "{inherit}");
+        let body: Value = response.json().await.unwrap();
+        assert!(body["error"]["message"].as_str().unwrap().contains("inherit"), "{body}");
+    }
+    let history = server.get("/api/agents/helper/sessions/s1").await;
+    assert_eq!(history.status(), 404, "nothing ran, so the session does not exist");
+}

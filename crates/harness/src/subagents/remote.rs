@@ -5,14 +5,20 @@
 //! The events are read through this module's own small wire types (the serve crate sits
 //! above `harness` in the layering and is not a dependency): the served agent's own events
 //! become the child's events, a remote grandchild's events keep their source, re-rooted under
-//! the child. Every failure (connection refused, a 4xx/5xx answer, a body that breaks off, a
+//! the child. The parent's plan mode, mode and deny/ask rules travel as the request's
+//! `inherit` object ([`harness_policy::Inheritance`]), which the serving side applies on top of
+//! its own (it only narrows). A remote turn that waits for approval becomes the child's
+//! `approval_required`, so the parent asks its own person; the decision is sent to the remote
+//! `POST .../approvals` and the child's stream goes on from there. Every failure (connection refused, a 4xx/5xx answer, a body that breaks off, a
 //! stream that ends without `final`) becomes the child's `error` event, so the task ends
 //! `failed` with the reason; it is never an error of the parent's stream.
 
 use super::SubagentDeclaration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use harness_core::{AgentEvent, Block, ErrorKind, EventKind, EventSource, Msg, Usage};
+use harness_core::{
+    AgentEvent, ApprovalDecision, Block, ErrorKind, EventKind, EventSource, Msg, PendingCall, Usage, Verdict,
+};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -40,11 +46,20 @@ pub(crate) struct RemoteTarget {
     pub(crate) user: String,
     /// The child's depth, sent as [`DEPTH_HEADER`](super::DEPTH_HEADER).
     pub(crate) depth: u32,
+    /// What the child keeps of its parent (sent as `inherit`).
+    pub(crate) inherit: harness_policy::Inheritance,
 }
 
 impl RemoteTarget {
     /// The target of `declaration` (which has a `url`) for `session` and `user`.
-    pub(crate) fn new(declaration: &SubagentDeclaration, url: &str, session: String, user: String, depth: u32) -> Self {
+    pub(crate) fn new(
+        declaration: &SubagentDeclaration,
+        url: &str,
+        session: String,
+        user: String,
+        depth: u32,
+        inherit: harness_policy::Inheritance,
+    ) -> Self {
         Self {
             id: declaration.id.clone(),
             base: url.trim_end_matches('/').to_owned(),
@@ -53,6 +68,7 @@ impl RemoteTarget {
             headers: declaration.headers.clone(),
             user,
             depth,
+            inherit,
         }
     }
 
@@ -77,12 +93,21 @@ impl RemoteTarget {
     }
 }
 
-/// The child's events for `task` on `target`: the remote turn's events, ending with its
+/// What one remote exchange sends: a new task, or the decisions on the calls the remote
+/// turn waits on.
+pub(crate) enum Send {
+    /// `POST .../messages`.
+    Task(String),
+    /// `POST .../approvals`.
+    Decisions(Vec<ApprovalDecision>),
+}
+
+/// The child's events for `send` on `target`: the remote turn's events, ending with its
 /// `final` or an `error` saying what went wrong. When `cancel` fires the remote turn is
 /// cancelled (`POST .../cancel`) and the stream ends.
 pub(crate) fn events(
     target: RemoteTarget,
-    task: String,
+    send: Send,
     cancel: CancellationToken,
     source: EventSource,
 ) -> BoxStream<'static, AgentEvent> {
@@ -97,7 +122,7 @@ pub(crate) fn events(
             }
         };
         let outcome = tokio::select! {
-            outcome = exchange(&client, &target, task, &source, &tx) => outcome,
+            outcome = exchange(&client, &target, send, &source, &tx) => outcome,
             () = cancel.cancelled() => {
                 // Dropping the stream does not stop a served turn; the cancel route does.
                 let url = target.session_url("cancel");
@@ -125,15 +150,28 @@ fn error_event(message: String, kind: ErrorKind) -> AgentEvent {
 async fn exchange(
     client: &reqwest::Client,
     target: &RemoteTarget,
-    task: String,
+    send: Send,
     source: &EventSource,
     tx: &mpsc::Sender<AgentEvent>,
 ) -> Result<(), (String, ErrorKind)> {
-    let url = target.session_url("messages");
+    let (url, body) = match send {
+        Send::Task(task) => (
+            target.session_url("messages"),
+            serde_json::json!({"message": task, "stream": true, "inherit": target.inherit}),
+        ),
+        Send::Decisions(decisions) => (
+            target.session_url("approvals"),
+            serde_json::json!({
+                "decisions": decisions.iter().map(wire_decision).collect::<Vec<_>>(),
+                "stream": true,
+                "inherit": target.inherit,
+            }),
+        ),
+    };
     let failed = |message: String| (message, ErrorKind::Provider);
     let response = target
         .request(client, url.clone())
-        .json(&serde_json::json!({"message": task, "stream": true}))
+        .json(&body)
         .send()
         .await
         .map_err(|err| {
@@ -183,6 +221,22 @@ async fn exchange(
         "remote subagent `{}`: the event stream from {url} ended without a final message",
         target.id
     )))
+}
+
+/// One decision in the native API's form (`{"call_id", "decision", "always", "args", "note"}`).
+fn wire_decision(decision: &ApprovalDecision) -> Value {
+    let mut wire = serde_json::json!({
+        "call_id": decision.call_id,
+        "decision": if decision.verdict.approves() { "approve" } else { "deny" },
+        "always": decision.verdict == Verdict::ApproveAlways,
+    });
+    if let Some(input) = &decision.input {
+        wire["args"] = input.clone();
+    }
+    if let Some(note) = &decision.note {
+        wire["note"] = Value::String(note.clone());
+    }
+    wire
 }
 
 /// A remote grandchild's source, placed under the remote child's.
@@ -275,6 +329,10 @@ enum WireKind {
         #[serde(default)]
         data: Value,
     },
+    /// The remote turn waits for a person (its `final` follows).
+    ApprovalRequired {
+        calls: Vec<PendingCall>,
+    },
     Final {
         message: Msg,
     },
@@ -309,6 +367,7 @@ impl WireKind {
             Self::StepEnd { step, usage } => EventKind::StepEnd { step, usage },
             Self::Warning { code, message } => EventKind::Warning { code, message },
             Self::Notice { kind, data } => EventKind::Notice { kind, data },
+            Self::ApprovalRequired { calls } => EventKind::ApprovalRequired { calls },
             Self::Final { message } => EventKind::Final { message },
             Self::Error { message, kind } => EventKind::Error { message, kind },
             Self::Other => return None,

@@ -500,6 +500,7 @@ impl Runtime {
                     .as_ref()
                     .map_or_else(|| "default".to_owned(), |user| user.as_str().to_owned()),
                 self.caller_depth(ctx) + 1,
+                self.inheritance(ctx),
             )),
             None => Ok(self.factory.child(declaration)?),
         };
@@ -544,6 +545,11 @@ impl Runtime {
             .with_cancellation(cancel.clone());
         child_ctx.user_id = ctx.user_id.clone();
         child_ctx.attributes = ctx.attributes.clone();
+        // Plan mode and what a remote grandparent passed down reach the child as typed
+        // values (the parent's own rules are the child's through its built policy).
+        if let Some(inherited) = ctx.get::<harness_policy::Inheritance>() {
+            child_ctx.insert(inherited.clone());
+        }
         child_ctx.insert(lineage);
         if declaration.workspace_mode == WorkspaceMode::Isolated {
             child_ctx.insert(super::IsolatedParent(scope.clone()));
@@ -578,16 +584,17 @@ impl Runtime {
             let events = match (child, input) {
                 (Ok(child), ChildInput::Task(task)) => child.stream(task, child_ctx).boxed(),
                 (Ok(child), ChildInput::Resume(resume)) => child.resume_stream(resume.decisions, child_ctx).boxed(),
-                (Err(target), ChildInput::Task(task)) => super::remote::events(target, task, cancel.clone(), source.clone()),
-                // A remote child's approvals are decided on its own server.
-                (Err(_), ChildInput::Resume(_)) => futures::stream::once(futures::future::ready(AgentEvent {
-                    source: Some(source.clone()),
-                    kind: harness_core::EventKind::Error {
-                        message: "a remote subagent's pending calls are decided on its own server (POST …/approvals there)".to_owned(),
-                        kind: harness_core::ErrorKind::Configuration,
-                    },
-                }))
-                .boxed(),
+                (Err(target), ChildInput::Task(task)) => {
+                    super::remote::events(target, super::remote::Send::Task(task), cancel.clone(), source.clone())
+                }
+                // The parent's person decided what the remote child asked: the decisions go
+                // to the remote server, whose turn goes on.
+                (Err(target), ChildInput::Resume(resume)) => super::remote::events(
+                    target,
+                    super::remote::Send::Decisions(resume.decisions),
+                    cancel.clone(),
+                    source.clone(),
+                ),
             };
             let outcome = run_child(events, cancel, &running, source, limit).await;
             let outcome = if outcome.status == TaskStatus::Cancelled && runtime.shutdown.is_cancelled() {
@@ -607,6 +614,17 @@ impl Runtime {
             agent_key: format!("agent:{}:{}", declaration.id, instance_key),
             task: live,
         })
+    }
+
+    /// What a child started from `ctx` keeps of this agent: what was passed down to it, plus
+    /// its own mode and deny/ask rules and whether it plans (sent to a remote child, which
+    /// has no other way to know them).
+    fn inheritance(&self, ctx: &RuntimeContext) -> harness_policy::Inheritance {
+        let passed = ctx.get::<harness_policy::Inheritance>().cloned().unwrap_or_default();
+        match self.factory.parent_policy.as_deref() {
+            Some(policy) => passed.and(&harness_policy::Inheritance::of(policy, false)),
+            None => passed,
+        }
     }
 
     /// Records the terminal state, wakes the waiters, forgets the live task.
