@@ -182,6 +182,18 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
     let mut allow_outer: Option<String> = None;
     let mut xargs = false;
     let mut shell_wrapper = false;
+    let add_plain = |views: &mut Vec<String>, words: &[&Word], xargs: bool| {
+        let suffix = if xargs { " …" } else { "" };
+        views.push(with_redirects(format!("{}{suffix}", join(words))));
+        if let Some(name) = words.first() {
+            let base = basename(&name.text);
+            if base != name.text {
+                let mut reduced = vec![base.to_owned()];
+                reduced.extend(words[1..].iter().map(|word| word.text.clone()));
+                views.push(with_redirects(format!("{}{suffix}", reduced.join(" "))));
+            }
+        }
+    };
     let add_view = |views: &mut Vec<String>, assignments: &[&Word], words: &[&Word], xargs: bool| {
         let mut all: Vec<&Word> = assignments.to_vec();
         all.extend_from_slice(words);
@@ -204,6 +216,11 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
                 views.push(with_redirects(reduced));
             }
         }
+        // Deny rules also see the command without the assignments it runs under.
+        if !assignments.is_empty() && !words.is_empty() {
+            add_plain(views, words, xargs);
+        }
+        // Last: the command as written (the allow view, when it is the innermost).
         views.push(written);
     };
 
@@ -293,7 +310,9 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
     }
     // The innermost view as written is the last one pushed.
     let innermost = views.last().cloned().unwrap_or_default();
-    let allow_view = if shell_wrapper {
+    // A command with no words runs nothing (`> file`, or redirections after a subshell):
+    // like the redirections of an allowed command, it needs no rule of its own.
+    let allow_view = if shell_wrapper || command.words.is_empty() {
         None
     } else {
         Some(allow_outer.unwrap_or(innermost.clone()))
@@ -304,7 +323,7 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
         views,
         allow_view,
         paths,
-        suggestion: if shell_wrapper { None } else { suggestion.flatten() },
+        suggestion: suggestion.flatten(),
     });
 }
 

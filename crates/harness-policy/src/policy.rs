@@ -383,17 +383,20 @@ fn glob_candidates(protected: &Protected) -> Vec<String> {
     names
 }
 
-/// Whether the glob `pattern` (one path segment) could match `name`, as `sh` expands it: a
-/// leading `.` must be matched literally. A pattern that does not compile could match
-/// anything.
-fn segment_matches(pattern: &str, name: &str) -> bool {
-    if name.starts_with('.') && !pattern.starts_with('.') {
-        return false;
-    }
-    match GlobBuilder::new(pattern).literal_separator(true).backslash_escape(true).build() {
-        Ok(glob) => glob.compile_matcher().is_match(name),
-        Err(_) => true,
-    }
+/// The names among `candidates` that the glob `pattern` (one path segment) could match, as
+/// `sh` expands it: a leading `.` must be matched literally. A pattern that does not compile
+/// could match anything.
+fn segment_matches<'a>(pattern: &str, candidates: &'a [String]) -> Vec<&'a String> {
+    let glob = GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map(|glob| glob.compile_matcher());
+    candidates
+        .iter()
+        .filter(|name| !(name.starts_with('.') && !pattern.starts_with('.')))
+        .filter(|name| glob.as_ref().map_or(true, |glob| glob.is_match(name.as_str())))
+        .collect()
 }
 
 /// Most concrete paths one glob word is expanded to for the check; a word with more could
@@ -416,11 +419,7 @@ fn word_paths(word: &Word, candidates: &[String]) -> Option<Vec<String>> {
         let mut paths = vec![String::new()];
         for (index, segment) in text.split('/').enumerate() {
             let options: Vec<String> = if segment.contains(['*', '?', '[']) {
-                candidates
-                    .iter()
-                    .filter(|name| segment_matches(segment, name))
-                    .cloned()
-                    .collect()
+                segment_matches(segment, candidates).into_iter().cloned().collect()
             } else {
                 vec![segment.to_owned()]
             };
