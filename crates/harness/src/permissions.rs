@@ -27,7 +27,7 @@
 
 // The engine is the `harness-policy` crate; its types appear in this module's signatures
 // (`permissions(Policy)`, `PermissionsSection::policy`), hence the re-export.
-pub use harness_policy::{Decision, Mode, Policy, Rule, RuleError};
+pub use harness_policy::{Decision, Mode, Policy, Protected, Rule, RuleError};
 
 use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
