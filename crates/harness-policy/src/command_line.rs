@@ -117,7 +117,8 @@ fn wrapper(name: &str) -> Option<(Options, usize)> {
     Some(match name {
         "command" => (options(&[], &[], false), 0),
         "exec" => (options(&["-a"], &[], false), 0),
-        "nohup" | "builtin" => (options(&[], &[], false), 0),
+        "nohup" | "builtin" | "busybox" => (options(&[], &[], false), 0),
+        "chroot" => (options(&[], &["--userspec", "--groups"], true), 1),
         "nice" => (options(&["-n"], &["--adjustment"], false), 0),
         "timeout" => (options(&["-s", "-k"], &["--signal", "--kill-after"], false), 1),
         "time" => (options(&["-f", "-o"], &["--format", "--output"], false), 0),
@@ -167,6 +168,40 @@ fn wrapper(name: &str) -> Option<(Options, usize)> {
         ),
         _ => return None,
     })
+}
+
+/// `watch`'s options (it runs its arguments joined, through `sh -c`).
+const WATCH: Options = Options {
+    with_value: &["-n", "-d", "-q"],
+    long_with_value: &["--interval", "--differences", "--equexit"],
+    lenient: true,
+};
+
+/// The string after one of `flags` (`su -c 'cmd'`, `--command=cmd`): `None` when there is
+/// none (the command runs a login shell).
+fn option_string(args: &[&Word], flags: &[&str]) -> Option<Result<String, String>> {
+    let usable = |word: &Word, line: &str| {
+        if word.dynamic {
+            Err(format!("a command string `{}` only known when it runs", word.text))
+        } else {
+            Ok(line.to_owned())
+        }
+    };
+    for (index, word) in args.iter().enumerate() {
+        let text = word.text.as_str();
+        if flags.contains(&text) {
+            return Some(match args.get(index + 1) {
+                None => Err(format!("`{text}` without a command string")),
+                Some(value) => usable(value, &value.text),
+            });
+        }
+        if let Some((flag, line)) = text.split_once('=')
+            && flags.contains(&flag)
+        {
+            return Some(usable(word, line));
+        }
+    }
+    None
 }
 
 /// The shells whose `-c` string is parsed as a command line.
@@ -287,10 +322,52 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
                 }
             }
         }
-        if name == "eval" {
+        if name == "alias" && words[1..].iter().any(|word| word.text.contains('=')) {
+            // dash applies an alias to the lines after it: `alias g=rm⏎g -rf x`.
+            out.opaque("`alias` changes what the commands after it run".to_owned());
+            break;
+        }
+        if matches!(name, "su" | "runuser") {
+            match option_string(&words[1..], &["-c", "--command"]) {
+                Some(Ok(line)) => {
+                    shell_wrapper = true;
+                    out.merge(analyse_at(&line, depth + 1));
+                }
+                Some(Err(reason)) => out.opaque(reason),
+                None => {}
+            }
+            break;
+        }
+        if name == "trap" {
+            // `trap 'cmd' EXIT` runs `cmd` later; `trap - INT`, `trap 5 INT` reset.
+            if let Some(action) = words
+                .get(1)
+                .filter(|word| !word.text.starts_with('-') && !word.text.chars().all(|c| c.is_ascii_digit()))
+            {
+                if action.dynamic {
+                    out.opaque("`trap` with an action only known when it runs".to_owned());
+                } else {
+                    out.merge(analyse_at(&action.text, depth + 1));
+                }
+            }
+            break;
+        }
+        if name == "eval" || name == "watch" {
             let args = &words[1..];
+            let args: Vec<&Word> = if name == "watch" {
+                match skip_options(name, &WATCH, args) {
+                    Ok(Some(rest)) => rest,
+                    Ok(None) => break,
+                    Err(reason) => {
+                        out.opaque(reason);
+                        break;
+                    }
+                }
+            } else {
+                args.to_vec()
+            };
             if args.iter().any(|word| word.dynamic) {
-                out.opaque("`eval` of an expansion".to_owned());
+                out.opaque(format!("`{name}` of an expansion"));
                 break;
             }
             shell_wrapper = true;

@@ -98,6 +98,12 @@ fn shell_strings_and_eval_are_parsed() {
         "xargs -I{} sh -c 'rm -rf x'",
         "find . -name '*.o' -exec rm -rf x \\;",
         "find . -execdir rm -rf x \\; -print",
+        "su -c 'rm -rf x'",
+        "su root --command='rm -rf x'",
+        "trap 'rm -rf x' EXIT",
+        "watch -n 1 rm -rf x",
+        "busybox rm -rf x",
+        "chroot /srv rm -rf x",
     ] {
         assert!(has(line, "rm -rf x"), "{line:?}: {:?}", views(line));
         assert!(analyse(line).opaque.is_empty(), "{line:?}: {:?}", analyse(line).opaque);
@@ -129,6 +135,8 @@ fn what_cannot_be_known_is_opaque() {
         "env --bogus rm x",
         "sudo --bogus rm x",
         "timeout $T rm x",
+        "alias g=rm\ng -rf x",
+        "trap \"$X\" EXIT",
         "bash -c",
         "",
         "   ",
