@@ -617,8 +617,13 @@ fn shell_string(args: &[&Word]) -> ShellString {
                 break;
             }
             if flags.starts_with('-') {
-                // Long options (`--norc`, `--login`): flags without values.
-                index += 1;
+                // Long options: `--rcfile file` and `--init-file file` take a value, the
+                // others (`--norc`, `--login`, …) do not.
+                index += if matches!(text, "--rcfile" | "--init-file") {
+                    2
+                } else {
+                    1
+                };
                 continue;
             }
             if flags.contains('c') {
@@ -631,6 +636,23 @@ fn shell_string(args: &[&Word]) -> ShellString {
         break;
     }
     if !command {
+        // A `-c` after words this loop did not read as options (`bash --unknown x -c 'rm'`):
+        // fail closed rather than take it for a script's argument.
+        let later_c = args.get(index..).unwrap_or_default().iter().any(|word| {
+            word.text.strip_prefix('-').is_some_and(|flags| {
+                !flags.is_empty() && flags.chars().all(|c| c.is_ascii_alphabetic()) && flags.contains('c')
+            })
+        });
+        if later_c {
+            return ShellString::Opaque("a shell's `-c` after arguments this check does not follow".to_owned());
+        }
+        let reads_input = args.get(index).is_none()
+            || args[..index.min(args.len())]
+                .iter()
+                .any(|word| word.text.starts_with('-') && !word.text.starts_with("--") && word.text.contains('s'));
+        if reads_input {
+            return ShellString::Opaque("a shell that reads its commands from its input (`… | sh`)".to_owned());
+        }
         return ShellString::NotACommand;
     }
     match args.get(index) {
