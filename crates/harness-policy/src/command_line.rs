@@ -33,6 +33,8 @@ pub(crate) struct SimpleCommand {
     pub paths: Vec<Word>,
     /// The rule an "always" approval would add for this command.
     pub suggestion: Option<String>,
+    /// The innermost command's words (no assignments, no redirections): what it runs.
+    pub runs: String,
 }
 
 /// A command line as the rules see it.
@@ -436,6 +438,7 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
         allow_view,
         paths,
         suggestion: suggestion.flatten(),
+        runs: join(&words),
     });
 }
 
