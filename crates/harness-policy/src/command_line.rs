@@ -303,6 +303,19 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
                 "the command name `{}` is only known when it runs",
                 name_word.text
             ));
+            // It may expand to nothing (`$(true) rm -rf x` runs `rm`): deny rules also see
+            // the words after it, unwrapped like any command.
+            if words.len() > 1 {
+                let rest = Command {
+                    words: words[1..].iter().map(|word| (*word).clone()).collect(),
+                    redirects: Vec::new(),
+                };
+                let mut inner = Analysis::default();
+                unwrap_command(&rest, depth + 1, &mut inner);
+                for command in inner.commands {
+                    views.extend(command.views);
+                }
+            }
             break;
         }
         if name_word.glob {
