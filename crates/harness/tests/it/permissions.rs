@@ -307,3 +307,26 @@ async fn shell_rules_hold_against_comments_respellings_and_globs() {
     let glob = pending.calls.iter().find(|call| call.id == "glob").unwrap();
     assert_eq!(glob.suggestion, None);
 }
+
+/// The protected set keeps in step with the workspace's reserved entries: every reserved
+/// name that is a file or directory the harness reads or keeps (not a namespace word such
+/// as `users`) is protected, at the root and in a user's layer. (`knowledge/` holds the
+/// knowledge files the tools manage; only `knowledge/KNOWLEDGE.md` goes into the prompt.)
+#[test]
+fn every_reserved_workspace_entry_is_protected() {
+    let protected = harness::permissions::Protected::default_set();
+    let namespace_words = ["users", "sessions", "shared", "global", "rules"];
+    for name in harness_fs::RESERVED_NAMES {
+        if namespace_words.contains(name) {
+            continue;
+        }
+        let inside = match *name {
+            "knowledge" => format!("{name}/KNOWLEDGE.md"),
+            file if file.contains('.') => file.to_owned(),
+            dir => format!("{dir}/x"),
+        };
+        for path in [inside.clone(), format!("alice/{inside}")] {
+            assert!(protected.matches(&path), "{path} is reserved but not protected");
+        }
+    }
+}
