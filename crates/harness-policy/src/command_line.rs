@@ -7,7 +7,8 @@
 //! Each simple command has
 //! - **views** for deny and ask rules: the command as written and each command it unwraps
 //!   to, each also with its command name reduced to the basename (`/bin/rm -rf x` is also
-//!   `rm -rf x`); a rule that matches any view matches the command;
+//!   `rm -rf x`), without the assignments it runs under and without its redirections; a
+//!   rule that matches any view matches the command;
 //! - an **allow view**: the innermost command as written, with the assignments it runs under
 //!   (`FOO=1 make` is `FOO=1 make`; `sudo make` stays `sudo make`, a change of user is not
 //!   unwrapped for allowing). `None` when an allow rule cannot cover it;
@@ -437,6 +438,18 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
     }
     // The innermost view as written is the last one pushed.
     let innermost = views.last().cloned().unwrap_or_default();
+    // Deny rules also see each view without the redirections (`execute(make clean)` denies
+    // `make clean 2>/dev/null`).
+    if !redirects.is_empty() {
+        let suffix = redirects.join(" ");
+        let bare: Vec<String> = views
+            .iter()
+            .filter_map(|view| view.strip_suffix(&suffix))
+            .map(|view| view.trim_end().to_owned())
+            .filter(|view| !view.is_empty())
+            .collect();
+        views.extend(bare);
+    }
     // A command with no words runs nothing (`> file`, or redirections after a subshell):
     // like the redirections of an allowed command, it needs no rule of its own.
     let allow_view = if shell_wrapper || command.words.is_empty() {

@@ -248,6 +248,10 @@ mod tests {
         // Opaque or not, a recognisable command still matches a deny rule.
         assert!(rm.matches_any("execute", &shell("echo $'x'; rm -rf ~")));
         assert!(!rm.matches_any("execute", &shell("echo $'rm -rf'")));
+        // An exact rule still matches with redirections and assignments around the command.
+        let exact = rule("execute(make clean)");
+        assert!(exact.matches_any("execute", &shell("make clean 2>/dev/null >log")));
+        assert!(exact.matches_any("execute", &shell("CC=x /usr/bin/make clean")));
         // `*` matches within one simple command, never across commands.
         assert!(!rule("execute(git *)").matches_any("execute", &shell("ls; rm git")));
     }
