@@ -522,9 +522,9 @@ fn skip_options<'a>(name: &str, options: &Options, words: &[&'a Word]) -> Result
             return Err(format!("`{name}` with the option `{key}` this check does not know"));
         }
         // Short options: `-n 5`, `-n5`, `-pk`.
-        let short = &text[..2.min(text.len())];
-        if options.with_value.contains(&short) {
-            index += if text.len() > 2 { 1 } else { 2 };
+        let short: String = text.chars().take(2).collect();
+        if options.with_value.contains(&short.as_str()) {
+            index += if text.len() > short.len() { 1 } else { 2 };
             continue;
         }
         if options.lenient || known_short_flags(name, &text[1..]) {

@@ -266,3 +266,64 @@ fn every_command_the_real_shell_runs_is_one_the_analysis_lists() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
+
+/// Any text at all is analysed without a panic (a deterministic pseudo-random sweep over the
+/// characters that matter to the parser, multi-byte ones included).
+#[test]
+fn arbitrary_lines_never_panic() {
+    let alphabet: Vec<char> = " \t\n;&|<>()'\"\\$`{}[]*?#=-!~/,.0123456789abcxyzé漢🙂"
+        .chars()
+        .collect();
+    let words = [
+        "sh -c ",
+        "env -",
+        "nice -n",
+        "timeout ",
+        "sudo -",
+        "xargs -",
+        "find -exec ",
+        "eval ",
+        "trap ",
+        "su -c ",
+        "<<",
+        "<<-",
+        "$(",
+        "${",
+        "`",
+        "--",
+        "-é",
+        "command -",
+        "exec -a",
+        "watch -n",
+    ];
+    let policy = crate::Policy {
+        deny: vec![crate::Rule::parse("execute(rm *)").unwrap_or_else(|err| panic!("{err}"))],
+        ..crate::Policy::default()
+    };
+    let shell = harness_core::ToolAnnotations::new().destructive(true).open_world(true);
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..20_000 {
+        let mut line = String::new();
+        let len = next() % 40;
+        for _ in 0..len {
+            let pick = next();
+            if pick % 5 == 0 {
+                line.push_str(words[(pick / 5) as usize % words.len()]);
+            } else {
+                line.push(alphabet[(pick / 5) as usize % alphabet.len()]);
+            }
+        }
+        let _ = analyse(&line);
+        let _ = policy.decide("execute", shell, &serde_json::json!({ "command": line }));
+    }
+    // Multi-byte option text after a wrapper.
+    for line in ["nice -é x", "sudo -é x", "timeout -é 1 x", "xargs -é x", "cat [é-*"] {
+        let _ = policy.decide("execute", shell, &serde_json::json!({ "command": line }));
+    }
+}
