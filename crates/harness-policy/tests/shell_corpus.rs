@@ -289,6 +289,7 @@ fn generated_evasions_are_never_allowed_and_never_escape_a_deny_rule() {
             }
         }
     }
+    eprintln!("{checked} generated lines checked");
     assert!(checked > 3000, "only {checked} lines were generated");
     assert!(
         wrong.is_empty(),
