@@ -289,8 +289,8 @@ fn generated_evasions_are_never_allowed_and_never_escape_a_deny_rule() {
             }
         }
     }
-    eprintln!("{checked} generated lines checked");
-    assert!(checked > 3000, "only {checked} lines were generated");
+    // About 20,000 lines with the corpus as committed.
+    assert!(checked > 15_000, "only {checked} lines were generated");
     assert!(
         wrong.is_empty(),
         "{} of {checked} generated lines got through:\n{}",
