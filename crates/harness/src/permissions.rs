@@ -27,7 +27,7 @@
 
 // The engine is the `harness-policy` crate; its types appear in this module's signatures
 // (`permissions(Policy)`, `PermissionsSection::policy`), hence the re-export.
-pub use harness_policy::{Decision, Inheritance, Mode, Policy, Rule, RuleError};
+pub use harness_policy::{Decision, Inheritance, Mode, Policy, Protected, Rule, RuleError};
 
 use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
@@ -77,6 +77,7 @@ impl PermissionsSection {
             allow: parse(&self.allow)?,
             ask: parse(&self.ask)?,
             deny: parse(&self.deny)?,
+            ..Policy::default()
         })
     }
 }
@@ -264,7 +265,7 @@ impl Middleware for PermissionGate {
             }
             // A person approved exactly this call (resumed after the decision).
             Decision::Ask { .. } if ctx.is_approved(&call) => next.run(call, ctx).await,
-            Decision::Ask { reason, suggestion } => {
+            Decision::Ask { reason, suggestion, .. } => {
                 tracing::info!(tool = %call.name, %reason, "call waits for a person's approval");
                 // An empty suggestion: no rule can allow it (leaving plan mode).
                 let suggestion = (!suggestion.is_empty()).then_some(suggestion);
