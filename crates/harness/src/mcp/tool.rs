@@ -54,7 +54,9 @@ impl McpTool {
                 name: tool_name(server.name(), &tool.name),
                 description,
                 input_schema: schema,
-                annotations: annotations.to_core(),
+                // The spec carries what the permission check, plan mode and the re-send
+                // decision act on: the server's hints only when tools.json trusts it.
+                annotations: annotations.effective(server.trusts_annotations()),
             },
             remote_name: tool.name.to_string(),
             annotations,
@@ -73,7 +75,8 @@ impl McpTool {
         &self.remote_name
     }
 
-    /// The server's hints about the tool.
+    /// The server's hints about the tool, as it sent them (claims unless the server is
+    /// trusted; [`Tool::spec`] has the ones the harness acts on).
     pub fn annotations(&self) -> &McpToolAnnotations {
         &self.annotations
     }
@@ -112,9 +115,17 @@ impl Tool for McpTool {
         let after = self.server.timeout();
         let peer = self.server.peer_for_call().await.map_err(unavailable)?;
         let mut outcome = tokio::time::timeout(after, peer.call_tool(params.clone())).await;
-        if let Ok(Err(err @ (ServiceError::TransportSend(_) | ServiceError::TransportClosed))) = &outcome {
-            // The transport could not deliver the request (the server went away, or came
-            // back without our session): reconnect and send it once more.
+        let resend = match &outcome {
+            // The request could not be sent (the server went away, or came back without
+            // our session): it never arrived, so sending it again is safe.
+            Ok(Err(ServiceError::TransportSend(_))) => true,
+            // The transport closed with the request possibly delivered: send it again only
+            // when a trusted hint says repeating it is harmless.
+            Ok(Err(ServiceError::TransportClosed)) => self.spec.annotations.is_idempotent(),
+            _ => false,
+        };
+        if resend && let Ok(Err(err)) = &outcome {
+            // Reconnect and send it once more.
             self.server.mark_broken(&err.to_string());
             let peer = self.server.peer_for_call().await.map_err(unavailable)?;
             outcome = tokio::time::timeout(after, peer.call_tool(params)).await;
