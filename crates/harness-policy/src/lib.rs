@@ -25,7 +25,10 @@
 
 mod command_line;
 mod policy;
+mod protected;
 mod rule;
+mod shell;
 
-pub use policy::{Decision, Mode, PLAN_EXIT_TOOL, Policy, SHELL_TOOL};
+pub use policy::{Decision, Mode, PLAN_EXIT_TOOL, PLAN_TOOLS, Policy, SHELL_TOOL};
+pub use protected::{DEFAULT_PROTECTED, DEFAULT_READ_PROTECTED, Protected};
 pub use rule::{Rule, RuleError};

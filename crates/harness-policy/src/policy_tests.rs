@@ -25,6 +25,7 @@ fn policy(mode: Mode, allow: &[&str], ask: &[&str], deny: &[&str]) -> Policy {
         allow: rules(allow),
         ask: rules(ask),
         deny: rules(deny),
+        ..Policy::default()
     }
 }
 
@@ -82,7 +83,27 @@ fn decision_order_table() {
         ("dangerous and dont_ask", policy(DontAsk, &[], &[], &[]), "write_file", WRITE, at(".gitconfig"), 'D'),
         //    a command line the splitter cannot see through asks, even in bypass.
         ("unparseable over an allow rule", policy(Default, &["execute(echo *)"], &[], &[]), "execute", SHELL, sh("echo $(rm -rf ~)"), '?'),
-        ("unparseable in bypass", policy(Bypass, &["execute"], &[], &[]), "execute", SHELL, sh("echo `id`"), '?'),
+        ("opaque in bypass", policy(Bypass, &["execute"], &[], &[]), "execute", SHELL, sh("echo $'\\x69d'"), '?'),
+        ("opaque and dont_ask", policy(DontAsk, &["execute"], &[], &[]), "execute", SHELL, sh("[[ -f x ]]"), 'D'),
+        ("opaque still denied by a rule", policy(Bypass, &[], &[], &["execute(rm *)"]), "execute", SHELL, sh("echo $'x'; rm -rf ~"), 'D'),
+        ("substitutions are seen through", policy(Default, &["execute(echo *)", "execute(id)"], &[], &[]), "execute", SHELL, sh("echo `id`"), 'A'),
+        ("a substituted command must be covered", policy(Default, &["execute(echo *)"], &[], &[]), "execute", SHELL, sh("echo `id`"), '?'),
+        //    protected paths: a write asks in every mode, bypass and allow rules included;
+        //    dont_ask denies it; a deny rule refuses it; reads are the file tools' business.
+        ("protected write in bypass", policy(Bypass, &["write_file"], &[], &[]), "write_file", WRITE, at("harness.toml"), '?'),
+        ("protected write in a user layer", policy(Bypass, &[], &[], &[]), "write_file", WRITE, at("alice/AGENTS.md"), '?'),
+        ("protected state", policy(Mode::AcceptEdits, &[], &[], &[]), "edit_file", WRITE, at("agents/main/agent_state.json"), '?'),
+        ("protected and dont_ask", policy(DontAsk, &["write_file"], &[], &[]), "write_file", WRITE, at("tools.json"), 'D'),
+        ("protected and a deny rule", policy(Bypass, &[], &[], &["write_file(memory/**)"]), "write_file", WRITE, at("memory/x.md"), 'D'),
+        ("protected read passes the policy", policy(Default, &[], &[], &[]), "read_file", READ, at("AGENTS.md"), 'A'),
+        ("a file tool writing plans/ asks", policy(Bypass, &[], &[], &[]), "write_file", WRITE, at("plans/PLAN.md"), '?'),
+        ("plan_write is exempt by tool", policy(Default, &[], &[], &[]), "plan_write", PLAN, json!({"content": "x", "path": "plans/PLAN.md"}), 'A'),
+        ("protected via the shell", policy(Bypass, &["execute"], &[], &[]), "execute", SHELL, sh("echo 'mode = \"bypass\"' >> harness.toml"), '?'),
+        ("protected shell argument", policy(Default, &["execute(cp *)"], &[], &[]), "execute", SHELL, sh("cp /tmp/x ./skills/a/SKILL.md"), '?'),
+        ("protected by a glob", policy(Bypass, &[], &[], &[]), "execute", SHELL, sh("sed -i s/a/b/ harn*.toml"), '?'),
+        ("sensitive by a glob", policy(Bypass, &[], &[], &[]), "execute", SHELL, sh("cat .en*"), '?'),
+        ("sensitive by a ? glob", policy(Bypass, &[], &[], &[]), "execute", SHELL, sh("cat ~/.ss?/id_*"), '?'),
+        ("a glob that cannot reach it", policy(Bypass, &[], &[], &[]), "execute", SHELL, sh("rm -f *.o"), 'A'),
         // 4. allow rules.
         ("allow rule for the shell", policy(Default, &["execute(git status*)"], &[], &[]), "execute", SHELL, sh("git status --short"), 'A'),
         ("allow must cover every command", policy(Default, &["execute(git status*)"], &[], &[]), "execute", SHELL, sh("git status; rm -rf ~"), '?'),
@@ -130,6 +151,7 @@ fn ask_for(tool: &str) -> Decision {
     Decision::Ask {
         reason: "this tool can change things outside your area".to_owned(),
         suggestion: tool.to_owned(),
+        suggestions: vec![tool.to_owned()],
     }
 }
 
@@ -145,7 +167,64 @@ fn asks_suggest_a_rule_that_would_allow_the_call() {
         "execute(git push*)"
     );
     assert_eq!(suggested("mcp__x__run", MCP_UNHINTED, json!({"a": 1})), "mcp__x__run");
-    assert_eq!(suggested("write_file", WRITE, at(".env")), "write_file(.env)");
+    let asking = policy(Mode::Default, &[], &["write_file"], &[]);
+    assert!(matches!(
+        asking.decide("write_file", WRITE, &at("notes/a.md")),
+        Decision::Ask { suggestion, .. } if suggestion == "write_file(notes/a.md)"
+    ));
+}
+
+#[test]
+fn always_is_never_offered_for_protected_sensitive_or_opaque_calls() {
+    let default = Policy {
+        ask: rules(&["write_file"]),
+        ..Policy::default()
+    };
+    for (tool, hints, input) in [
+        ("write_file", WRITE, at(".env")),
+        ("write_file", WRITE, at("harness.toml")),
+        ("write_file", WRITE, at("bob/MEMORY.md")),
+        ("execute", SHELL, sh("cat .en?")),
+        ("execute", SHELL, sh("ls > AGENTS.md")),
+        ("execute", SHELL, sh("echo $'x'")),
+    ] {
+        match default.decide(tool, hints, &input) {
+            Decision::Ask {
+                suggestion,
+                suggestions,
+                ..
+            } => assert!(suggestion.is_empty() && suggestions.is_empty(), "{input}: {suggestions:?}"),
+            other => panic!("{input}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_command_line_gets_one_suggestion_per_uncovered_command() {
+    let policy = policy(Mode::Default, &["execute(ls*)"], &[], &[]);
+    let Decision::Ask { suggestions, .. } = policy.decide("execute", SHELL, &sh("git push origin; ls -la; cargo test && git push x"))
+    else {
+        panic!("not an ask");
+    };
+    assert_eq!(suggestions, ["execute(git push*)", "execute(cargo test*)"]);
+    // Adding them allows the line.
+    let mut approved = policy.clone();
+    approved.allow.extend(rules(&["execute(git push*)", "execute(cargo test*)"]));
+    assert_eq!(
+        approved.decide("execute", SHELL, &sh("git push origin; ls -la; cargo test && git push x")),
+        Decision::Allow
+    );
+}
+
+#[test]
+fn a_custom_protected_set_replaces_the_default() {
+    let custom = Policy::default().with_protected(crate::Protected::from_globs(&["deploy/**".to_owned()]).unwrap());
+    assert_eq!(short(&custom.decide("write_file", WRITE, &at("deploy/prod.yaml"))), '?');
+    assert_eq!(short(&custom.decide("write_file", WRITE, &at("harness.toml"))), 'A');
+    let none = Policy::default().with_protected(crate::Protected::none());
+    assert_eq!(short(&none.decide("write_file", WRITE, &at("AGENTS.md"))), 'A');
+    // A child keeps the parent's protected paths.
+    assert_eq!(short(&custom.inherited().decide("write_file", WRITE, &at("deploy/x"))), '?');
 }
 
 #[test]

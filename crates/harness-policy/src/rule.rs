@@ -2,6 +2,7 @@
 //! a glob over what the call touches — the path for a file tool, each simple command for
 //! `execute`, the arguments (compact JSON) for any other tool.
 
+use crate::command_line::Analysis;
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use std::fmt;
 
@@ -23,6 +24,14 @@ pub enum RuleError {
         /// Why.
         #[source]
         source: globset::Error,
+    },
+    /// A `[permissions] protected` glob that cannot be used.
+    #[error("protected path `{glob}`: {reason}")]
+    Protected {
+        /// The glob as written.
+        glob: String,
+        /// Why, and what to write instead.
+        reason: String,
     },
 }
 
@@ -47,8 +56,8 @@ struct Pattern {
 pub(crate) enum Subject {
     /// A file tool's path, normalized (relative to the workspace root).
     Path(String),
-    /// The simple commands of a shell command line; `None` when the line cannot be split.
-    Shell(Option<Vec<String>>),
+    /// A shell command line, analysed into its simple commands.
+    Shell(Analysis),
     /// Any other tool's arguments, as compact JSON.
     Arguments(String),
 }
@@ -123,8 +132,9 @@ impl Rule {
         }
     }
 
-    /// Whether the rule matches any part of the call: what a deny or ask rule needs. A
-    /// command line that cannot be split matches only a whole-tool rule.
+    /// Whether the rule matches any part of the call: what a deny or ask rule needs. For a
+    /// command line, any view of any simple command it runs (opaque or not: being opaque is
+    /// no way past a deny rule).
     pub(crate) fn matches_any(&self, tool: &str, subject: &Subject) -> bool {
         if tool != self.tool {
             return false;
@@ -132,15 +142,22 @@ impl Rule {
         match subject {
             Subject::Path(path) => self.matches_part(path, true),
             Subject::Arguments(arguments) => self.matches_part(arguments, false),
-            Subject::Shell(None) => self.is_whole_tool(),
-            Subject::Shell(Some(commands)) => commands.iter().any(|command| self.matches_part(command, false)),
+            Subject::Shell(analysis) => {
+                self.is_whole_tool()
+                    || analysis
+                        .commands
+                        .iter()
+                        .flat_map(|command| &command.views)
+                        .any(|view| self.matches_part(view, false))
+            }
         }
     }
 }
 
 /// Whether `rules` together cover the whole call: what allowing needs. Every simple command
-/// of a command line must match some rule; a line that cannot be split is covered only by a
-/// whole-tool rule.
+/// of a command line must match some rule with its allow view; an opaque line is covered
+/// only by a whole-tool rule (and [`Policy::decide`](crate::Policy::decide) asks for it
+/// before allow rules are consulted).
 pub(crate) fn covers_all(rules: &[Rule], tool: &str, subject: &Subject) -> bool {
     let mut mine = rules.iter().filter(|rule| rule.tool == tool).peekable();
     if mine.peek().is_none() {
@@ -153,10 +170,12 @@ pub(crate) fn covers_all(rules: &[Rule], tool: &str, subject: &Subject) -> bool 
     match subject {
         Subject::Path(path) => mine.iter().any(|rule| rule.matches_part(path, true)),
         Subject::Arguments(arguments) => mine.iter().any(|rule| rule.matches_part(arguments, false)),
-        Subject::Shell(None) => false,
-        Subject::Shell(Some(commands)) => commands
-            .iter()
-            .all(|command| mine.iter().any(|rule| rule.matches_part(command, false))),
+        Subject::Shell(analysis) if analysis.is_opaque() => false,
+        Subject::Shell(analysis) => analysis.commands.iter().all(|command| match &command.allow_view {
+            // A shell wrapper (`sh -c '…'`): its inner commands are listed themselves.
+            None => true,
+            Some(view) => mine.iter().any(|rule| rule.matches_part(view, false)),
+        }),
     }
 }
 
@@ -176,13 +195,14 @@ impl std::str::FromStr for Rule {
 #[cfg(test)]
 mod tests {
     use super::{Rule, Subject, covers_all};
+    use crate::command_line::analyse;
 
     fn rule(text: &str) -> Rule {
         Rule::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"))
     }
 
-    fn shell(commands: &[&str]) -> Subject {
-        Subject::Shell(Some(commands.iter().map(|&c| c.to_owned()).collect()))
+    fn shell(line: &str) -> Subject {
+        Subject::Shell(analyse(line))
     }
 
     #[test]
@@ -216,15 +236,20 @@ mod tests {
     #[test]
     fn shell_rules_match_each_simple_command() {
         let status = [rule("execute(git status*)")];
-        assert!(covers_all(&status, "execute", &shell(&["git status --short"])));
-        assert!(!covers_all(&status, "execute", &shell(&["git status", "rm -rf ~"])));
+        assert!(covers_all(&status, "execute", &shell("git status --short")));
+        assert!(!covers_all(&status, "execute", &shell("git status; rm -rf ~")));
         let both = [rule("execute(git status*)"), rule("execute(ls *)")];
-        assert!(covers_all(&both, "execute", &shell(&["git status", "ls /tmp"])));
-        assert!(!covers_all(&status, "execute", &Subject::Shell(None)));
-        assert!(covers_all(&[rule("execute")], "execute", &Subject::Shell(None)));
+        assert!(covers_all(&both, "execute", &shell("git status && ls /tmp")));
+        let opaque = shell("git status $'x'");
+        assert!(!covers_all(&status, "execute", &opaque));
+        assert!(covers_all(&[rule("execute")], "execute", &opaque));
         let rm = rule("execute(rm *)");
-        assert!(rm.matches_any("execute", &shell(&["git status", "rm -rf ~"])));
-        assert!(!rm.matches_any("execute", &Subject::Shell(None)));
+        assert!(rm.matches_any("execute", &shell("git status; rm -rf ~")));
+        // Opaque or not, a recognisable command still matches a deny rule.
+        assert!(rm.matches_any("execute", &shell("echo $'x'; rm -rf ~")));
+        assert!(!rm.matches_any("execute", &shell("echo $'rm -rf'")));
+        // `*` matches within one simple command, never across commands.
+        assert!(!rule("execute(git *)").matches_any("execute", &shell("ls; rm git")));
     }
 
     #[test]

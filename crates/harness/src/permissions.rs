@@ -77,6 +77,7 @@ impl PermissionsSection {
             allow: parse(&self.allow)?,
             ask: parse(&self.ask)?,
             deny: parse(&self.deny)?,
+            ..Policy::default()
         })
     }
 }
@@ -258,7 +259,7 @@ impl Middleware for PermissionGate {
             }
             // A person approved exactly this call (resumed after the decision).
             Decision::Ask { .. } if ctx.is_approved(&call) => next.run(call, ctx).await,
-            Decision::Ask { reason, suggestion } => {
+            Decision::Ask { reason, suggestion, .. } => {
                 tracing::info!(tool = %call.name, %reason, "call waits for a person's approval");
                 // An empty suggestion: no rule can allow it (leaving plan mode).
                 let suggestion = (!suggestion.is_empty()).then_some(suggestion);

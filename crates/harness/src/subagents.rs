@@ -396,7 +396,7 @@ impl Declarations {
         let url = declaration.url.as_deref().unwrap_or_default();
         match policy.decide(&call.name, hints, &call.input) {
             crate::permissions::Decision::Allow => None,
-            crate::permissions::Decision::Ask { reason, suggestion } => {
+            crate::permissions::Decision::Ask { reason, suggestion, .. } => {
                 let reason = format!(
                     "subagent `{}` runs on the remote server {url}: {reason}",
                     declaration.id

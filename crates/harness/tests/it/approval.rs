@@ -389,6 +389,7 @@ async fn a_leaf_child_cannot_escape_the_parents_deny_rules() {
             Rule::parse("execute(touch *)").unwrap(),
             Rule::parse("write_file").unwrap(),
         ],
+        ..Policy::default()
     };
     let fs = harness_fs::LocalFs::new(dir.path())
         .unwrap()
