@@ -85,7 +85,11 @@ impl Analysis {
 }
 
 fn join(words: &[&Word]) -> String {
-    words.iter().map(|word| word.text.as_str()).collect::<Vec<_>>().join(" ")
+    words
+        .iter()
+        .map(|word| word.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The last path segment of a command name (`/usr/bin/rm` → `rm`).
@@ -115,18 +119,30 @@ fn wrapper(name: &str) -> Option<(Options, usize)> {
         "exec" => (options(&["-a"], &[], false), 0),
         "nohup" | "builtin" => (options(&[], &[], false), 0),
         "nice" => (options(&["-n"], &["--adjustment"], false), 0),
-        "timeout" => (
-            options(&["-s", "-k"], &["--signal", "--kill-after"], false),
-            1,
-        ),
+        "timeout" => (options(&["-s", "-k"], &["--signal", "--kill-after"], false), 1),
         "time" => (options(&["-f", "-o"], &["--format", "--output"], false), 0),
-        "stdbuf" => (options(&["-i", "-o", "-e"], &["--input", "--output", "--error"], false), 0),
+        "stdbuf" => (
+            options(&["-i", "-o", "-e"], &["--input", "--output", "--error"], false),
+            0,
+        ),
         "setsid" => (options(&[], &[], false), 0),
         "ionice" => (options(&["-c", "-n"], &["--class", "--classdata"], false), 0),
         "sudo" | "doas" => (
             options(
                 &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "-R"],
-                &["--user", "--group", "--chdir", "--prompt", "--role", "--type", "--host", "--other-user", "--close-from", "--command-timeout", "--chroot"],
+                &[
+                    "--user",
+                    "--group",
+                    "--chdir",
+                    "--prompt",
+                    "--role",
+                    "--type",
+                    "--host",
+                    "--other-user",
+                    "--close-from",
+                    "--command-timeout",
+                    "--chroot",
+                ],
                 false,
             ),
             0,
@@ -134,7 +150,17 @@ fn wrapper(name: &str) -> Option<(Options, usize)> {
         "xargs" => (
             options(
                 &["-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "-e"],
-                &["--arg-file", "--delimiter", "--eof", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--replace", "--process-slot-var"],
+                &[
+                    "--arg-file",
+                    "--delimiter",
+                    "--eof",
+                    "--max-lines",
+                    "--max-args",
+                    "--max-procs",
+                    "--max-chars",
+                    "--replace",
+                    "--process-slot-var",
+                ],
                 true,
             ),
             0,
@@ -144,7 +170,9 @@ fn wrapper(name: &str) -> Option<(Options, usize)> {
 }
 
 /// The shells whose `-c` string is parsed as a command line.
-const SHELLS: &[&str] = &["sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "posh", "yash", "fish"];
+const SHELLS: &[&str] = &[
+    "sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "posh", "yash", "fish",
+];
 
 /// Flags that make a wrapped command not run: `command -v rm` only looks it up.
 fn only_looks_up(name: &str, flag: &str) -> bool {
@@ -171,7 +199,11 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
         parts.extend(redirects.iter().map(String::as_str));
         parts.join(" ")
     };
-    let split = command.words.iter().position(|word| !word.assignment).unwrap_or(command.words.len());
+    let split = command
+        .words
+        .iter()
+        .position(|word| !word.assignment)
+        .unwrap_or(command.words.len());
     let mut assignments: Vec<&Word> = command.words[..split].iter().collect();
     let mut words: Vec<&Word> = command.words[split..].iter().collect();
     for word in &command.words {
@@ -230,7 +262,10 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
             break;
         };
         if name_word.dynamic {
-            out.opaque(format!("the command name `{}` is only known when it runs", name_word.text));
+            out.opaque(format!(
+                "the command name `{}` is only known when it runs",
+                name_word.text
+            ));
             break;
         }
         if name_word.glob {
@@ -450,7 +485,11 @@ fn env_command<'a>(words: &[&'a Word]) -> Result<Option<(Vec<&'a Word>, Vec<&'a 
         if text.starts_with("-S") || text.starts_with("--split-string") {
             return Err("`env -S` (it splits a string into a command)".to_owned());
         }
-        if text.starts_with("--unset=") || text.starts_with("--chdir=") || text.starts_with("-u") || text.starts_with("-C") {
+        if text.starts_with("--unset=")
+            || text.starts_with("--chdir=")
+            || text.starts_with("-u")
+            || text.starts_with("-C")
+        {
             index += 1;
             continue;
         }
@@ -516,9 +555,10 @@ fn shell_string(args: &[&Word]) -> ShellString {
     }
     match args.get(index) {
         None => ShellString::Opaque("a shell's `-c` without a command string".to_owned()),
-        Some(word) if word.dynamic => {
-            ShellString::Opaque(format!("a shell's `-c` string `{}` is only known when it runs", word.text))
-        }
+        Some(word) if word.dynamic => ShellString::Opaque(format!(
+            "a shell's `-c` string `{}` is only known when it runs",
+            word.text
+        )),
         Some(word) => ShellString::Line(word.text.clone()),
     }
 }
@@ -537,10 +577,13 @@ fn find_exec(args: &[&Word], depth: usize, out: &mut Analysis) {
             index += 1;
         }
         let inner = Command {
-            words: args[start..index].iter().map(|word| Word {
-                assignment: false,
-                ..(*word).clone()
-            }).collect(),
+            words: args[start..index]
+                .iter()
+                .map(|word| Word {
+                    assignment: false,
+                    ..(*word).clone()
+                })
+                .collect(),
             redirects: Vec::new(),
         };
         if inner.words.is_empty() {

@@ -4,11 +4,19 @@ use super::analyse;
 
 /// Every view of every command.
 fn views(line: &str) -> Vec<String> {
-    analyse(line).commands.into_iter().flat_map(|command| command.views).collect()
+    analyse(line)
+        .commands
+        .into_iter()
+        .flat_map(|command| command.views)
+        .collect()
 }
 
 fn allow_views(line: &str) -> Vec<Option<String>> {
-    analyse(line).commands.into_iter().map(|command| command.allow_view).collect()
+    analyse(line)
+        .commands
+        .into_iter()
+        .map(|command| command.allow_view)
+        .collect()
 }
 
 fn has(line: &str, view: &str) -> bool {
@@ -54,7 +62,11 @@ fn wrappers_are_unwrapped() {
         ("nohup nice timeout 1 /usr/bin/env rm x", "rm x"),
         ("FOO=1 command rm x", "FOO=1 rm x"),
     ] {
-        assert!(has(line, inner), "{line:?} does not unwrap to {inner:?}: {:?}", views(line));
+        assert!(
+            has(line, inner),
+            "{line:?} does not unwrap to {inner:?}: {:?}",
+            views(line)
+        );
     }
     assert_eq!(allow_views("nice -n 5 git status"), [Some("git status".to_owned())]);
     assert_eq!(allow_views("FOO=1 make"), [Some("FOO=1 make".to_owned())]);
@@ -93,7 +105,11 @@ fn shell_strings_and_eval_are_parsed() {
     // The shell itself needs no allow rule; its commands do.
     let analysed = analyse("sh -c 'git status'");
     assert_eq!(
-        analysed.commands.iter().map(|c| c.allow_view.clone()).collect::<Vec<_>>(),
+        analysed
+            .commands
+            .iter()
+            .map(|c| c.allow_view.clone())
+            .collect::<Vec<_>>(),
         [Some("git status".to_owned()), None]
     );
     // A script or stdin is not a `-c` string.
@@ -127,7 +143,11 @@ fn what_cannot_be_known_is_opaque() {
 #[test]
 fn paths_are_the_words_and_redirection_targets() {
     let analysed = analyse("FOO=~/.ssh/k cat a 2>err <<EOF\nx\nEOF");
-    let paths: Vec<String> = analysed.commands[0].paths.iter().map(|word| word.text.clone()).collect();
+    let paths: Vec<String> = analysed.commands[0]
+        .paths
+        .iter()
+        .map(|word| word.text.clone())
+        .collect();
     assert_eq!(paths, ["err", "FOO=~/.ssh/k", "cat", "a"]);
 }
 

@@ -193,7 +193,10 @@ fn always_is_never_offered_for_protected_sensitive_or_opaque_calls() {
                 suggestion,
                 suggestions,
                 ..
-            } => assert!(suggestion.is_empty() && suggestions.is_empty(), "{input}: {suggestions:?}"),
+            } => assert!(
+                suggestion.is_empty() && suggestions.is_empty(),
+                "{input}: {suggestions:?}"
+            ),
             other => panic!("{input}: {other:?}"),
         }
     }
@@ -202,16 +205,25 @@ fn always_is_never_offered_for_protected_sensitive_or_opaque_calls() {
 #[test]
 fn a_command_line_gets_one_suggestion_per_uncovered_command() {
     let policy = policy(Mode::Default, &["execute(ls*)"], &[], &[]);
-    let Decision::Ask { suggestions, .. } = policy.decide("execute", SHELL, &sh("git push origin; ls -la; cargo test && git push x"))
-    else {
+    let Decision::Ask { suggestions, .. } = policy.decide(
+        "execute",
+        SHELL,
+        &sh("git push origin; ls -la; cargo test && git push x"),
+    ) else {
         panic!("not an ask");
     };
     assert_eq!(suggestions, ["execute(git push*)", "execute(cargo test*)"]);
     // Adding them allows the line.
     let mut approved = policy.clone();
-    approved.allow.extend(rules(&["execute(git push*)", "execute(cargo test*)"]));
+    approved
+        .allow
+        .extend(rules(&["execute(git push*)", "execute(cargo test*)"]));
     assert_eq!(
-        approved.decide("execute", SHELL, &sh("git push origin; ls -la; cargo test && git push x")),
+        approved.decide(
+            "execute",
+            SHELL,
+            &sh("git push origin; ls -la; cargo test && git push x")
+        ),
         Decision::Allow
     );
 }
@@ -224,7 +236,10 @@ fn a_custom_protected_set_replaces_the_default() {
     let none = Policy::default().with_protected(crate::Protected::none());
     assert_eq!(short(&none.decide("write_file", WRITE, &at("AGENTS.md"))), 'A');
     // A child keeps the parent's protected paths.
-    assert_eq!(short(&custom.inherited().decide("write_file", WRITE, &at("deploy/x"))), '?');
+    assert_eq!(
+        short(&custom.inherited().decide("write_file", WRITE, &at("deploy/x"))),
+        '?'
+    );
 }
 
 #[test]

@@ -189,7 +189,15 @@ mod tests {
         ] {
             assert!(protected.matches(path), "{path} is not protected");
         }
-        for path in ["src/main.rs", "notes/AGENTS.txt", "a/b/AGENTS.md", "knowledge/other.md", "README.md", "", "."] {
+        for path in [
+            "src/main.rs",
+            "notes/AGENTS.txt",
+            "a/b/AGENTS.md",
+            "knowledge/other.md",
+            "README.md",
+            "",
+            ".",
+        ] {
             assert!(!protected.matches(path), "{path} is protected");
         }
     }
@@ -197,7 +205,14 @@ mod tests {
     #[test]
     fn the_read_protected_default_is_the_configuration_and_state_subset() {
         let read = Protected::read_protected_default();
-        for path in ["harness.toml", "tools.json", ".mcp.json", ".harness/x", "agents/a/s.json", "bob/agents/x"] {
+        for path in [
+            "harness.toml",
+            "tools.json",
+            ".mcp.json",
+            ".harness/x",
+            "agents/a/s.json",
+            "bob/agents/x",
+        ] {
             assert!(read.matches(path), "{path}");
         }
         for path in ["AGENTS.md", "skills/x", "MEMORY.md"] {

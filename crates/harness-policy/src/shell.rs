@@ -204,7 +204,9 @@ impl Parser {
                     self.pos += 1;
                     match self.peek() {
                         Some('&') => self.pos += 1,
-                        Some('>') => self.opaque("`&>` (bash redirects both outputs, dash runs the command in the background)"),
+                        Some('>') => {
+                            self.opaque("`&>` (bash redirects both outputs, dash runs the command in the background)")
+                        }
                         _ => {}
                     }
                     self.finish(&mut current);

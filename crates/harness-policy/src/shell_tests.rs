@@ -62,12 +62,23 @@ fn substitutions_and_subshells_are_commands_too() {
     }
     assert_eq!(commands("(cd x && rm y) > log"), ["cd x", "rm y", ">log"]);
     assert_eq!(commands("{ rm a; }"), ["rm a"]);
-    assert_eq!(commands("if test -f a; then rm a; else touch a; fi"), ["test -f a", "rm a", "touch a"]);
+    assert_eq!(
+        commands("if test -f a; then rm a; else touch a; fi"),
+        ["test -f a", "rm a", "touch a"]
+    );
     assert_eq!(commands("while true; do rm a; done"), ["true", "rm a"]);
     assert_eq!(commands("for f in a $(ls); do rm $f; done"), ["ls", "rm $f"]);
     assert_eq!(commands("for f do rm $f; done"), ["rm $f"]);
-    assert_eq!(commands("echo `echo \\`rm x\\``"), ["rm x", "echo `rm x`", "echo `echo `rm x``"]);
-    assert!(parse("echo $x ${y:-$(rm z)}").commands.iter().any(|c| c.words[0].text == "rm"));
+    assert_eq!(
+        commands("echo `echo \\`rm x\\``"),
+        ["rm x", "echo `rm x`", "echo `echo `rm x``"]
+    );
+    assert!(
+        parse("echo $x ${y:-$(rm z)}")
+            .commands
+            .iter()
+            .any(|c| c.words[0].text == "rm")
+    );
     assert!(parse("echo $x").commands[0].words[1].dynamic);
 }
 
@@ -135,7 +146,13 @@ fn constructs_dialects_disagree_on_are_opaque() {
     ] {
         assert!(opaque(line), "{line:?} is not opaque");
     }
-    for line in ["echo '{a,b}'", "echo {}", "find . -exec rm {} +", "echo a{b", "echo '$((1))'"] {
+    for line in [
+        "echo '{a,b}'",
+        "echo {}",
+        "find . -exec rm {} +",
+        "echo a{b",
+        "echo '$((1))'",
+    ] {
         assert!(!opaque(line), "{line:?} is opaque");
     }
 }

@@ -41,7 +41,9 @@ fn corpus() -> (Vec<Policy>, Vec<Case>) {
         if let Some(header) = line.strip_prefix("@ ") {
             let mut policy = Policy::default();
             for item in header.split(" ;; ") {
-                let (key, value) = item.split_once(' ').unwrap_or_else(|| panic!("line {line_no}: {item:?}"));
+                let (key, value) = item
+                    .split_once(' ')
+                    .unwrap_or_else(|| panic!("line {line_no}: {item:?}"));
                 match key {
                     "mode" => policy.mode = mode(value),
                     "allow" => policy.allow.push(rule(value)),
@@ -58,7 +60,9 @@ fn corpus() -> (Vec<Policy>, Vec<Case>) {
         let expected = chars.next().unwrap_or_default();
         assert!(matches!(expected, 'A' | '?' | 'D'), "line {line_no}: {line:?}");
         assert_eq!(chars.next(), Some(' '), "line {line_no}: {line:?}");
-        let policy = current.clone().unwrap_or_else(|| panic!("line {line_no}: a case before any section"));
+        let policy = current
+            .clone()
+            .unwrap_or_else(|| panic!("line {line_no}: a case before any section"));
         cases.push(Case {
             line_no,
             expected,
@@ -104,7 +108,10 @@ fn the_corpus_has_the_expected_decisions() {
 fn named_command(rule: &Rule) -> Option<String> {
     let text = rule.to_string();
     let pattern = text.strip_prefix(&format!("{}(", rule.tool()))?.strip_suffix(')')?;
-    let literal: String = pattern.chars().take_while(|c| !matches!(c, '*' | '?' | '[' | '{')).collect();
+    let literal: String = pattern
+        .chars()
+        .take_while(|c| !matches!(c, '*' | '?' | '[' | '{'))
+        .collect();
     let literal = literal.trim();
     (!literal.is_empty()).then(|| literal.to_owned())
 }
@@ -127,7 +134,11 @@ fn respell_word(word: &str) -> Vec<String> {
             format!("\"{word}\""),
         ]);
     }
-    spellings.extend([format!("/bin/{word}"), format!("/usr/bin/{word}"), format!("/usr/local/bin/{word}")]);
+    spellings.extend([
+        format!("/bin/{word}"),
+        format!("/usr/bin/{word}"),
+        format!("/usr/local/bin/{word}"),
+    ]);
     spellings
 }
 

@@ -66,8 +66,9 @@ fn snapshot(ws: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-/// Every file under `ws` (state included) that contains `needle`, except transcripts and
-/// saved contexts, which record the model's calls (arguments included) by design.
+/// Every file under `ws` (state included) that contains `needle`, except transcripts, the
+/// session index and saved states, which record the model's calls (arguments included) by
+/// design; the test checks the saved state separately.
 fn files_containing(ws: &Path, needle: &str) -> Vec<String> {
     fn walk(dir: &Path, needle: &str, out: &mut Vec<String>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -77,7 +78,7 @@ fn files_containing(ws: &Path, needle: &str) -> Vec<String> {
                 continue;
             }
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let recorded = name.ends_with(".log.jsonl") || name == "sessions.json";
+            let recorded = name.ends_with(".log.jsonl") || name == "sessions.json" || name == "agent_state.json";
             let content = std::fs::read(&path).unwrap();
             if !recorded && String::from_utf8_lossy(&content).contains(needle) {
                 out.push(path.display().to_string());
@@ -230,6 +231,25 @@ fn protected_writes_ask_under_every_scope_and_deny_changes_nothing() {
         assert_eq!(code, Some(0), "{isolation}: {stdout}\n{stderr}");
         assert_eq!(snapshot(&ws), before, "{isolation}: the workspace changed");
         assert_eq!(files_containing(&ws, PAYLOAD), Vec::<String>::new(), "{isolation}");
+        let layer = match isolation {
+            "user" => "alice/",
+            "session" => "s1/",
+            _ => "",
+        };
+        let state =
+            std::fs::read_to_string(ws.join(format!("{layer}agents/harness/context/s1/agent_state.json"))).unwrap();
+        let (_, model_state) = &writes[writes.len() - 1];
+        assert_ne!(
+            &state, model_state,
+            "{isolation}: the model's state replaced the harness's"
+        );
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&state)
+                .unwrap()
+                .get("permission_rules")
+                .is_none(),
+            "{isolation}: {state}"
+        );
         let config = std::fs::read_to_string(ws.join("harness.toml")).unwrap();
         assert!(config.contains("mode = \"default\""), "{config}");
         assert_eq!(hits.load(Ordering::SeqCst), 0, "{isolation}: something reached {url}");
