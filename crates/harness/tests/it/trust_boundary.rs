@@ -330,6 +330,13 @@ fn every_file_the_harness_reads_is_protected() {
         let named = harness::prompt::PROTECTED_CLAIM.contains(top)
             || harness::prompt::PROTECTED_CLAIM.contains(&format!("{top}/"));
         assert!(named, "{source}: the prompt does not name `{top}` as the harness's own");
+        let protected = harness::permissions::Protected::default_set();
+        for layered in [path.clone(), format!("alice/{path}")] {
+            assert!(
+                protected.matches(&layered),
+                "{source}: {layered} is not in the default protected set"
+            );
+        }
         let must_be_unreadable = read_protected_sources.iter().any(|prefix| source.starts_with(prefix));
         assert_eq!(
             READ_PROTECTED.contains(&top),
@@ -337,6 +344,16 @@ fn every_file_the_harness_reads_is_protected() {
             "{source}: `{top}` read protection"
         );
     }
+}
+
+/// The file tools' read refusal and the policy's read-protected subset name the same entries.
+#[test]
+fn the_read_refusal_and_the_policys_read_protected_set_agree() {
+    let policy: Vec<&str> = harness_policy::DEFAULT_READ_PROTECTED
+        .iter()
+        .map(|glob| glob.trim_end_matches("/**"))
+        .collect();
+    assert_eq!(policy, READ_PROTECTED);
 }
 
 // ---- problem 7: MCP annotations are claims ----
@@ -354,4 +371,82 @@ fn an_untrusted_read_only_claim_asks_under_the_default_permissions() {
     let decide = |trusted: bool| policy.decide("mcp__notes__save", claim.effective(trusted), &json!({"text": "x"}));
     assert!(matches!(decide(false), Decision::Ask { .. }), "{:?}", decide(false));
     assert_eq!(decide(true), Decision::Allow);
+}
+
+// ---- `[permissions] protected` ----
+
+fn config(text: &str) -> harness::HarnessConfig {
+    harness::HarnessConfig::parse(text, Path::new("harness.toml")).unwrap()
+}
+
+/// The calls a turn of `write_file(path)` waits for, under `config`.
+async fn asked_for_write(config_text: &str, path: &str) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call("write_file", json!({"path": path, "content": "x"}))
+        .reply_text("done");
+    let agent = builder()
+        .workspace(dir.path())
+        .config(config(config_text))
+        .model(model.clone())
+        .build()
+        .unwrap();
+    let events = collect(agent.stream("go", ctx("alice", "s1"))).await;
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            harness_core::EventKind::ApprovalRequired { calls } => Some(calls.len()),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Absent, `protected` is the full default set: writing harness.toml asks even in
+/// `bypass`. Written, it replaces the set: the listed glob asks, harness.toml no longer.
+#[tokio::test]
+async fn permissions_protected_defaults_to_the_full_set_and_can_be_replaced() {
+    assert_eq!(
+        asked_for_write("[permissions]\nmode = \"bypass\"\n", "harness.toml").await,
+        1
+    );
+    assert_eq!(
+        asked_for_write("[permissions]\nmode = \"bypass\"\n", "notes.md").await,
+        0
+    );
+    let custom = "[permissions]\nmode = \"bypass\"\nprotected = [\"secret/**\"]\n";
+    assert_eq!(asked_for_write(custom, "secret/deep/x.md").await, 1);
+    assert_eq!(asked_for_write(custom, "harness.toml").await, 0);
+    let section: harness::permissions::PermissionsSection = toml::from_str("protected = [\"secret/**\"]").unwrap();
+    assert!(section.policy().unwrap().protected.matches("alice/secret/x"));
+    let default: harness::permissions::PermissionsSection = toml::from_str("").unwrap();
+    let policy = default.policy().unwrap();
+    for glob in harness::permissions::DEFAULT_PROTECTED {
+        let path = glob.trim_end_matches("/**");
+        assert!(policy.protected.matches(path), "{path}");
+    }
+}
+
+/// A bad glob fails the build with an error naming the glob and what to write instead.
+#[test]
+fn a_bad_protected_glob_is_a_clear_config_error() {
+    for (glob, hint) in [
+        ("", "empty"),
+        ("/etc/passwd", "relative to the workspace root"),
+        ("../x", "`..`"),
+        ("a[", "not a valid glob"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let err = builder()
+            .workspace(dir.path())
+            .model(ScriptedModel::new())
+            .config(config(&format!("[permissions]\nprotected = [{glob:?}]\n")))
+            .build()
+            .err()
+            .unwrap();
+        let message = harness_core::error_chain(&err);
+        assert!(
+            message.contains("permissions") && message.contains(&format!("`{glob}`")) && message.contains(hint),
+            "{glob}: {message}"
+        );
+    }
 }
