@@ -457,9 +457,12 @@ fn known_long_flag(name: &str, flag: &str) -> bool {
     }
 }
 
+/// What `env` runs: the assignments it adds and the command's words.
+type EnvCommand<'a> = (Vec<&'a Word>, Vec<&'a Word>);
+
 /// `env [options] [NAME=value…] [command…]`: the assignments and the command, `Ok(None)`
 /// when it runs none (it prints the environment).
-fn env_command<'a>(words: &[&'a Word]) -> Result<Option<(Vec<&'a Word>, Vec<&'a Word>)>, String> {
+fn env_command<'a>(words: &[&'a Word]) -> Result<Option<EnvCommand<'a>>, String> {
     let mut index = 0;
     let mut assignments = Vec::new();
     while let Some(word) = words.get(index) {

@@ -394,7 +394,7 @@ fn segment_matches<'a>(pattern: &str, candidates: &'a [String]) -> Vec<&'a Strin
         .map(|glob| glob.compile_matcher());
     candidates
         .iter()
-        .filter(|name| !(name.starts_with('.') && !pattern.starts_with('.')))
+        .filter(|name| !name.starts_with('.') || pattern.starts_with('.'))
         .filter(|name| glob.as_ref().map_or(true, |glob| glob.is_match(name.as_str())))
         .collect()
 }

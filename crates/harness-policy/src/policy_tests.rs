@@ -230,7 +230,8 @@ fn a_command_line_gets_one_suggestion_per_uncovered_command() {
 
 #[test]
 fn a_custom_protected_set_replaces_the_default() {
-    let custom = Policy::default().with_protected(crate::Protected::from_globs(&["deploy/**".to_owned()]).unwrap());
+    let custom = Policy::default()
+        .with_protected(crate::Protected::from_globs(&["deploy/**".to_owned()]).unwrap_or_else(|err| panic!("{err}")));
     assert_eq!(short(&custom.decide("write_file", WRITE, &at("deploy/prod.yaml"))), '?');
     assert_eq!(short(&custom.decide("write_file", WRITE, &at("harness.toml"))), 'A');
     let none = Policy::default().with_protected(crate::Protected::none());

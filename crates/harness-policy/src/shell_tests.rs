@@ -101,7 +101,12 @@ fn redirections_and_here_documents() {
 #[test]
 fn assignments_are_marked() {
     let parsed = parse("FOO=1 BAR=\"$(id)\" make X=2");
-    let words = &parsed.commands.iter().find(|c| c.words.len() == 4).expect("make").words;
+    let words = &parsed
+        .commands
+        .iter()
+        .find(|c| c.words.len() == 4)
+        .unwrap_or_else(|| panic!("no make in {parsed:?}"))
+        .words;
     assert!(words[0].assignment && words[1].assignment);
     assert!(!words[2].assignment);
     assert!(!parse("'FOO'=1 x").commands[0].words[0].assignment);

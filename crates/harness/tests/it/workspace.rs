@@ -71,12 +71,14 @@ async fn an_edit_takes_effect_on_the_next_step() {
             json!({"path": "AGENTS.md", "text": "You are Bea now."}),
         ))
         .reply_text("done");
+    // AGENTS.md is protected (a write asks); this test is about the prompt, so it lifts that.
     let agent = crate::support::builder()
         .workspace(dir.path())
         .model(model.clone())
         .tool(tool(WriteNote {
             root: dir.path().to_owned(),
         }))
+        .permissions(harness::permissions::Policy::default().with_protected(harness::permissions::Protected::none()))
         .build()
         .unwrap();
     agent.call("change yourself", ctx("u1", "s1")).await.unwrap();
