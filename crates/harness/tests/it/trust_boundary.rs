@@ -450,3 +450,44 @@ fn a_bad_protected_glob_is_a_clear_config_error() {
         );
     }
 }
+
+/// With a host shell (`[filesystem] kind = "local_shell"`), the prompt says plainly that the
+/// protected paths do not hold it; without one it says nothing about a shell.
+#[tokio::test]
+async fn the_prompt_says_the_host_shell_is_not_held_by_protected_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell_fs = harness_fs::LocalFs::new(dir.path())
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    let model = ScriptedModel::new().reply_text("ok");
+    let agent = builder()
+        .workspace(dir.path())
+        .filesystem(std::sync::Arc::new(shell_fs))
+        .model(model.clone())
+        .build()
+        .unwrap();
+    agent.call("hi", ctx("alice", "s1")).await.unwrap();
+    let prompt = model.requests()[0].system.render();
+    assert!(prompt.contains("Protected paths do not hold it either"), "{prompt}");
+    assert!(prompt.contains("only a sandbox would confine it"), "{prompt}");
+
+    let model = ScriptedModel::new().reply_text("ok");
+    agent_without_shell(dir.path(), &model).await;
+    assert!(
+        !model.requests()[0]
+            .system
+            .render()
+            .contains("Protected paths do not hold it")
+    );
+}
+
+async fn agent_without_shell(dir: &Path, model: &ScriptedModel) {
+    builder()
+        .workspace(dir)
+        .model(model.clone())
+        .build()
+        .unwrap()
+        .call("hi", ctx("alice", "s2"))
+        .await
+        .unwrap();
+}
