@@ -210,11 +210,10 @@ fn protected_writes_ask_under_every_scope_and_deny_changes_nothing() {
             Some(3),
             "{isolation}: every protected write asks\n{stdout}\n{stderr}"
         );
-        for i in 0..writes.len() {
+        for (i, (path, _)) in writes.iter().enumerate() {
             assert!(
                 stdout.contains(&format!("call w{i}")),
-                "{isolation}: {} did not ask:\n{stdout}",
-                writes[i].0
+                "{isolation}: {path} did not ask:\n{stdout}"
             );
         }
         assert!(
