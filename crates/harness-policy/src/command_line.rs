@@ -33,6 +33,8 @@ pub(crate) struct SimpleCommand {
     pub paths: Vec<Word>,
     /// The rule an "always" approval would add for this command.
     pub suggestion: Option<String>,
+    /// The innermost command's words (no assignments, no redirections): what it runs.
+    pub runs: String,
 }
 
 /// A command line as the rules see it.
@@ -117,7 +119,8 @@ fn wrapper(name: &str) -> Option<(Options, usize)> {
     Some(match name {
         "command" => (options(&[], &[], false), 0),
         "exec" => (options(&["-a"], &[], false), 0),
-        "nohup" | "builtin" => (options(&[], &[], false), 0),
+        "nohup" | "builtin" | "busybox" => (options(&[], &[], false), 0),
+        "chroot" => (options(&[], &["--userspec", "--groups"], true), 1),
         "nice" => (options(&["-n"], &["--adjustment"], false), 0),
         "timeout" => (options(&["-s", "-k"], &["--signal", "--kill-after"], false), 1),
         "time" => (options(&["-f", "-o"], &["--format", "--output"], false), 0),
@@ -167,6 +170,40 @@ fn wrapper(name: &str) -> Option<(Options, usize)> {
         ),
         _ => return None,
     })
+}
+
+/// `watch`'s options (it runs its arguments joined, through `sh -c`).
+const WATCH: Options = Options {
+    with_value: &["-n", "-d", "-q"],
+    long_with_value: &["--interval", "--differences", "--equexit"],
+    lenient: true,
+};
+
+/// The string after one of `flags` (`su -c 'cmd'`, `--command=cmd`): `None` when there is
+/// none (the command runs a login shell).
+fn option_string(args: &[&Word], flags: &[&str]) -> Option<Result<String, String>> {
+    let usable = |word: &Word, line: &str| {
+        if word.dynamic {
+            Err(format!("a command string `{}` only known when it runs", word.text))
+        } else {
+            Ok(line.to_owned())
+        }
+    };
+    for (index, word) in args.iter().enumerate() {
+        let text = word.text.as_str();
+        if flags.contains(&text) {
+            return Some(match args.get(index + 1) {
+                None => Err(format!("`{text}` without a command string")),
+                Some(value) => usable(value, &value.text),
+            });
+        }
+        if let Some((flag, line)) = text.split_once('=')
+            && flags.contains(&flag)
+        {
+            return Some(usable(word, line));
+        }
+    }
+    None
 }
 
 /// The shells whose `-c` string is parsed as a command line.
@@ -266,6 +303,19 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
                 "the command name `{}` is only known when it runs",
                 name_word.text
             ));
+            // It may expand to nothing (`$(true) rm -rf x` runs `rm`): deny rules also see
+            // the words after it, unwrapped like any command.
+            if words.len() > 1 {
+                let rest = Command {
+                    words: words[1..].iter().map(|word| (*word).clone()).collect(),
+                    redirects: Vec::new(),
+                };
+                let mut inner = Analysis::default();
+                unwrap_command(&rest, depth + 1, &mut inner);
+                for command in inner.commands {
+                    views.extend(command.views);
+                }
+            }
             break;
         }
         if name_word.glob {
@@ -287,10 +337,52 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
                 }
             }
         }
-        if name == "eval" {
+        if name == "alias" && words[1..].iter().any(|word| word.text.contains('=')) {
+            // dash applies an alias to the lines after it: `alias g=rm⏎g -rf x`.
+            out.opaque("`alias` changes what the commands after it run".to_owned());
+            break;
+        }
+        if matches!(name, "su" | "runuser") {
+            match option_string(&words[1..], &["-c", "--command"]) {
+                Some(Ok(line)) => {
+                    shell_wrapper = true;
+                    out.merge(analyse_at(&line, depth + 1));
+                }
+                Some(Err(reason)) => out.opaque(reason),
+                None => {}
+            }
+            break;
+        }
+        if name == "trap" {
+            // `trap 'cmd' EXIT` runs `cmd` later; `trap - INT`, `trap 5 INT` reset.
+            if let Some(action) = words
+                .get(1)
+                .filter(|word| !word.text.starts_with('-') && !word.text.chars().all(|c| c.is_ascii_digit()))
+            {
+                if action.dynamic {
+                    out.opaque("`trap` with an action only known when it runs".to_owned());
+                } else {
+                    out.merge(analyse_at(&action.text, depth + 1));
+                }
+            }
+            break;
+        }
+        if name == "eval" || name == "watch" {
             let args = &words[1..];
+            let args: Vec<&Word> = if name == "watch" {
+                match skip_options(name, &WATCH, args) {
+                    Ok(Some(rest)) => rest,
+                    Ok(None) => break,
+                    Err(reason) => {
+                        out.opaque(reason);
+                        break;
+                    }
+                }
+            } else {
+                args.to_vec()
+            };
             if args.iter().any(|word| word.dynamic) {
-                out.opaque("`eval` of an expansion".to_owned());
+                out.opaque(format!("`{name}` of an expansion"));
                 break;
             }
             shell_wrapper = true;
@@ -359,6 +451,7 @@ fn unwrap_command(command: &Command, depth: usize, out: &mut Analysis) {
         allow_view,
         paths,
         suggestion: suggestion.flatten(),
+        runs: join(&words),
     });
 }
 
@@ -540,8 +633,13 @@ fn shell_string(args: &[&Word]) -> ShellString {
                 break;
             }
             if flags.starts_with('-') {
-                // Long options (`--norc`, `--login`): flags without values.
-                index += 1;
+                // Long options: `--rcfile file` and `--init-file file` take a value, the
+                // others (`--norc`, `--login`, …) do not.
+                index += if matches!(text, "--rcfile" | "--init-file") {
+                    2
+                } else {
+                    1
+                };
                 continue;
             }
             if flags.contains('c') {
@@ -554,6 +652,23 @@ fn shell_string(args: &[&Word]) -> ShellString {
         break;
     }
     if !command {
+        // A `-c` after words this loop did not read as options (`bash --unknown x -c 'rm'`):
+        // fail closed rather than take it for a script's argument.
+        let later_c = args.get(index..).unwrap_or_default().iter().any(|word| {
+            word.text.strip_prefix('-').is_some_and(|flags| {
+                !flags.is_empty() && flags.chars().all(|c| c.is_ascii_alphabetic()) && flags.contains('c')
+            })
+        });
+        if later_c {
+            return ShellString::Opaque("a shell's `-c` after arguments this check does not follow".to_owned());
+        }
+        let reads_input = args.get(index).is_none()
+            || args[..index.min(args.len())]
+                .iter()
+                .any(|word| word.text.starts_with('-') && !word.text.starts_with("--") && word.text.contains('s'));
+        if reads_input {
+            return ShellString::Opaque("a shell that reads its commands from its input (`… | sh`)".to_owned());
+        }
         return ShellString::NotACommand;
     }
     match args.get(index) {

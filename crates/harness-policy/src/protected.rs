@@ -28,6 +28,7 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "memory/**",
     ".harness/**",
     ".skills-cache/**",
+    "large_tool_results/**",
 ];
 
 /// The part of the default set the file tools do not even read: configuration that can hold
@@ -178,6 +179,7 @@ mod tests {
             "memory/notes.md",
             ".harness/state",
             ".skills-cache/x",
+            "large_tool_results/main/c1-00.txt",
             "alice/AGENTS.md",
             "alice/memory/x.md",
             "alice/agents/main/users/alice/agent_state.json",

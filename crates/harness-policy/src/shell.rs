@@ -559,7 +559,12 @@ impl Parser {
                     self.stop("it nests substitutions or shells too deeply");
                     return;
                 }
+                // dash reads a pending here-document after the newline that ends the
+                // outer line, never at a newline inside `$(…)`: the lines inside are commands.
+                let outer = std::mem::take(&mut self.heredocs);
                 self.list(true);
+                let opened_inside = std::mem::replace(&mut self.heredocs, outer);
+                self.heredocs.extend(opened_inside);
                 self.depth -= 1;
                 word.text.extend(&self.chars[start..self.pos.min(self.chars.len())]);
             }

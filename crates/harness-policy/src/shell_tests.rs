@@ -95,6 +95,13 @@ fn redirections_and_here_documents() {
     // `<<-` strips tabs before the delimiter; the line after it is a command.
     assert_eq!(commands("cat <<-E\n\tbody\n\tE\nrm x"), ["cat <<-E", "rm x"]);
     assert!(opaque("cat <<EOF\nnever closed"));
+    // A pending here-document is not read at a newline inside `$(…)` (dash runs those lines)
+    // but is at one inside a subshell (checked against dash).
+    let found = commands("cat <<E; echo $(true\nrm -rf x\nE\n)\nbody\nE");
+    assert!(found.contains(&"rm -rf x".to_owned()), "{found:?}");
+    let found = commands("cat <<E; echo \"$(true\nrm -rf x\nE\n)\"\nbody\nE");
+    assert!(found.contains(&"rm -rf x".to_owned()), "{found:?}");
+    assert_eq!(commands("cat <<E; (true\nrm -rf x\nE\n)"), ["cat <<E", "true"]);
     assert!(opaque("cat <<EOF"));
 }
 

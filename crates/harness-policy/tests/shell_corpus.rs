@@ -168,6 +168,15 @@ fn wrap(command: &str) -> Vec<String> {
         format!("/bin/sh -e -c '{single_quoted}'"),
         format!("eval '{single_quoted}'"),
         format!("nohup nice timeout 5 env {command}"),
+        format!("busybox {command}"),
+        format!("$(true) {command}"),
+        format!("`true` {command}"),
+        format!("$EMPTY {command}"),
+        format!("chroot / {command}"),
+        format!("watch -n 1 {command}"),
+        format!("su -c '{single_quoted}'"),
+        format!("trap '{single_quoted}' EXIT"),
+        format!("sudo sh -c '{single_quoted}'"),
     ]
 }
 

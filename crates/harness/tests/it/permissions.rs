@@ -248,3 +248,85 @@ fn the_policy_reads_paths_as_the_filesystem_does() {
         }
     }
 }
+
+/// Issue 19, problem 4, through the agent and a real shell: an allow rule is not beaten by a
+/// second command hidden behind a comment that opens a quote, a deny rule is not beaten by a
+/// respelled command word (quote, backslash, wrapper, absolute path), and a glob that reaches
+/// `.env` asks like the literal name. Nothing of it runs.
+#[tokio::test]
+async fn shell_rules_hold_against_comments_respellings_and_globs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("alice")).unwrap();
+    std::fs::write(dir.path().join("alice/keep"), "x").unwrap();
+    std::fs::write(dir.path().join("alice/.env"), "SECRET=1").unwrap();
+    let call = |id: &str, command: &str| harness_models::ScriptedToolCall {
+        name: "execute".into(),
+        arguments: json!({ "command": command }),
+        id: Some(id.into()),
+    };
+    let model = ScriptedModel::new().reply(harness_models::Reply {
+        tool_calls: vec![
+            call("comment", "echo hi # '\ntouch smuggled #'"),
+            call("quote", "r'm' -f keep"),
+            call("backslash", "r\\m -f keep"),
+            call("wrapper", "env nice -n 1 rm -f keep"),
+            call("absolute", "/bin/rm -f keep"),
+            call("shell", "sh -c 'rm -f keep'"),
+            call("glob", "cp .en* leaked"),
+            call("allowed", "echo ran > allowed.txt"),
+        ],
+        ..harness_models::Reply::default()
+    });
+    let config = "[permissions]\nallow = [\"execute(echo *)\", \"execute(cp *)\"]\ndeny = [\"execute(rm *)\"]\n";
+    let agent = shell_agent(dir.path(), config, &model);
+    let events = crate::support::collect(agent.stream("go", ctx("alice", "s1"))).await;
+    let denied = events
+        .iter()
+        .filter(|event| {
+            matches!(&event.kind,
+            harness_core::EventKind::Warning { code, message, .. }
+                if code == harness::permissions::WARNING_DENIED && message.contains("`execute(rm *)`"))
+        })
+        .count();
+    assert_eq!(
+        denied, 5,
+        "the five respellings of rm are denied by the rule: {events:?}"
+    );
+    assert!(dir.path().join("alice/keep").exists(), "a deny rule was beaten");
+    assert!(!dir.path().join("alice/smuggled").exists(), "a hidden command ran");
+    assert!(!dir.path().join("alice/leaked").exists(), "a glob reached .env");
+    assert!(
+        dir.path().join("alice/allowed.txt").exists(),
+        "the allowed command did not run"
+    );
+    let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
+    let mut asked: Vec<&str> = pending.calls.iter().map(|call| call.id.as_str()).collect();
+    asked.sort_unstable();
+    assert_eq!(asked, ["comment", "glob"]);
+    // Neither offers an "always" rule that would allow the line next time.
+    let glob = pending.calls.iter().find(|call| call.id == "glob").unwrap();
+    assert_eq!(glob.suggestion, None);
+}
+
+/// The protected set keeps in step with the workspace's reserved entries: every reserved
+/// name that is a file or directory the harness reads or keeps (not a namespace word such
+/// as `users`) is protected, at the root and in a user's layer. (`knowledge/` holds the
+/// knowledge files the tools manage; only `knowledge/KNOWLEDGE.md` goes into the prompt.)
+#[test]
+fn every_reserved_workspace_entry_is_protected() {
+    let protected = harness::permissions::Protected::default_set();
+    let namespace_words = ["users", "sessions", "shared", "global", "rules"];
+    for name in harness_fs::RESERVED_NAMES {
+        if namespace_words.contains(name) {
+            continue;
+        }
+        let inside = match *name {
+            "knowledge" => format!("{name}/KNOWLEDGE.md"),
+            file if file.contains('.') => file.to_owned(),
+            dir => format!("{dir}/x"),
+        };
+        for path in [inside.clone(), format!("alice/{inside}")] {
+            assert!(protected.matches(&path), "{path} is reserved but not protected");
+        }
+    }
+}
