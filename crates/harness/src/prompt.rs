@@ -355,7 +355,7 @@ fn workspace_guide(scope: &CallScope, isolation: IsolationScope) -> String {
 /// What the prompt says about the harness's own files. Writing one asks a person (the
 /// policy's protected set); reading the configuration and state ones is refused by the file
 /// tools ([`crate::tools::files`]).
-pub const PROTECTED_CLAIM: &str = "The harness's own files (harness.toml, tools.json, .mcp.json, AGENTS.md, MEMORY.md, memory/, knowledge/KNOWLEDGE.md, skills/, subagents/, plans/, agents/, .harness/, .skills-cache/) are not yours to change, here or in your area: a write to one needs a person's approval, and harness.toml, tools.json, .mcp.json, .harness/ and agents/ cannot be read with the file tools.";
+pub const PROTECTED_CLAIM: &str = "The harness's own files (harness.toml, tools.json, .mcp.json, AGENTS.md, MEMORY.md, memory/, knowledge/KNOWLEDGE.md, skills/, subagents/, plans/, agents/, large_tool_results/, .harness/, .skills-cache/) are not yours to change, here or in your area: a write to one needs a person's approval, and harness.toml, tools.json, .mcp.json, .harness/ and agents/ cannot be read with the file tools.";
 
 /// What the prompt says the file tools guarantee about other callers' data under
 /// `isolation`. Nothing here speaks for a shell.
