@@ -178,6 +178,7 @@ impl Tool for McpTool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::{McpToolAnnotations, TransportFailure};
     use rmcp::service::ServiceError;

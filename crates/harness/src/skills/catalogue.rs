@@ -64,6 +64,7 @@ fn escape(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::relative_root;
     use harness_fs::WsPath;
