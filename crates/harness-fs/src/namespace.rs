@@ -25,7 +25,9 @@ pub enum IsolationScope {
 }
 
 /// Workspace entries that may not be used as a namespace name, so a user called `memory`
-/// can never land inside the shared `memory/` directory.
+/// can never land inside the shared `memory/` directory. Every entry the harness reads as
+/// configuration, injects into a prompt or keeps as state is here (the test
+/// `every_file_the_harness_reads_is_protected` in the `harness` crate keeps it in step).
 pub const RESERVED_NAMES: &[&str] = &[
     "AGENTS.md",
     "MEMORY.md",
@@ -37,6 +39,9 @@ pub const RESERVED_NAMES: &[&str] = &[
     "plans",
     "tools.json",
     "harness.toml",
+    ".mcp.json",
+    ".harness",
+    ".skills-cache",
     "large_tool_results",
     "rules",
     "users",

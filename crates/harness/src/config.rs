@@ -375,6 +375,8 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # allow = ["execute(git status*)", "execute(cargo test*)"]
 # ask = ["write_file(src/**)"]
 # deny = ["execute(rm *)"]
+# protected = ["harness.toml", "tools.json", "agents/**"]  # default: every file the harness reads or keeps
+#                                 # (a write to one asks in every mode; replaces the default set when written)
 
 # Large tool results are moved to large_tool_results/ and replaced by a preview (on by default).
 # [tool_result_eviction]

@@ -9,7 +9,13 @@
 //! allow = ["execute(git status*)", "execute(cargo test*)"]
 //! ask = ["write_file(src/**)"]
 //! deny = ["execute(rm *)"]
+//! # protected = ["harness.toml", "agents/**", ...]   # default: the full set (below)
 //! ```
+//!
+//! `protected` lists the globs of the paths the model may not change on its own
+//! ([`Protected`]; each applies at the root and in every user's layer). Absent, it is the
+//! full default set ([`DEFAULT_PROTECTED`]); written, it replaces that set. A bad glob
+//! fails the build naming the glob and what to write instead.
 //!
 //! The capability is always on. Without the section the built-in defaults apply: mode
 //! `default` and no rules, so read-only tools and closed-world tools (the file, memory and
@@ -27,7 +33,7 @@
 
 // The engine is the `harness-policy` crate; its types appear in this module's signatures
 // (`permissions(Policy)`, `PermissionsSection::policy`), hence the re-export.
-pub use harness_policy::{Decision, Inheritance, Mode, Policy, Protected, Rule, RuleError};
+pub use harness_policy::{DEFAULT_PROTECTED, Decision, Inheritance, Mode, Policy, Protected, Rule, RuleError};
 
 use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
@@ -54,6 +60,9 @@ pub struct PermissionsSection {
     /// Rules that deny.
     #[serde(default)]
     pub deny: Vec<String>,
+    /// Globs of the protected paths (absent: [`DEFAULT_PROTECTED`]; written: replaces it).
+    #[serde(default)]
+    pub protected: Option<Vec<String>>,
 }
 
 impl ConfigSection for PermissionsSection {
@@ -64,7 +73,7 @@ impl PermissionsSection {
     /// The policy these settings describe.
     ///
     /// # Errors
-    /// [`RuleError`] for the first rule that cannot be read.
+    /// [`RuleError`] for the first rule or protected glob that cannot be read.
     pub fn policy(&self) -> Result<Policy, RuleError> {
         let parse = |texts: &[String]| {
             texts
@@ -78,7 +87,11 @@ impl PermissionsSection {
             ask: parse(&self.ask)?,
             deny: parse(&self.deny)?,
             ..Policy::default()
-        })
+        }
+        .with_protected(match &self.protected {
+            Some(globs) => Protected::from_globs(globs)?,
+            None => Protected::default_set(),
+        }))
     }
 }
 

@@ -252,10 +252,7 @@ impl Middleware for WorkspaceContext {
         }
         let knowledge_files = self.workspace.list_files(call, &namespace, &wspath("knowledge")).await;
 
-        prompt.push_stable(
-            "workspace",
-            workspace_guide(&self.workspace, call, scope, self.config.isolation),
-        );
+        prompt.push_stable("workspace", workspace_guide(scope, self.config.isolation));
         prompt.push_stable("guide", guide(self.config.memory_tools));
         for part in self.parts.iter().filter(|part| part.stable) {
             prompt.push_stable(part.name, part.text.clone());
@@ -306,7 +303,7 @@ impl Middleware for WorkspaceContext {
         }
         block.push_str("</loaded_context>");
         prompt.push_stable("workspace_files", block);
-        prompt.push_volatile("session", session_facts(&self.workspace, turn));
+        prompt.push_volatile("session", session_facts(scope, turn));
         for part in self.parts.iter().filter(|part| !part.stable) {
             prompt.push_volatile(part.name, part.text.clone());
         }
@@ -331,24 +328,34 @@ fn wspath(path: &str) -> WsPath {
 
 /// The workspace section. It promises only what the file tools enforce; what a host shell
 /// can reach is the shell capability's own prompt part to say.
-fn workspace_guide(
-    workspace: &WorkspaceManager,
-    call: &CallWorkspace,
-    scope: &CallScope,
-    isolation: IsolationScope,
-) -> String {
+///
+/// It names the workspace by its relative layout only (the caller's layer and the shared
+/// entries), never by a host path: the prompt goes to the provider, and where the workspace
+/// lives on this host is none of its business (issue 19, problem 6).
+fn workspace_guide(scope: &CallScope, isolation: IsolationScope) -> String {
+    let layer = if scope.is_shared_namespace() {
+        "the workspace root".to_owned()
+    } else {
+        format!(
+            "your own area `{}/` of the workspace (you see it as the root)",
+            scope.namespace()
+        )
+    };
     let shared = if scope.is_shared_namespace() {
         "The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ are read-only to you: writing them is refused."
     } else {
-        "The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ (the same for every user) show through under your area: read them with the file and memory tools at those paths. Writing one of them creates your own copy, which from then on shadows the shared file for you; the shared file itself never changes."
+        "The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ (the same for every user) show through under your area: read them with the file and memory tools at those paths."
     };
     format!(
-        "## Workspace\nYour workspace is {} ({}). File tools take paths relative to it; absolute paths and '..' are refused. {} {shared}",
-        workspace.root().display(),
-        call.user.describe(),
+        "## Workspace\nYour files live in {layer}. File tools take paths relative to it; absolute paths and '..' are refused. {} {shared} {PROTECTED_CLAIM}",
         isolation_claim(isolation),
     )
 }
+
+/// What the prompt says about the harness's own files. Writing one asks a person (the
+/// policy's protected set); reading the configuration and state ones is refused by the file
+/// tools ([`crate::tools::files`]).
+pub const PROTECTED_CLAIM: &str = "The harness's own files (harness.toml, tools.json, .mcp.json, AGENTS.md, MEMORY.md, memory/, knowledge/KNOWLEDGE.md, skills/, subagents/, plans/, agents/, large_tool_results/, .harness/, .skills-cache/) are not yours to change, here or in your area: a write to one needs a person's approval, and harness.toml, tools.json, .mcp.json, .harness/ and agents/ cannot be read with the file tools.";
 
 /// What the prompt says the file tools guarantee about other callers' data under
 /// `isolation`. Nothing here speaks for a shell.
@@ -374,15 +381,19 @@ fn guide(memory_tools: bool) -> &'static str {
     }
 }
 
-fn session_facts(workspace: &WorkspaceManager, turn: &Turn) -> String {
+fn session_facts(scope: &CallScope, turn: &Turn) -> String {
     let today = jiff::Zoned::now();
+    let area = if scope.is_shared_namespace() {
+        "the workspace root (shared)".to_owned()
+    } else {
+        format!("{}/", scope.namespace())
+    };
     format!(
-        "## Session Context\n- Today: {} ({})\n- OS: {} {}\n- Workspace: {}\n- Session: {}",
+        "## Session Context\n- Today: {} ({})\n- OS: {} {}\n- Workspace area: {area}\n- Session: {}",
         today.strftime("%Y-%m-%d"),
         today.strftime("%A"),
         std::env::consts::OS,
         std::env::consts::ARCH,
-        workspace.root().display(),
         turn.key().session_id,
     )
 }

@@ -147,6 +147,12 @@ pub struct McpServerConfig {
     pub enabled: bool,
     /// Its tools form the on-demand group `mcp__<server>`, offered only once activated.
     pub on_demand: bool,
+    /// `"trust_annotations": true`: the server's tool annotations (`readOnlyHint`, ...) are
+    /// honoured for permissions, plan mode and re-sending a call after a transport failure.
+    /// Otherwise (the default) they are claims the harness does not act on: the tools count
+    /// as unhinted (they ask under the default permissions), and only the scheduler uses the
+    /// read-only hint, to run calls side by side.
+    pub trust_annotations: bool,
 }
 
 /// A parsed, substituted `tools.json` (possibly merged from two layers).
@@ -203,6 +209,8 @@ struct RawServer {
     enabled: Option<bool>,
     #[serde(default)]
     on_demand: Option<bool>,
+    #[serde(default)]
+    trust_annotations: Option<bool>,
 }
 
 impl ToolsConfig {
@@ -297,6 +305,7 @@ impl ToolsConfig {
                     timeout,
                     enabled: server.enabled.unwrap_or(true),
                     on_demand: server.on_demand.unwrap_or(false),
+                    trust_annotations: server.trust_annotations.unwrap_or(false),
                 },
             );
         }
@@ -626,6 +635,24 @@ mod tests {
     fn comment_lines_do_not_shift_reported_lines() {
         let err = parse("{\n/* one\n two */\n // three\n  \"allow\": 5\n}").unwrap_err();
         assert!(matches!(err, ToolsConfigError::Malformed { line: 5, .. }), "{err}");
+    }
+
+    #[test]
+    fn annotations_are_trusted_only_where_the_file_says_so() {
+        let config = parse(
+            r#"{"mcpServers": {
+                "mine": {"transport": "stdio", "command": "x", "trust_annotations": true},
+                "theirs": {"transport": "stdio", "command": "y"},
+                "said_no": {"transport": "streamableHttp", "url": "http://h/mcp", "trust_annotations": false}}}"#,
+        )
+        .unwrap();
+        let trusted = |name: &str| config.mcp_servers[name].trust_annotations;
+        assert!(trusted("mine"));
+        assert!(!trusted("theirs"));
+        assert!(!trusted("said_no"));
+        let err = parse(r#"{"mcpServers": {"a": {"transport": "stdio", "command": "x", "trust_annotations": "yes"}}}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("boolean"), "{err}");
     }
 
     #[test]

@@ -50,6 +50,21 @@ impl McpToolAnnotations {
         }
     }
 
+    /// The hints the harness acts on: all of them when the server is trusted
+    /// (`"trust_annotations": true` in tools.json); otherwise none — the tool counts as
+    /// unhinted for permissions, plan mode and re-sending — except that a claimed read-only
+    /// tool may still run side by side with others in one step (a scheduling choice only).
+    pub fn effective(&self, trusted: bool) -> harness_core::ToolAnnotations {
+        if trusted {
+            return self.to_core();
+        }
+        let mut unhinted = harness_core::ToolAnnotations::new();
+        if self.read_only == Some(true) {
+            unhinted = unhinted.concurrency_safe(true);
+        }
+        unhinted
+    }
+
     /// A short human summary, e.g. `read-only, idempotent`; empty when nothing is known.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
@@ -63,5 +78,39 @@ impl McpToolAnnotations {
         flag(self.idempotent, "idempotent", "");
         flag(self.open_world, "open-world", "closed-world");
         parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::McpToolAnnotations;
+
+    fn claims_read_only() -> McpToolAnnotations {
+        McpToolAnnotations {
+            read_only: Some(true),
+            open_world: Some(false),
+            idempotent: Some(true),
+            ..McpToolAnnotations::default()
+        }
+    }
+
+    #[test]
+    fn an_untrusted_servers_hints_are_claims_only_the_scheduler_uses() {
+        let hints = claims_read_only().effective(false);
+        assert!(!hints.is_read_only(), "{hints:?}");
+        assert!(hints.is_open_world(), "{hints:?}");
+        assert!(!hints.is_idempotent(), "{hints:?}");
+        assert!(hints.is_concurrency_safe(), "{hints:?}");
+        let writes = McpToolAnnotations {
+            read_only: Some(false),
+            ..McpToolAnnotations::default()
+        };
+        assert!(!writes.effective(false).is_concurrency_safe());
+    }
+
+    #[test]
+    fn a_trusted_servers_hints_are_honoured() {
+        let hints = claims_read_only().effective(true);
+        assert!(hints.is_read_only() && !hints.is_open_world() && hints.is_idempotent());
     }
 }

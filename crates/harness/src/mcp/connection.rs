@@ -258,6 +258,11 @@ impl Connection {
         self.config.timeout
     }
 
+    /// Whether tools.json trusts this server's tool annotations.
+    pub(crate) fn trusts_annotations(&self) -> bool {
+        self.config.trust_annotations
+    }
+
     /// Follows the server's state.
     pub(crate) fn subscribe(&self) -> watch::Receiver<ServerStatus> {
         self.status.subscribe()

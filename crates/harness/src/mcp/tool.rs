@@ -54,7 +54,9 @@ impl McpTool {
                 name: tool_name(server.name(), &tool.name),
                 description,
                 input_schema: schema,
-                annotations: annotations.to_core(),
+                // The spec carries what the permission check, plan mode and the re-send
+                // decision act on: the server's hints only when tools.json trusts it.
+                annotations: annotations.effective(server.trusts_annotations()),
             },
             remote_name: tool.name.to_string(),
             annotations,
@@ -73,7 +75,8 @@ impl McpTool {
         &self.remote_name
     }
 
-    /// The server's hints about the tool.
+    /// The server's hints about the tool, as it sent them (claims unless the server is
+    /// trusted; [`Tool::spec`] has the ones the harness acts on).
     pub fn annotations(&self) -> &McpToolAnnotations {
         &self.annotations
     }
@@ -81,6 +84,36 @@ impl McpTool {
     /// The on-demand group the tool belongs to, when its server is declared `on_demand`.
     pub fn group(&self) -> Option<&str> {
         self.group.as_deref()
+    }
+}
+
+/// How a call's transport failed, for the decision to send it once more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TransportFailure {
+    /// The request could not be sent (the server went away, or came back without our
+    /// session): it never arrived.
+    NotSent,
+    /// The transport closed with the request possibly delivered.
+    Closed,
+}
+
+impl TransportFailure {
+    fn of(err: &ServiceError) -> Option<Self> {
+        match err {
+            ServiceError::TransportSend(_) => Some(Self::NotSent),
+            ServiceError::TransportClosed => Some(Self::Closed),
+            _ => None,
+        }
+    }
+
+    /// Whether to send the call again: always when it never arrived; after a close only
+    /// when the hints the harness acts on (a trusted server's, see
+    /// [`McpToolAnnotations::effective`]) say repeating it is harmless.
+    fn resend(self, hints: harness_core::ToolAnnotations) -> bool {
+        match self {
+            Self::NotSent => true,
+            Self::Closed => hints.is_idempotent(),
+        }
     }
 }
 
@@ -112,12 +145,22 @@ impl Tool for McpTool {
         let after = self.server.timeout();
         let peer = self.server.peer_for_call().await.map_err(unavailable)?;
         let mut outcome = tokio::time::timeout(after, peer.call_tool(params.clone())).await;
-        if let Ok(Err(err @ (ServiceError::TransportSend(_) | ServiceError::TransportClosed))) = &outcome {
-            // The transport could not deliver the request (the server went away, or came
-            // back without our session): reconnect and send it once more.
+        if let Ok(Err(err)) = &outcome
+            && let Some(failure) = TransportFailure::of(err)
+        {
+            // The transport is gone either way: have it reconnected.
             self.server.mark_broken(&err.to_string());
-            let peer = self.server.peer_for_call().await.map_err(unavailable)?;
-            outcome = tokio::time::timeout(after, peer.call_tool(params)).await;
+            if failure.resend(self.spec.annotations) {
+                let peer = self.server.peer_for_call().await.map_err(unavailable)?;
+                outcome = tokio::time::timeout(after, peer.call_tool(params)).await;
+            } else {
+                return Err(ToolError::failed(format!(
+                    "MCP server `{}`: the connection closed while the call was in flight, so it may or may not have \
+                     run; it was not sent again because the server's hints for this tool are not trusted (or do not \
+                     say repeating it is harmless). Check its effect before calling it again.",
+                    self.server.name()
+                )));
+            }
         }
         match outcome {
             Ok(Ok(result)) => Ok(to_output(result)),
@@ -131,5 +174,34 @@ impl Tool for McpTool {
 
     fn timeout(&self) -> Option<Duration> {
         Some(self.server.timeout() + KERNEL_TIMEOUT_SLACK)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::{McpToolAnnotations, TransportFailure};
+    use rmcp::service::ServiceError;
+
+    #[test]
+    fn a_call_cut_off_in_flight_is_sent_again_only_on_a_trusted_hint() {
+        let claims = McpToolAnnotations {
+            read_only: Some(true),
+            idempotent: Some(true),
+            ..McpToolAnnotations::default()
+        };
+        let closed = TransportFailure::of(&ServiceError::TransportClosed).unwrap();
+        assert_eq!(closed, TransportFailure::Closed);
+        assert!(
+            !closed.resend(claims.effective(false)),
+            "an untrusted claim is not enough"
+        );
+        assert!(closed.resend(claims.effective(true)));
+        assert!(
+            !closed.resend(McpToolAnnotations::default().effective(true)),
+            "unhinted"
+        );
+        assert!(TransportFailure::NotSent.resend(McpToolAnnotations::default().effective(false)));
+        assert_eq!(TransportFailure::of(&ServiceError::Cancelled { reason: None }), None);
     }
 }

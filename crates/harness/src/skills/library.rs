@@ -84,6 +84,11 @@ impl std::fmt::Debug for Skills {
 }
 
 impl Skills {
+    /// The workspace's host directory, when the agent has a shell there.
+    pub fn host_root(&self) -> Option<&Path> {
+        self.host_root.as_deref()
+    }
+
     /// Skills for a workspace at `workspace_root` (a host directory: repositories are staged
     /// under its `.skills-cache/`). `shell` says whether the agent has a shell on that
     /// directory; only then is `<files-root>` shown.
@@ -250,8 +255,18 @@ impl SkillSet {
         self.skills.keys().map(String::as_str).collect()
     }
 
-    /// The `<available_skills>` block (empty when there are no skills).
+    /// The `<available_skills>` block (empty when there are no skills), with host paths as
+    /// they are.
     pub fn catalogue(&self) -> String {
-        catalogue::render(self.iter())
+        catalogue::render(self.iter(), &|root| root.display().to_string())
+    }
+
+    /// The `<available_skills>` block for a caller in `namespace` of the workspace at
+    /// `host_root`: a `<files-root>` inside the workspace is relative to the caller's layer
+    /// (where its shell runs), so the prompt names no host path of the workspace.
+    pub fn catalogue_for(&self, host_root: Option<&Path>, namespace: Option<&WsPath>) -> String {
+        catalogue::render(self.iter(), &|root| {
+            catalogue::relative_root(root, host_root, namespace)
+        })
     }
 }

@@ -41,7 +41,7 @@ impl Middleware for SkillsContext {
         if let Some(workspace) = turn.ctx().get::<CallWorkspace>() {
             let namespace = turn.ctx().get::<CallScope>().map(CallScope::namespace);
             let set = self.skills.resolve(workspace, namespace).await;
-            prompt.push_stable(CATALOGUE_PART, set.catalogue());
+            prompt.push_stable(CATALOGUE_PART, set.catalogue_for(self.skills.host_root(), namespace));
         }
     }
 }

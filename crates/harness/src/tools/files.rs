@@ -2,11 +2,18 @@
 //! `grep_files`. They work on the caller's namespaced filesystem,
 //! [`CallWorkspace::layered`](harness_fs::CallWorkspace): the caller's own layer with the shared
 //! files (AGENTS.md, knowledge/, MEMORY.md) showing through; writes go to the caller's layer.
+//!
+//! They do not read, list inside or search the harness's configuration and state
+//! ([`READ_PROTECTED`]: `harness.toml`, `tools.json`, `.mcp.json`, `.harness/`, `agents/`), at
+//! the caller's root or, under the shared scopes `agent` and `global`, inside a user's layer
+//! (`<user>/agents/`): those hold credentials (a `[state] url` with a password) and other
+//! users' conversations. A read is a clear error result; glob and grep results leave them out.
+//! Writing them is the permission policy's business (a protected path asks).
 
 use async_trait::async_trait;
 use harness_core::{Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
 use harness_fs::{
-    CallWorkspace, FileInfo, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode, WsPath, truncate_chars,
+    CallScope, CallWorkspace, FileInfo, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode, WsPath, truncate_chars,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -48,6 +55,75 @@ fn workspace(ctx: &ToolContext) -> Result<&Arc<dyn Filesystem>, ToolError> {
 /// Parses a path argument.
 fn path_arg(raw: &str) -> Result<WsPath, ToolError> {
     WsPath::parse(raw).map_err(|err| fs_error(&err))
+}
+
+/// Workspace entries the file tools never read, list inside or search: the harness's own
+/// configuration and state. Kept in step with the loaders by the test
+/// `every_file_the_harness_reads_is_protected` (crates/harness/tests/it/trust_boundary.rs).
+pub const READ_PROTECTED: &[&str] = &["harness.toml", "tools.json", ".mcp.json", ".harness", "agents"];
+
+/// Which paths the file tools refuse to read for one call.
+#[derive(Debug, Clone, Copy)]
+struct ReadGuard {
+    /// The caller's layer is the workspace root (scopes `agent` and `global`), so the first
+    /// segment of a path may be another user's layer, whose entries are protected too.
+    shared_root: bool,
+}
+
+impl ReadGuard {
+    fn of(ctx: &ToolContext) -> Self {
+        // No scope bound: assume the widest view, the workspace root.
+        let shared_root = ctx
+            .runtime
+            .get::<CallScope>()
+            .is_none_or(CallScope::is_shared_namespace);
+        Self { shared_root }
+    }
+
+    /// The protected entry `path` is or lies inside, if any.
+    fn protected_entry(self, path: &WsPath) -> Option<&'static str> {
+        let mut segments = path.segments();
+        let first = segments.next()?;
+        if let Some(entry) = read_protected_name(first) {
+            return Some(entry);
+        }
+        // Under a shared root, `<user>/agents/` is that user's state (from a run under
+        // scope `user`), `<user>/tools.json` its own tools layer. A reserved first segment
+        // (`knowledge/agents/`, `skills/.harness`) is not a user's layer.
+        if self.shared_root
+            && !harness_fs::RESERVED_NAMES
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(first))
+        {
+            return segments.next().and_then(read_protected_name);
+        }
+        None
+    }
+
+    /// An error result when `path` is protected.
+    fn check(self, path: &WsPath) -> Result<(), ToolError> {
+        match self.protected_entry(path) {
+            Some(entry) => Err(ToolError::failed(format!(
+                "{path} is refused: `{entry}` is the harness's own configuration or state (it can hold credentials and \
+                 other users' conversations), and the file tools do not read, list or search it. Use the session and \
+                 memory tools for earlier conversations; ask the operator for anything else in it."
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn allows(self, path: &WsPath) -> bool {
+        self.protected_entry(path).is_none()
+    }
+}
+
+/// `segment` as its [`READ_PROTECTED`] entry (ASCII case ignored, so a case-insensitive
+/// disk gives no way around it).
+fn read_protected_name(segment: &str) -> Option<&'static str> {
+    READ_PROTECTED
+        .iter()
+        .copied()
+        .find(|entry| entry.eq_ignore_ascii_case(segment))
 }
 
 /// The model's view of a filesystem error: the actionable message. The cause chain of an IO
@@ -99,6 +175,7 @@ impl TypedTool for ReadFile {
     async fn call(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;
         let path = path_arg(&args.path)?;
+        ReadGuard::of(ctx).check(&path)?;
         let offset = usize::try_from(args.offset.unwrap_or(0)).unwrap_or(usize::MAX);
         let limit = match args.limit {
             Some(limit) if limit > 0 => usize::try_from(limit).unwrap_or(usize::MAX),
@@ -285,6 +362,7 @@ impl TypedTool for ListFiles {
     async fn call(&self, args: ListFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let fs = workspace(ctx)?;
         let path = path_arg(&args.path)?;
+        ReadGuard::of(ctx).check(&path)?;
         let entries = fs.list(&path).await.map_err(|err| fs_error(&err))?;
         if entries.is_empty() {
             let exists = path.is_root() || fs.exists(&path).await.map_err(|err| fs_error(&err))?;
@@ -361,10 +439,13 @@ impl TypedTool for GlobFiles {
             .max_results
             .map_or(GLOB_DEFAULT_LIMIT, |limit| limit as usize)
             .clamp(1, GLOB_MAX_LIMIT);
-        let found = fs
+        let guard = ReadGuard::of(ctx);
+        guard.check(&base)?;
+        let mut found = fs
             .glob(&base, &glob_pattern(&args.pattern), limit)
             .await
             .map_err(|err| fs_error(&err))?;
+        found.retain(|info| guard.allows(&info.path));
         if found.is_empty() {
             return Ok(ToolOutput::text("No matching files found"));
         }
@@ -499,7 +580,10 @@ impl TypedTool for GrepFiles {
             context,
             max_matches,
         };
-        let matches = fs.grep(&base, &options).await.map_err(|err| fs_error(&err))?;
+        let guard = ReadGuard::of(ctx);
+        guard.check(&base)?;
+        let mut matches = fs.grep(&base, &options).await.map_err(|err| fs_error(&err))?;
+        matches.retain(|found| guard.allows(&found.path));
         if matches.is_empty() {
             return Ok(ToolOutput::text("No matches found"));
         }

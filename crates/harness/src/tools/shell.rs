@@ -192,7 +192,7 @@ impl crate::capability::Capability for HostShell {
 
 /// The shell's prompt part: what a host shell can reach, said plainly (the file tools'
 /// limits do not hold for it). Until a sandbox jails the shell, this is the truth.
-pub const SHELL_PROMPT: &str = "## Shell\n`execute` runs commands on this host with the rights of the agent's process. It is not confined to your area the way the file tools are: files outside it, other users' data included, can be reachable through it. Use it only on your own area and the shared files.";
+pub const SHELL_PROMPT: &str = "## Shell\n`execute` runs commands on this host with the rights of the agent's process. It is not confined to your area the way the file tools are: files outside it, other users' data included, can be reachable through it. Use it only on your own area and the shared files. Protected paths do not hold it either: the harness's own files (harness.toml, tools.json, agents/, ...) are reachable through it, and a command line that names one asks a person first; only a sandbox would confine it.";
 
 #[cfg(test)]
 mod tests {

@@ -24,4 +24,5 @@ mod subagents;
 mod support;
 mod task_list;
 mod tools;
+mod trust_boundary;
 mod workspace;

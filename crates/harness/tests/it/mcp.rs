@@ -229,6 +229,50 @@ async fn python_time_server_over_stdio() {
     manager.shutdown().await;
 }
 
+/// Problem 7 of the trust boundary against a real server: `mcp-server-time` claims
+/// `readOnlyHint` for `get_current_time`. Untrusted (the default), the claim is kept for
+/// display and scheduling only: the spec the permission check and plan mode read is
+/// unhinted, so the call asks under the default permissions. With `"trust_annotations":
+/// true` the hint counts and the call runs.
+#[tokio::test]
+async fn a_servers_read_only_claim_counts_only_when_tools_json_trusts_it() {
+    for trusted in [false, true] {
+        let manager = start(
+            &format!(
+                r#"{{"mcpServers": {{"time": {{"transport": "stdio", "command": {:?}, "args": ["--local-timezone", "UTC"],
+                     "trust_annotations": {trusted}}}}}}}"#,
+                time_bin()
+            ),
+            RestartPolicy::default(),
+        )
+        .await;
+        assert!(manager.failures().is_empty(), "{:?}", manager.failures());
+        let tool = manager
+            .mcp_tools()
+            .iter()
+            .find(|t| t.remote_name() == "get_current_time")
+            .unwrap();
+        assert_eq!(tool.annotations().read_only, Some(true), "the claim is kept");
+        let hints = tool.spec().annotations;
+        assert_eq!(hints.is_read_only(), trusted, "{hints:?}");
+        assert!(hints.is_concurrency_safe(), "the scheduler may still use the claim");
+        let decision = harness::permissions::Policy::default().decide(
+            "mcp__time__get_current_time",
+            hints,
+            &json!({"timezone": "UTC"}),
+        );
+        if trusted {
+            assert_eq!(decision, harness::permissions::Decision::Allow);
+        } else {
+            assert!(
+                matches!(decision, harness::permissions::Decision::Ask { .. }),
+                "{decision:?}"
+            );
+        }
+        manager.shutdown().await;
+    }
+}
+
 /// Starts server-everything over streamable HTTP on a free port and waits for its
 /// "listening" line (a readiness signal, not a sleep).
 async fn http_server() -> (tokio::process::Child, u16) {
