@@ -3,6 +3,7 @@
 
 mod config;
 mod consolidation;
+mod corpus;
 mod extraction;
 mod search;
 mod support;
