@@ -77,6 +77,8 @@ mod lease;
 mod memory;
 mod middleware;
 mod namespace;
+mod quarantine;
+mod screen;
 mod tools;
 mod transcript;
 
@@ -91,3 +93,6 @@ pub use layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, daily_log_path};
 pub use lease::{Lease, LeaseError, LeaseGuard, LocalLease};
 pub use memory::{Memory, MemoryStats, ShutdownReport};
 pub use namespace::NamespaceKey;
+pub use quarantine::{
+    QUARANTINE_DIR, QuarantineEntry, RELEASE_SESSION, Released, delete_quarantined, quarantined, release_quarantined,
+};
