@@ -9,10 +9,10 @@
 //! between the two writes, the next pass merges the same entries again (the model dedups).
 
 use crate::error::MemoryError;
-use crate::facts::{is_no_reply, screen_memory_line};
+use crate::facts::{is_no_reply, line_text, screen_memory_line};
 use crate::history;
 use crate::injection::cut_to_tokens;
-use crate::layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, Watermark, daily_log_date, fact_text, path};
+use crate::layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, Watermark, daily_log_date, path};
 use crate::quarantine;
 use harness_core::estimate_tokens;
 use harness_core::{ChatModel, ChatRequest, Msg, SystemPrompt, ToolChoice};
@@ -143,7 +143,7 @@ async fn collect(
                 // The same screen as extraction: a log line that does not pass (written by
                 // hand, or before the screen existed) is quarantined, not shown to the model.
                 if let Err(reason) = screen_memory_line(line, released) {
-                    quarantine::put(fs, fact_text(line), &reason, "consolidation input", None).await?;
+                    quarantine::put(fs, line_text(line), &reason, "consolidation input", None).await?;
                     batch.quarantined += 1;
                 } else {
                     if !header_written {
@@ -198,7 +198,7 @@ pub(crate) async fn run(
                 current_screened.push('\n');
             }
             Err(reason) => {
-                quarantine::put(fs, fact_text(line), &reason, "consolidation input", None).await?;
+                quarantine::put(fs, line_text(line), &reason, "consolidation input", None).await?;
                 dropped += 1;
             }
         }
@@ -231,7 +231,7 @@ pub(crate) async fn run(
     let mut kept = String::with_capacity(body.len() + 1);
     for line in body.lines() {
         if let Err(reason) = screen_memory_line(line, &released) {
-            quarantine::put(fs, fact_text(line), &reason, "consolidation output", None).await?;
+            quarantine::put(fs, line_text(line), &reason, "consolidation output", None).await?;
             dropped += 1;
             continue;
         }

@@ -3,9 +3,9 @@
 //! through extraction as the model's reply. None of the bad may reach the daily log; every
 //! plain fact must. The test prints how many plain facts were quarantined.
 
-use crate::support::{MemFs, dyn_fs, eager, memory, today_log};
+use crate::support::{MemFs, dyn_fs, eager, memory, request_text, today_log};
 use harness_core::{Msg, SessionId};
-use harness_memory::NamespaceKey;
+use harness_memory::{ConsolidationOutcome, NamespaceKey, quarantined};
 use harness_models::{Reply, ScriptedModel};
 use std::sync::{Arc, Mutex};
 
@@ -273,6 +273,12 @@ async fn no_disguised_instruction_or_credential_is_kept_and_every_plain_fact_is(
         if let Some(log) = fs.text(&today_log()).filter(|log| !log.trim().is_empty()) {
             kept.push(format!("{class}: {text:?} -> {log:?}"));
         }
+        // Not dropped silently: quarantined as written, with a reason.
+        let entries = quarantined(&*dyn_fs(&fs)).await.expect("quarantine");
+        assert!(
+            entries.len() == 1 && entries[0].text == text && !entries[0].reason.is_empty(),
+            "{class}: {text:?} -> {entries:?}"
+        );
     }
 
     let fs = MemFs::new();
@@ -301,4 +307,64 @@ async fn no_disguised_instruction_or_credential_is_kept_and_every_plain_fact_is(
         kept.join("\n")
     );
     assert!(quarantined.is_empty(), "plain facts quarantined: {quarantined:?}");
+}
+
+#[tokio::test]
+async fn consolidation_screens_its_input_and_its_output_with_the_same_screen() {
+    // The consolidation model echoes every entry it is shown and adds the bad text itself.
+    let bad = Arc::new(Mutex::new(String::new()));
+    let shown = Arc::clone(&bad);
+    let model = ScriptedModel::from_fn(move |request| {
+        let input = request_text(request);
+        let mut out = String::from("## Facts\n");
+        for line in input.lines().filter_map(|line| line.trim().strip_prefix("- ")) {
+            let fact = line.find("<!--").map_or(line, |at| &line[..at]).trim();
+            out.push_str(&format!("- {fact}\n"));
+        }
+        out.push_str(&format!(
+            "- {}\n",
+            shown.lock().map(|text| text.clone()).unwrap_or_default()
+        ));
+        Reply::text(out)
+    });
+    let (memory, _dir) = memory(&model, eager());
+    let mut leaked = Vec::new();
+    let cases = bad_cases();
+    for (class, text) in &cases {
+        *bad.lock().unwrap() = text.clone();
+        let fs = MemFs::new();
+        fs.put(
+            &today_log(),
+            &format!(
+                "- The user likes jazz. <!-- session=s1 at=2026-11-29T09:00:00Z -->\n\
+                 - {text} <!-- session=s1 at=2026-11-29T09:01:00Z -->\n"
+            ),
+        );
+        let before = model.request_count();
+        let outcome = memory
+            .consolidate(dyn_fs(&fs), &NamespaceKey::new("alice"))
+            .await
+            .expect("consolidate");
+        assert!(
+            matches!(outcome, ConsolidationOutcome::Consolidated { dropped: 2, .. }),
+            "{class}: {outcome:?}"
+        );
+        let request = request_text(&model.requests()[before]);
+        let written = fs.text("MEMORY.md").unwrap_or_default();
+        if request.contains(text.as_str()) {
+            leaked.push(format!("{class}: shown to the consolidation model: {text:?}"));
+        }
+        if written.contains(text.as_str()) || !written.contains("- The user likes jazz.") {
+            leaked.push(format!("{class}: MEMORY.md is {written:?}"));
+        }
+        let entries = quarantined(&*dyn_fs(&fs)).await.expect("quarantine");
+        assert!(entries.iter().any(|entry| entry.text == *text), "{class}: {entries:?}");
+    }
+    assert!(
+        leaked.is_empty(),
+        "{} of {}:\n{}",
+        leaked.len(),
+        cases.len(),
+        leaked.join("\n")
+    );
 }

@@ -5,6 +5,7 @@ mod config;
 mod consolidation;
 mod corpus;
 mod extraction;
+mod quarantine;
 mod search;
 mod support;
 mod tools;
