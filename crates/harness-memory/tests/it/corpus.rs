@@ -295,11 +295,15 @@ async fn no_disguised_instruction_or_credential_is_kept_and_every_plain_fact_is(
         .iter()
         .filter(|fact| !log.lines().any(|line| line.starts_with(&format!("- {fact} <!--"))))
         .collect();
-    eprintln!(
-        "closing note: {} of {} plain facts were quarantined: {quarantined:?}",
-        quarantined.len(),
-        facts.len()
-    );
+    // The closing note the issue asks for: how many plain facts the screen quarantined.
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "closing note: {} of {} plain facts were quarantined: {quarantined:?}",
+            quarantined.len(),
+            facts.len()
+        );
+    }
     assert!(
         kept.is_empty(),
         "{} bad cases were kept:\n{}",
