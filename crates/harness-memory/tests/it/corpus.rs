@@ -279,6 +279,10 @@ async fn no_disguised_instruction_or_credential_is_kept_and_every_plain_fact_is(
             entries.len() == 1 && entries[0].text == text && !entries[0].reason.is_empty(),
             "{class}: {text:?} -> {entries:?}"
         );
+        // A credential is reported as one, whatever else it trips.
+        if class == "credential" && !entries[0].reason.contains("credential") {
+            kept.push(format!("credential not named: {text:?} -> {}", entries[0].reason));
+        }
     }
 
     let fs = MemFs::new();
