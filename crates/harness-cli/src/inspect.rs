@@ -399,16 +399,30 @@ fn shown(text: &str) -> String {
     format!("\"{}\"", text.escape_debug())
 }
 
+/// `; N line(s) quarantined (...)` when the screen refused any.
+fn quarantine_note(count: usize) -> String {
+    if count == 0 {
+        String::new()
+    } else {
+        format!("; {count} line(s) did not pass the memory screen and were quarantined (`harness memory review`)")
+    }
+}
+
 /// An extraction outcome as a sentence.
 fn describe_flush(outcome: &FlushOutcome) -> String {
     match outcome {
         FlushOutcome::Skipped => "skipped: memory extraction is off ([memory] mode)".to_owned(),
         FlushOutcome::Empty => "nothing pending".to_owned(),
-        FlushOutcome::NothingNew { .. } => "extracted; nothing new worth remembering".to_owned(),
-        FlushOutcome::Written { path, facts, .. } => {
+        FlushOutcome::NothingNew { refused, .. } => {
+            format!("extracted; nothing new worth remembering{}", quarantine_note(*refused))
+        }
+        FlushOutcome::Written {
+            path, facts, refused, ..
+        } => {
             format!(
-                "{facts} new fact{} written to {path}",
-                if *facts == 1 { "" } else { "s" }
+                "{facts} new fact{} written to {path}{}",
+                if *facts == 1 { "" } else { "s" },
+                quarantine_note(*refused)
             )
         }
         _ => format!("{outcome:?}"),
@@ -435,7 +449,7 @@ fn describe(outcome: &ConsolidationOutcome) -> String {
                 sentence.push_str("; the model's text was over budget and was cut");
             }
             if *dropped > 0 {
-                sentence.push_str(&format!("; {dropped} line(s) that read as instructions were left out"));
+                sentence.push_str(&quarantine_note(*dropped));
             }
             if *more_pending {
                 sentence.push_str("; more entries are waiting: run it again");
@@ -443,5 +457,31 @@ fn describe(outcome: &ConsolidationOutcome) -> String {
             sentence
         }
         _ => format!("{outcome:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_say_how_many_lines_were_quarantined_and_where_to_look() {
+        let written = FlushOutcome::Written {
+            path: "memory/2026-12-03.md".into(),
+            facts: 1,
+            duplicates: 0,
+            refused: 2,
+        };
+        assert_eq!(
+            describe_flush(&written),
+            "1 new fact written to memory/2026-12-03.md; 2 line(s) did not pass the memory screen and were \
+             quarantined (`harness memory review`)"
+        );
+        let nothing = FlushOutcome::NothingNew {
+            duplicates: 0,
+            refused: 0,
+        };
+        assert_eq!(describe_flush(&nothing), "extracted; nothing new worth remembering");
+        assert_eq!(shown("a\u{200b}b\u{e0041}"), "\"a\\u{200b}b\\u{e0041}\"");
     }
 }
