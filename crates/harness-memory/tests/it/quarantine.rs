@@ -188,3 +188,28 @@ async fn consolidation_quarantines_a_bad_line_of_the_current_memory_md_and_does_
     );
     assert!(!fs.text("MEMORY.md").unwrap_or_default().contains("Klingon"));
 }
+
+#[tokio::test]
+async fn releasing_a_fact_memory_already_holds_appends_nothing() {
+    let fs = MemFs::new();
+    fs.put("MEMORY.md", &format!("## Notes\n- {BAD}\n"));
+    let model = ScriptedModel::new().reply_text(format!("- {BAD}"));
+    let (memory, _dir) = memory(&model, eager());
+    memory
+        .flush(
+            dyn_fs(&fs),
+            &NamespaceKey::new("alice"),
+            &SessionId::from_static("s1"),
+            &[Arc::new(Msg::user("hi"))],
+        )
+        .await
+        .expect("flush");
+    let entries = quarantined(&*dyn_fs(&fs)).await.expect("list");
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let outcome = release_quarantined(&*dyn_fs(&fs), &entries[0].id)
+        .await
+        .expect("release");
+    assert_eq!(outcome, Released::AlreadyKnown);
+    assert!(fs.text(&today_log()).is_none(), "nothing appended");
+    assert!(quarantined(&*dyn_fs(&fs)).await.expect("list").is_empty());
+}
