@@ -55,6 +55,20 @@ pub(crate) enum MemoryCommand {
         /// What to look for.
         query: String,
     },
+    /// List what the memory screen quarantined (memory/.quarantine/: text, reason, source),
+    /// or release an entry into today's daily log, or delete it. Quarantined text never
+    /// reaches a prompt, MEMORY.md, the daily logs or memory search.
+    Review {
+        #[command(flatten)]
+        ws: WorkspaceArgs,
+        /// Release this entry: a person decided it is a fact; it is appended to today's
+        /// daily log (session `review`) and kept by consolidation.
+        #[arg(long, value_name = "ID", conflicts_with = "delete")]
+        release: Option<String>,
+        /// Delete this entry for good.
+        #[arg(long, value_name = "ID")]
+        delete: Option<String>,
+    },
     /// Extract facts now from what is pending: every session of the user (or `--session`),
     /// each from its transcript past the extraction watermark, ignoring the throttle (uses
     /// the configured model).
@@ -229,7 +243,7 @@ async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Opti
 
 pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
     let (args, need_model) = match &command {
-        MemoryCommand::Search { ws, .. } => (
+        MemoryCommand::Search { ws, .. } | MemoryCommand::Review { ws, .. } => (
             AgentArgs {
                 ws: ws.clone(),
                 session: None,
@@ -244,6 +258,15 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
     let Some(harness) = memory_agent(&args, need_model).await? else {
         return match command {
             MemoryCommand::Search { .. } => out.line("no matches").map_err(Into::into),
+            MemoryCommand::Review {
+                release: None,
+                delete: None,
+                ..
+            } => out.line("no quarantined memory entries").map_err(Into::into),
+            MemoryCommand::Review { release, delete, .. } => Err(usage(format!(
+                "no quarantined memory entry {}: the workspace does not exist",
+                release.or(delete).unwrap_or_default()
+            ))),
             MemoryCommand::Extract { .. } => out.line("nothing to extract: no sessions").map_err(Into::into),
             MemoryCommand::Consolidate { .. } => out.line("nothing to consolidate").map_err(Into::into),
         };
@@ -280,6 +303,52 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                 out.line(&format!("{}:{}\t{relative:.2}\t{}", hit.path, hit.line, hit.snippet))?;
                 if out.closed() {
                     break;
+                }
+            }
+        }
+        MemoryCommand::Review { release, delete, .. } => {
+            let fs = &*call.user;
+            let not_found = |err: harness_memory::MemoryError| match err {
+                harness_memory::MemoryError::NotQuarantined { .. } => usage(err.to_string()),
+                other => runtime(&other),
+            };
+            if let Some(id) = release {
+                match harness_memory::release_quarantined(fs, &id).await.map_err(not_found)? {
+                    harness_memory::Released::Written { path } => {
+                        out.line(&format!("released {id}: appended to {path}"))?;
+                    }
+                    _ => out.line(&format!(
+                        "released {id}: the fact was already in memory; nothing appended"
+                    ))?,
+                }
+            } else if let Some(id) = delete {
+                let entry = harness_memory::delete_quarantined(fs, &id).await.map_err(not_found)?;
+                out.line(&format!("deleted {id}: {}", shown(&entry.text)))?;
+            } else {
+                let entries = harness_memory::quarantined(fs).await.map_err(|err| runtime(&err))?;
+                if entries.is_empty() {
+                    out.line("no quarantined memory entries")?;
+                }
+                for entry in &entries {
+                    let session = entry
+                        .session
+                        .as_deref()
+                        .map(|s| format!(", session {s}"))
+                        .unwrap_or_default();
+                    out.line(&format!(
+                        "{}\t{}\t{}{session}",
+                        entry.id,
+                        entry.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        entry.source
+                    ))?;
+                    out.line(&format!("  text:   {}", shown(&entry.text)))?;
+                    out.line(&format!("  reason: {}", entry.reason))?;
+                    if out.closed() {
+                        break;
+                    }
+                }
+                if !entries.is_empty() {
+                    out.line("release one with `harness memory review --release ID`, or `--delete ID`")?;
                 }
             }
         }
@@ -324,16 +393,36 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Quarantined text for a terminal: quoted, with invisible and control characters escaped
+/// so that nothing hidden is rendered (or acted on by the terminal).
+fn shown(text: &str) -> String {
+    format!("\"{}\"", text.escape_debug())
+}
+
+/// `; N line(s) quarantined (...)` when the screen refused any.
+fn quarantine_note(count: usize) -> String {
+    if count == 0 {
+        String::new()
+    } else {
+        format!("; {count} line(s) did not pass the memory screen and were quarantined (`harness memory review`)")
+    }
+}
+
 /// An extraction outcome as a sentence.
 fn describe_flush(outcome: &FlushOutcome) -> String {
     match outcome {
         FlushOutcome::Skipped => "skipped: memory extraction is off ([memory] mode)".to_owned(),
         FlushOutcome::Empty => "nothing pending".to_owned(),
-        FlushOutcome::NothingNew { .. } => "extracted; nothing new worth remembering".to_owned(),
-        FlushOutcome::Written { path, facts, .. } => {
+        FlushOutcome::NothingNew { refused, .. } => {
+            format!("extracted; nothing new worth remembering{}", quarantine_note(*refused))
+        }
+        FlushOutcome::Written {
+            path, facts, refused, ..
+        } => {
             format!(
-                "{facts} new fact{} written to {path}",
-                if *facts == 1 { "" } else { "s" }
+                "{facts} new fact{} written to {path}{}",
+                if *facts == 1 { "" } else { "s" },
+                quarantine_note(*refused)
             )
         }
         _ => format!("{outcome:?}"),
@@ -360,7 +449,7 @@ fn describe(outcome: &ConsolidationOutcome) -> String {
                 sentence.push_str("; the model's text was over budget and was cut");
             }
             if *dropped > 0 {
-                sentence.push_str(&format!("; {dropped} line(s) that read as instructions were left out"));
+                sentence.push_str(&quarantine_note(*dropped));
             }
             if *more_pending {
                 sentence.push_str("; more entries are waiting: run it again");
@@ -368,5 +457,31 @@ fn describe(outcome: &ConsolidationOutcome) -> String {
             sentence
         }
         _ => format!("{outcome:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_say_how_many_lines_were_quarantined_and_where_to_look() {
+        let written = FlushOutcome::Written {
+            path: "memory/2026-12-03.md".into(),
+            facts: 1,
+            duplicates: 0,
+            refused: 2,
+        };
+        assert_eq!(
+            describe_flush(&written),
+            "1 new fact written to memory/2026-12-03.md; 2 line(s) did not pass the memory screen and were \
+             quarantined (`harness memory review`)"
+        );
+        let nothing = FlushOutcome::NothingNew {
+            duplicates: 0,
+            refused: 0,
+        };
+        assert_eq!(describe_flush(&nothing), "extracted; nothing new worth remembering");
+        assert_eq!(shown("a\u{200b}b\u{e0041}"), "\"a\\u{200b}b\\u{e0041}\"");
     }
 }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 /// Harness: a runtime for long-running LLM agents.
 ///
-/// Commands: init, run, approve, chat, serve, tools, sessions (list, show, search), memory (search, extract, consolidate), demo.
+/// Commands: init, run, approve, chat, serve, tools, sessions (list, show, search), memory (search, review, extract, consolidate), demo.
 /// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error, 3 the turn waits
 /// for a person's approval (`harness approve` continues it).
 #[derive(Parser)]
@@ -134,7 +134,7 @@ enum Command {
         #[command(subcommand)]
         command: inspect::SessionsCommand,
     },
-    /// Search or consolidate long-term memory.
+    /// Search, review, extract or consolidate long-term memory.
     Memory {
         #[command(subcommand)]
         command: inspect::MemoryCommand,

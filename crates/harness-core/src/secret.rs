@@ -10,13 +10,15 @@
 //! - [`SecretKind::PlatformToken`]: platform and cloud tokens — GitHub `ghp_/gho_/ghu_/ghs_/ghr_`
 //!   and `github_pat_`, GitLab `glpat-`, Slack `xox[abprse]-` and webhook URLs, AWS access key ids
 //!   `AKIA…`/`ASIA…`, npm `npm_`, PyPI `pypi-…`, DigitalOcean `dop_v1_`, Shopify `shpat_`,
-//!   Telegram bot tokens.
+//!   Telegram bot tokens, Twilio `SK…`/`AC…`, Mailgun `key-…`, Vault `hvs.…`, Databricks
+//!   `dapi…`, Linear `lin_api_…`, Notion `ntn_…`/`secret_…`, Discord bot tokens.
 //! - [`SecretKind::Jwt`]: three base64url segments whose first one is a JSON header (`eyJ…`).
 //! - [`SecretKind::PemBlock`]: a `-----BEGIN … PRIVATE KEY-----` block to its END line (or to the
 //!   end of the text when the END line is missing).
 //! - [`SecretKind::UrlUserinfo`]: the password in `scheme://user:password@host`.
 //! - [`SecretKind::PasswordPhrase`]: the value after a label — `password is …`, `pwd: …`,
-//!   `secret = …`, `api_key: …`, `AWS_SECRET_ACCESS_KEY=…`, `密码是…`, `口令：…`.
+//!   `secret = …`, `api_key: …`, `AWS_SECRET_ACCESS_KEY=…`, `密码是…`, `口令：…`, and after a
+//!   bare `key is` / `AccountKey=` a value of 16+ characters with letters and digits.
 //! - [`SecretKind::HighEntropy`]: an unlabelled token of at least 24 characters from the
 //!   base64/base64url alphabet that has letters and digits, upper and lower case, frequent
 //!   changes of character class and a high Shannon entropy.
@@ -229,6 +231,26 @@ static SHAPES: LazyLock<Vec<Shape>> = LazyLock::new(|| {
             PlatformToken,
             always,
         ),
+        // Twilio API keys and account ids, Mailgun, Vault, Databricks, Linear, Notion, Discord.
+        shape(r"{B}(?P<secret>(?:SK|AC)[0-9a-f]{32})", PlatformToken, always),
+        shape(r"{B}(?P<secret>key-[0-9a-z]{32})", PlatformToken, has_digit_and_letter),
+        shape(
+            r"{B}(?P<secret>hv[sbr]\.[A-Za-z0-9_\-]{24,})",
+            PlatformToken,
+            has_digit_and_letter,
+        ),
+        shape(r"{B}(?P<secret>dapi[0-9a-f]{32}(?:-[0-9])?)", PlatformToken, always),
+        shape(r"{B}(?P<secret>lin_api_[A-Za-z0-9]{40})", PlatformToken, always),
+        shape(
+            r"{B}(?P<secret>(?:secret_|ntn_)[A-Za-z0-9]{40,})",
+            PlatformToken,
+            has_digit_and_letter,
+        ),
+        shape(
+            r"{B}(?P<secret>[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40})",
+            PlatformToken,
+            has_digit_and_letter,
+        ),
         // A JWT: header.payload.signature, the header a base64url JSON object.
         shape(
             r"{B}(?P<secret>eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})",
@@ -258,8 +280,25 @@ static SHAPES: LazyLock<Vec<Shape>> = LazyLock::new(|| {
             PasswordPhrase,
             labelled_value,
         ),
+        // A bare `key` label (`the key is …`, `AccountKey=…`): only a long value with letters
+        // and digits, since "the key is important" is prose.
+        shape(
+            r#"(?i)(?:^|[^\p{L}\p{N}_])(?P<label>key|accountkey|sharedaccesskey|license key)\s*(?:is|=|:)\s*["'`]?(?P<secret>[A-Za-z0-9+/_\-]{16,}={0,2})"#,
+            PasswordPhrase,
+            key_value,
+        ),
     ]
 });
+
+/// A value after a bare `key` label: hexadecimal, or mixed case with digits (`2024-release-plan`
+/// is a name). A random-looking value is left to [`high_entropy`], which reports it anyway.
+fn key_value(value: &str, _: Option<&str>) -> bool {
+    let hex = value.len() >= 16 && value.bytes().all(|b| b.is_ascii_hexdigit());
+    let mixed = value.bytes().any(|b| b.is_ascii_uppercase())
+        && value.bytes().any(|b| b.is_ascii_lowercase())
+        && value.bytes().any(|b| b.is_ascii_digit());
+    (hex || mixed) && !looks_random(value)
+}
 
 fn has_digit_and_letter(secret: &str, _: Option<&str>) -> bool {
     secret.chars().any(|c| c.is_ascii_digit()) && secret.chars().any(|c| c.is_ascii_alphabetic())
@@ -458,6 +497,47 @@ mod tests {
     // Fake credentials. Each prefix is split from its body with `concat!` so that secret
     // scanners reading this source do not take the fixtures for leaked keys.
     const SHAPES_THAT_LEAK: &[(&str, &str, SecretKind)] = &[
+        (
+            "twilio",
+            concat!("SK", "0f3a9c2e5b8d1f4a6c9e2b5d8f1a4c7e"),
+            SecretKind::PlatformToken,
+        ),
+        (
+            "mailgun",
+            concat!("key", "-", "3ax6xnjp29jd6fds4gc373sgvjxteol0"),
+            SecretKind::PlatformToken,
+        ),
+        (
+            "vault",
+            concat!("hvs", ".", "CAESIJ3kR9mQ2vL7nT4wZ8cY1Xb3kR9mQ2"),
+            SecretKind::PlatformToken,
+        ),
+        (
+            "databricks",
+            concat!("dapi", "0f3a9c2e5b8d1f4a6c9e2b5d8f1a4c7e"),
+            SecretKind::PlatformToken,
+        ),
+        (
+            "linear",
+            concat!("lin_api_", "Xb3kR9mQ2vL7nT4wZ8cY1Xb3kR9mQ2vL7nT4wZ8c"),
+            SecretKind::PlatformToken,
+        ),
+        (
+            "notion",
+            concat!("ntn_", "Xb3kR9mQ2vL7nT4wZ8cY1Xb3kR9mQ2vL7nT4wZ8cY1"),
+            SecretKind::PlatformToken,
+        ),
+        (
+            "discord",
+            concat!(
+                "MTA5ODc2NTQzMjEwOTg3NjU0Mw",
+                ".",
+                "GaBcDe",
+                ".",
+                "Xy9Zw8Vu7Ts6Rq5Po4Nm3LkJiHgFeDcBa"
+            ),
+            SecretKind::PlatformToken,
+        ),
         (
             "openai",
             concat!("sk", "-", "u8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8dKLzdocJ2isAj"),
@@ -708,6 +788,15 @@ mod tests {
         check("我的密码是 abc12345，记住", "abc12345", SecretKind::PasswordPhrase);
         check("服务器口令：Zx9!qq77", "Zx9!qq77", SecretKind::PasswordPhrase);
         check("密钥为\"k-9981-aa\"", "k-9981-aa", SecretKind::PasswordPhrase);
+        check(
+            "The Azure OpenAI key is 0123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcdef",
+            SecretKind::PasswordPhrase,
+        );
+        let azure = "AccountName=x;AccountKey=Zm9vYmFy9mF6cXV4cXV1eGNv;";
+        let found = find_secrets(azure);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(&azure[found[0].range.clone()], "Zm9vYmFy9mF6cXV4cXV1eGNv");
     }
 
     #[test]
@@ -731,6 +820,9 @@ mod tests {
             "My secret is that I love cats.",
             "kebab-case-identifiers-are-used-for-all-crate-names",
             "The user's employee number is 2024000117 and the invoice is INV-2024-000117.",
+            "The key is important: caching helps the user's build times.",
+            "The key insight is that the user prefers short meetings.",
+            "The key is 2024-release-plan-v3 in the wiki, named by the user.",
         ];
         for text in prose {
             assert_eq!(find_secrets(text), vec![], "{text:?}");

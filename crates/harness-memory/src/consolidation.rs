@@ -9,14 +9,15 @@
 //! between the two writes, the next pass merges the same entries again (the model dedups).
 
 use crate::error::MemoryError;
-use crate::facts::{has_injection_marker, is_no_reply};
+use crate::facts::{is_no_reply, line_text, screen_memory_line};
 use crate::history;
 use crate::injection::cut_to_tokens;
 use crate::layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, Watermark, daily_log_date, path};
+use crate::quarantine;
 use harness_core::estimate_tokens;
 use harness_core::{ChatModel, ChatRequest, Msg, SystemPrompt, ToolChoice};
 use harness_fs::{Filesystem, FsError, WriteMode};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,7 +37,8 @@ pub enum ConsolidationOutcome {
         tokens: usize,
         /// Whether the model's text was over budget and had to be cut.
         cut: bool,
-        /// Lines dropped from the reply because they carried injection markers.
+        /// Lines the screen did not keep (from the new entries, the current `MEMORY.md` or
+        /// the reply); they were quarantined, not written.
         dropped: usize,
         /// More entries are waiting (this pass hit its input budget); run again.
         more_pending: bool,
@@ -81,9 +83,16 @@ struct Batch {
     /// Sizes of the logs fully merged after this pass (`None`: not fully merged).
     sizes: BTreeMap<String, Option<u64>>,
     more_pending: bool,
+    /// Entries quarantined instead of merged.
+    quarantined: usize,
 }
 
-async fn collect(fs: &dyn Filesystem, state: &Watermark, budget_chars: usize) -> Result<Batch, MemoryError> {
+async fn collect(
+    fs: &dyn Filesystem,
+    state: &Watermark,
+    budget_chars: usize,
+    released: &HashSet<String>,
+) -> Result<Batch, MemoryError> {
     let mut logs: Vec<_> = match fs.list(&path(MEMORY_DIR)).await {
         Ok(entries) => entries
             .into_iter()
@@ -103,6 +112,7 @@ async fn collect(fs: &dyn Filesystem, state: &Watermark, budget_chars: usize) ->
         marks: BTreeMap::new(),
         sizes: BTreeMap::new(),
         more_pending: false,
+        quarantined: 0,
     };
     let mut used = 0usize;
     'files: for (date, name, file, size) in logs {
@@ -128,14 +138,21 @@ async fn collect(fs: &dyn Filesystem, state: &Watermark, budget_chars: usize) ->
                     batch.marks.insert(name, consumed);
                     break 'files;
                 }
-                if !header_written {
-                    batch.text.push_str(&format!("From memory/{name}:\n"));
-                    header_written = true;
-                }
-                batch.text.push_str(line.trim_end());
-                batch.text.push('\n');
                 batch.entries += 1;
                 used += size;
+                // The same screen as extraction: a log line that does not pass (written by
+                // hand, or before the screen existed) is quarantined, not shown to the model.
+                if let Err(reason) = screen_memory_line(line, released) {
+                    quarantine::put(fs, line_text(line), &reason, "consolidation input", None).await?;
+                    batch.quarantined += 1;
+                } else {
+                    if !header_written {
+                        batch.text.push_str(&format!("From memory/{name}:\n"));
+                        header_written = true;
+                    }
+                    batch.text.push_str(line.trim_end());
+                    batch.text.push('\n');
+                }
             }
             consumed += 1;
         }
@@ -159,7 +176,8 @@ pub(crate) async fn run(
         Err(err) => return Err(err.into()),
     };
     let budget_chars = (max_tokens * 8).max(8000);
-    let batch = collect(fs, &state, budget_chars).await?;
+    let released = quarantine::released_keys(fs).await?;
+    let batch = collect(fs, &state, budget_chars, &released).await?;
     if batch.entries == 0 {
         return Ok(ConsolidationOutcome::NothingNew);
     }
@@ -170,10 +188,25 @@ pub(crate) async fn run(
         Err(FsError::NotFound { .. }) => (String::new(), None),
         Err(err) => return Err(err.into()),
     };
-    let current_shown = if current.trim().is_empty() {
+    // The current file is input too: a line that does not pass is quarantined and not shown.
+    let mut dropped = batch.quarantined;
+    let mut current_screened = String::with_capacity(current.len());
+    for line in current.lines() {
+        match screen_memory_line(line, &released) {
+            Ok(()) => {
+                current_screened.push_str(line);
+                current_screened.push('\n');
+            }
+            Err(reason) => {
+                quarantine::put(fs, line_text(line), &reason, "consolidation input", None).await?;
+                dropped += 1;
+            }
+        }
+    }
+    let current_shown = if current_screened.trim().is_empty() {
         "(empty)"
     } else {
-        current.trim_end()
+        current_screened.trim_end()
     };
     let request = ChatRequest {
         system: SystemPrompt::new(system_prompt(max_tokens)),
@@ -195,10 +228,10 @@ pub(crate) async fn run(
             detail: "the consolidation reply was empty; MEMORY.md was left unchanged".into(),
         });
     }
-    let mut dropped = 0usize;
     let mut kept = String::with_capacity(body.len() + 1);
     for line in body.lines() {
-        if has_injection_marker(line) {
+        if let Err(reason) = screen_memory_line(line, &released) {
+            quarantine::put(fs, line_text(line), &reason, "consolidation output", None).await?;
             dropped += 1;
             continue;
         }
@@ -208,7 +241,8 @@ pub(crate) async fn run(
     if dropped > 0 {
         tracing::warn!(
             dropped,
-            "consolidation reply had lines with injection markers; they were dropped"
+            "consolidation met lines that did not pass the memory screen; they were quarantined in \
+             memory/.quarantine/ (`harness memory review`)"
         );
     }
     let (text, cut) = cut_to_tokens(&kept, max_tokens);

@@ -49,6 +49,12 @@ pub enum MemoryError {
     /// [`Memory::shutdown`](crate::Memory::shutdown) was called; no new work is accepted.
     #[error("memory is shutting down")]
     ShuttingDown,
+    /// No quarantine entry has this id (`harness memory review` lists the ids).
+    #[error("no quarantined memory entry {id}; `harness memory review` lists the entries")]
+    NotQuarantined {
+        /// The id asked for.
+        id: String,
+    },
     /// The work was cancelled (shutdown timeout) before it wrote anything.
     #[error("memory operation cancelled")]
     Cancelled,

@@ -30,20 +30,27 @@
 //!
 //! # Facts, not instructions
 //!
-//! Memory is untrusted data. The extraction prompt asks for third-person facts, and the
-//! writer enforces it, in English, Chinese and text mixing both (full-width letters and
-//! zero-width characters are folded away first): a reply line is appended only if it is a
-//! bullet, does not open with an imperative or address the agent (`ignore`, `always`, `you`,
-//! `please`, … / `请`, `你`, `必须`, `以后`, …), carries no injection marker (an "ignore
-//! previous instructions" phrase such as `忽略之前的所有指令`, `from now on` / `以后每次回答`,
-//! role markers such as `system:`, `<|im_start|>`, `[INST]`, `系统：`, code fences,
-//! destructive or exfiltrating shell commands such as `rm -rf` or `| sh`, `send me` /
-//! `发给我`), does not look like a secret (passwords, API keys, tokens, `密码`, `密钥`,
-//! `sk-…`-shaped words), and is not already in today's log or `MEMORY.md`. HTML comment delimiters are removed from facts so
-//! provenance cannot be forged. Consolidation drops lines with injection markers. Memory
-//! never writes anything but `memory/*.md`, `memory/.history/`, its watermarks
-//! (`memory/.consolidation_state`, `memory/.extraction/`) and `MEMORY.md`;
-//! in particular never `AGENTS.md`.
+//! Memory is untrusted data fed back into every later prompt, so the writer does not take
+//! the model's word for it. The extraction prompt asks for third-person facts, and the
+//! screen (an allow-shape; see the `screen` module) keeps a reply line only if it reads as a
+//! plain statement about the user, their work or the world, in English or Chinese. It first
+//! decodes what hides text — Unicode tag characters, invisible characters, look-alike
+//! letters folded to a Latin skeleton (NFKC and a Cyrillic/Greek/Cherokee/Armenian table,
+//! after Unicode TR39), HTML entities, URL percent-encoding, escapes, hex and base64 — and
+//! then refuses text addressed to the agent or describing what it should do (in any
+//! grammatical person), text in another language or script, any URL, link, image or other
+//! markup, a command or a path, an encoded blob and a credential
+//! ([`harness_core::secret`]). A fact that hid or encoded anything is refused as a whole,
+//! never cleaned and kept. What the screen refuses is not dropped: it is quarantined with
+//! its reason in [`QUARANTINE_DIR`] ([`quarantined`], [`release_quarantined`],
+//! [`delete_quarantined`]; `harness memory review`), which nothing that feeds a prompt reads:
+//! not the index, `memory_search`, `memory_get`, extraction or consolidation. Consolidation
+//! screens its input (the new daily-log entries and the current `MEMORY.md`) and its output
+//! the same way, so every line it writes into `MEMORY.md` has passed the screen; a released
+//! fact passes as it is. Duplicates of today's log or `MEMORY.md` are skipped, and a fact
+//! cannot forge a provenance comment. Memory never writes anything but `memory/*.md`,
+//! `memory/.history/`, `memory/.quarantine/`, its watermarks (`memory/.consolidation_state`,
+//! `memory/.extraction/`) and `MEMORY.md`; in particular never `AGENTS.md`.
 //!
 //! # Example
 //!
@@ -77,6 +84,8 @@ mod lease;
 mod memory;
 mod middleware;
 mod namespace;
+mod quarantine;
+mod screen;
 mod tools;
 mod transcript;
 
@@ -91,3 +100,6 @@ pub use layout::{CONSOLIDATION_STATE, MEMORY_DIR, MEMORY_FILE, daily_log_path};
 pub use lease::{Lease, LeaseError, LeaseGuard, LocalLease};
 pub use memory::{Memory, MemoryStats, ShutdownReport};
 pub use namespace::NamespaceKey;
+pub use quarantine::{
+    QUARANTINE_DIR, QuarantineEntry, RELEASE_SESSION, Released, delete_quarantined, quarantined, release_quarantined,
+};

@@ -216,6 +216,14 @@ impl TypedTool for MemoryGet {
     async fn call(&self, args: MemoryGetArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let file = WsPath::parse(&args.path).map_err(fs_error)?;
         let text_path = file.as_str();
+        if text_path == crate::quarantine::QUARANTINE_DIR
+            || text_path.starts_with(&format!("{}/", crate::quarantine::QUARANTINE_DIR))
+        {
+            return Err(ToolError::failed(format!(
+                "{}: the memory quarantine is not served to the agent; a person reviews it with `harness memory review`",
+                args.path
+            )));
+        }
         if !(text_path == MEMORY_FILE || text_path.starts_with("memory/")) {
             return Err(ToolError::failed(format!(
                 "{}: memory_get reads MEMORY.md and files under memory/ only; use read_file for other files",

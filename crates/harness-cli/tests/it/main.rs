@@ -5,6 +5,7 @@
 mod approval_cli;
 mod cli;
 mod memory_cli;
+mod memory_screen;
 mod newcomer;
 mod parity;
 mod readme;

@@ -59,7 +59,14 @@ async fn extraction_appends_only_new_facts() {
     assert!(request.contains("The user likes green tea."));
     assert!(request.contains("The user was born in Lyon."));
     assert!(request.contains("[user]: I moved to Berlin in 2024"));
-    assert_eq!(fs.writes(), [log]);
+    // The two refused lines went to the quarantine, the fact to the log; nothing else.
+    let writes = fs.writes();
+    assert_eq!(writes.last(), Some(&log));
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert!(
+        writes[..2].iter().all(|w| w.starts_with("memory/.quarantine/")),
+        "{writes:?}"
+    );
 }
 
 #[tokio::test]

@@ -3,7 +3,9 @@
 
 mod config;
 mod consolidation;
+mod corpus;
 mod extraction;
+mod quarantine;
 mod search;
 mod support;
 mod tools;
