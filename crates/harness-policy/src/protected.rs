@@ -34,7 +34,15 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
 /// The part of the default set the file tools do not even read: configuration that can hold
 /// credentials (a `[state] url` with a password) and, under shared scopes, other users'
 /// conversations.
-pub const DEFAULT_READ_PROTECTED: &[&str] = &["harness.toml", "tools.json", ".mcp.json", ".harness/**", "agents/**"];
+/// `memory/.quarantine/` is what the memory screen refused: only `harness memory review` shows it.
+pub const DEFAULT_READ_PROTECTED: &[&str] = &[
+    "harness.toml",
+    "tools.json",
+    ".mcp.json",
+    ".harness/**",
+    "agents/**",
+    "memory/.quarantine/**",
+];
 
 /// A set of protected path globs.
 #[derive(Debug, Clone)]
@@ -214,10 +222,12 @@ mod tests {
             ".harness/x",
             "agents/a/s.json",
             "bob/agents/x",
+            "memory/.quarantine/q1.json",
+            "bob/memory/.quarantine/q1.json",
         ] {
             assert!(read.matches(path), "{path}");
         }
-        for path in ["AGENTS.md", "skills/x", "MEMORY.md"] {
+        for path in ["AGENTS.md", "skills/x", "MEMORY.md", "memory/2026-12-03.md"] {
             assert!(!read.matches(path), "{path}");
         }
     }

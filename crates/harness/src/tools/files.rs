@@ -60,7 +60,16 @@ fn path_arg(raw: &str) -> Result<WsPath, ToolError> {
 /// Workspace entries the file tools never read, list inside or search: the harness's own
 /// configuration and state. Kept in step with the loaders by the test
 /// `every_file_the_harness_reads_is_protected` (crates/harness/tests/it/trust_boundary.rs).
-pub const READ_PROTECTED: &[&str] = &["harness.toml", "tools.json", ".mcp.json", ".harness", "agents"];
+/// `memory/.quarantine` holds what the memory screen refused (text meant to reach a prompt):
+/// only `harness memory review` shows it.
+pub const READ_PROTECTED: &[&str] = &[
+    "harness.toml",
+    "tools.json",
+    ".mcp.json",
+    ".harness",
+    "agents",
+    "memory/.quarantine",
+];
 
 /// Which paths the file tools refuse to read for one call.
 #[derive(Debug, Clone, Copy)]
@@ -82,9 +91,9 @@ impl ReadGuard {
 
     /// The protected entry `path` is or lies inside, if any.
     fn protected_entry(self, path: &WsPath) -> Option<&'static str> {
-        let mut segments = path.segments();
-        let first = segments.next()?;
-        if let Some(entry) = read_protected_name(first) {
+        let segments: Vec<&str> = path.segments().collect();
+        let first = segments.first()?;
+        if let Some(entry) = read_protected_entry(&segments) {
             return Some(entry);
         }
         // Under a shared root, `<user>/agents/` is that user's state (from a run under
@@ -95,7 +104,7 @@ impl ReadGuard {
                 .iter()
                 .any(|name| name.eq_ignore_ascii_case(first))
         {
-            return segments.next().and_then(read_protected_name);
+            return read_protected_entry(&segments[1..]);
         }
         None
     }
@@ -117,13 +126,17 @@ impl ReadGuard {
     }
 }
 
-/// `segment` as its [`READ_PROTECTED`] entry (ASCII case ignored, so a case-insensitive
-/// disk gives no way around it).
-fn read_protected_name(segment: &str) -> Option<&'static str> {
-    READ_PROTECTED
-        .iter()
-        .copied()
-        .find(|entry| entry.eq_ignore_ascii_case(segment))
+/// The [`READ_PROTECTED`] entry that `segments` (a path from a layer's root) is or lies
+/// inside (ASCII case ignored, so a case-insensitive disk gives no way around it).
+fn read_protected_entry(segments: &[&str]) -> Option<&'static str> {
+    READ_PROTECTED.iter().copied().find(|entry| {
+        let parts: Vec<&str> = entry.split('/').collect();
+        parts.len() <= segments.len()
+            && parts
+                .iter()
+                .zip(segments)
+                .all(|(part, segment)| part.eq_ignore_ascii_case(segment))
+    })
 }
 
 /// The model's view of a filesystem error: the actionable message. The cause chain of an IO

@@ -140,6 +140,7 @@ fn plant_secrets(dir: &Path, scope: IsolationScope) -> Vec<String> {
         ".mcp.json",
         ".harness/credentials",
         "agents/harness/sessions/old.log.jsonl",
+        "memory/.quarantine/q1.txt",
     ]
     .iter()
     .map(|path| format!("{layer}{path}"))
@@ -288,6 +289,10 @@ fn harness_paths() -> Vec<(&'static str, String)> {
         ("memory history", format!("{}/x", harness_memory::HISTORY_DIR)),
         ("memory extraction", scope.memory_extraction_path().to_string()),
         (
+            "memory quarantine (harness-memory)",
+            format!("{}/q1.json", harness_memory::QUARANTINE_DIR),
+        ),
+        (
             "skills",
             format!("{}/pdf/{}", harness::skills::SKILLS_DIR, harness::skills::SKILL_FILE),
         ),
@@ -318,6 +323,7 @@ fn every_file_the_harness_reads_is_protected() {
         "task records",
         "compacted",
         "harness dir",
+        "memory quarantine",
     ];
     for (source, path) in harness_paths() {
         // The state layout puts a user's state under its own layer: strip it.
@@ -338,11 +344,10 @@ fn every_file_the_harness_reads_is_protected() {
             );
         }
         let must_be_unreadable = read_protected_sources.iter().any(|prefix| source.starts_with(prefix));
-        assert_eq!(
-            READ_PROTECTED.contains(&top),
-            must_be_unreadable,
-            "{source}: `{top}` read protection"
-        );
+        let unreadable = READ_PROTECTED
+            .iter()
+            .any(|entry| path == *entry || path.starts_with(&format!("{entry}/")));
+        assert_eq!(unreadable, must_be_unreadable, "{source}: `{top}` read protection");
     }
 }
 
