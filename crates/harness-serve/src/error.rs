@@ -17,7 +17,7 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, kind: &'static str, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, kind: &'static str, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             kind,
@@ -45,6 +45,24 @@ impl ApiError {
             "invalid_api_key",
             message,
         )
+    }
+
+    /// 403: the guard refused the request (`code` says which check).
+    pub(crate) fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "permission_error", code, message)
+    }
+
+    /// 429: too many turns at once (server-wide or for the caller).
+    pub(crate) fn too_many_turns(message: impl Into<String>, retry_after: Duration) -> Self {
+        Self {
+            retry_after: Some(retry_after),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", "too_many_turns", message)
+        }
+    }
+
+    /// 409: another turn or replica holds the session.
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict_error", "conflict", message)
     }
 
     /// 404 for an unknown agent (OpenAI's `model_not_found`).
