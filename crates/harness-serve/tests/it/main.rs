@@ -5,6 +5,7 @@
 
 mod approvals;
 mod chromium;
+mod guard;
 mod native;
 mod openai;
 mod queue;

@@ -1,0 +1,320 @@
+//! Who may reach the server: Host, Origin, the non-simple rule, CORS, the error JSON of
+//! every refusal, body limits, turn caps, and connection limits with real sockets.
+
+use super::support::{ASK_LIST, Server};
+use harness_serve::ServeOptions;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const MESSAGES: &str = "/api/agents/helper/sessions/s1/messages";
+
+/// The error JSON's `code`, asserting the shape.
+async fn error_code(response: reqwest::Response) -> String {
+    let status = response.status();
+    assert_eq!(
+        response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()),
+        Some("application/json".to_owned()),
+        "{status}"
+    );
+    let body: Value = response.json().await.unwrap();
+    let error = &body["error"];
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(error["type"].is_string(), "{body}");
+    error["code"].as_str().unwrap().to_owned()
+}
+
+/// Whether the session has any history (a turn ran).
+async fn ran(server: &Server, session: &str) -> bool {
+    server.get(&format!("/api/agents/helper/sessions/{session}")).await.status() == 200
+}
+
+#[tokio::test]
+async fn a_simple_cross_site_post_is_refused_and_nothing_runs() {
+    let server = Server::start_with(ServeOptions::default(), Some(ASK_LIST)).await;
+    // What a `no-cors` fetch or a form can send: text/plain, form-encoded, no content type.
+    for content_type in [Some("text/plain"), Some("application/x-www-form-urlencoded"), None] {
+        let mut request = server
+            .client
+            .post(server.url(MESSAGES))
+            .body(r#"{"message": "tool please"}"#);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 415, "{content_type:?}");
+        assert_eq!(error_code(response).await, "unsupported_media_type");
+    }
+    assert!(!ran(&server, "s1").await, "a refused request started a turn");
+    // The approval route is refused the same way (nothing to approve either).
+    let response = server
+        .client
+        .post(server.url("/api/agents/helper/sessions/s1/approvals"))
+        .header("content-type", "text/plain")
+        .body(r#"{"all": "approve"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 415);
+    // With the custom header a body-less POST passes the rule.
+    let response = server
+        .client
+        .post(server.url("/api/agents/helper/sessions/s1/cancel"))
+        .header("x-harness-request", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn a_foreign_origin_is_refused_even_with_a_json_body() {
+    let server = Server::start(ServeOptions::default()).await;
+    for origin in ["http://evil.example", "null", "http://127.0.0.1:1"] {
+        let response = server
+            .client
+            .post(server.url(MESSAGES))
+            .header("origin", origin)
+            .json(&json!({"message": "hi"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "{origin}");
+        assert!(response.headers().get("access-control-allow-origin").is_none());
+        assert_eq!(error_code(response).await, "origin_not_allowed");
+        // Its preflight gets no CORS answer either.
+        let preflight = server
+            .client
+            .request(reqwest::Method::OPTIONS, server.url(MESSAGES))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+            .await
+            .unwrap();
+        assert!(preflight.headers().get("access-control-allow-origin").is_none());
+        assert!(!preflight.status().is_success(), "{origin}: {}", preflight.status());
+    }
+    assert!(!ran(&server, "s1").await);
+    // The page's own origin passes.
+    let own = server.base.clone();
+    let response = server
+        .client
+        .post(server.url(MESSAGES))
+        .header("origin", own)
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+/// A raw HTTP/1.1 exchange (reqwest would not send a foreign Host).
+async fn raw(base: &str, request: &str) -> String {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn a_keyless_server_answers_only_its_own_loopback_host() {
+    let mut options = ServeOptions::default();
+    options.allowed_hosts = vec!["harness.internal".to_owned()];
+    let server = Server::start(options).await;
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let ask = |host: String| {
+        let base = server.base.clone();
+        async move {
+            raw(
+                &base,
+                &format!("GET /api/agents HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+            )
+            .await
+        }
+    };
+    for refused in [
+        "evil.example".to_owned(),
+        format!("evil.example:{port}"),
+        format!("127.0.0.1:{}", port.parse::<u16>().unwrap() + 1),
+        format!("localhost.evil.example:{port}"),
+        String::new(),
+    ] {
+        let answer = ask(refused.clone()).await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{refused}: {answer}");
+        assert!(answer.contains("host_not_allowed"), "{answer}");
+    }
+    for allowed in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        format!("[::1]:{port}"),
+        "harness.internal".to_owned(),
+    ] {
+        let answer = ask(allowed.clone()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{allowed}: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn listed_cors_origins_are_answered_and_may_post() {
+    let mut options = ServeOptions::default();
+    options.cors_origins = vec!["https://app.example".to_owned()];
+    let server = Server::start(options).await;
+    let preflight = server
+        .client
+        .request(reqwest::Method::OPTIONS, server.url(MESSAGES))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type, authorization")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 204);
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "https://app.example");
+    let allowed = preflight.headers()["access-control-allow-headers"].to_str().unwrap();
+    assert!(allowed.contains("content-type") && allowed.contains("authorization"));
+    let response = server
+        .client
+        .post(server.url(MESSAGES))
+        .header("origin", "https://app.example")
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["access-control-allow-origin"], "https://app.example");
+    // Another origin is still refused.
+    let response = server
+        .client
+        .post(server.url(MESSAGES))
+        .header("origin", "https://app.example.evil")
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+}
+
+#[tokio::test]
+async fn every_error_is_the_error_json() {
+    let server = Server::start(ServeOptions::default()).await;
+    // 413 for a body over the limit.
+    let big = "x".repeat(harness_serve::MAX_BODY_BYTES + 1);
+    let response = server
+        .client
+        .post(server.url(MESSAGES))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"message": "{big}"}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    assert_eq!(error_code(response).await, "request_too_large");
+    // 404 for an unknown path, 405 for a wrong method.
+    let response = server.get("/api/nothing/here").await;
+    assert_eq!(response.status(), 404);
+    assert_eq!(error_code(response).await, "not_found");
+    let response = server.get(MESSAGES).await;
+    assert_eq!(response.status(), 405);
+    assert_eq!(error_code(response).await, "method_not_allowed");
+    // An extractor rejection: a malformed OpenAI body.
+    let response = server
+        .client
+        .post(server.url("/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_client_error());
+    error_code(response).await;
+    // A bad session id.
+    let response = server.send("bad id!", "hi", false).await;
+    assert_eq!(response.status(), 400);
+    error_code(response).await;
+}
+
+#[tokio::test]
+async fn turns_past_the_per_user_and_server_caps_get_429_with_retry_after() {
+    let mut options = ServeOptions::default();
+    options.max_turns_per_user = 1;
+    options.max_turns = 2;
+    let server = Server::start(options).await;
+    let post_as = |user: &'static str, session: &'static str| {
+        server
+            .client
+            .post(server.url(&format!("/api/agents/helper/sessions/{session}/messages")))
+            .header("x-harness-user", user)
+            .json(&json!({"message": "wait", "stream": true}))
+            .send()
+    };
+    // alice's first turn waits at the gate; her second (another session) is over her cap.
+    let first = post_as("alice", "a1").await.unwrap();
+    assert_eq!(first.status(), 200);
+    let second = post_as("alice", "a2").await.unwrap();
+    assert_eq!(second.status(), 429);
+    assert!(second.headers().contains_key("retry-after"));
+    assert_eq!(error_code(second).await, "too_many_turns");
+    // bob may run one; carol is then over the server's cap.
+    let bob = post_as("bob", "b1").await.unwrap();
+    assert_eq!(bob.status(), 200);
+    let carol = post_as("carol", "c1").await.unwrap();
+    assert_eq!(carol.status(), 429);
+    assert!(carol.headers().contains_key("retry-after"));
+    server.gate.add_permits(2);
+    drop((first, bob));
+}
+
+/// Opens a connection and sends half a request's headers.
+async fn half_open(addr: &str) -> Option<tokio::net::TcpStream> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream.write_all(b"GET /api/agents HTTP/1.1\r\nHost: ").await.ok()?;
+    Some(stream)
+}
+
+#[tokio::test]
+async fn at_the_connection_cap_half_sent_requests_make_room_for_a_real_one() {
+    let mut options = ServeOptions::default();
+    options.max_connections = 8;
+    let server = Server::start(options).await;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let mut attackers = Vec::new();
+    for _ in 0..40 {
+        if let Some(stream) = half_open(&addr).await {
+            attackers.push(stream);
+        }
+    }
+    let response = tokio::time::timeout(Duration::from_secs(60), server.get("/api/agents"))
+        .await
+        .expect("a normal request during the attack was answered");
+    assert_eq!(response.status(), 200);
+    drop(attackers);
+}
+
+#[tokio::test]
+async fn a_half_sent_request_is_closed_after_the_header_read_timeout() {
+    let mut options = ServeOptions::default();
+    options.header_read_timeout = Duration::from_secs(1);
+    options.idle_timeout = Duration::from_secs(1);
+    let server = Server::start(options).await;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = half_open(&addr).await.unwrap();
+    let mut buffer = Vec::new();
+    // The server closes it (an error answer or just EOF); a generous bound against hanging.
+    let read = tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut buffer)).await;
+    assert!(read.is_ok(), "the half-sent request was still open after 60s");
+    // An idle keep-alive connection is closed too.
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    idle.write_all(b"GET /api/agents HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buffer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), idle.read_to_end(&mut buffer)).await;
+    assert!(read.is_ok(), "an idle keep-alive connection was still open after 60s");
+}
