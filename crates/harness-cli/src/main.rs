@@ -183,8 +183,16 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 const SHUTDOWN_ANNOUNCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Builds the agent: the library resolves harness.toml, flags go on top.
+/// A `--user` or `--session` the agent cannot use (a reserved name, an unsafe id) is a
+/// usage error (exit 2), found before anything runs.
 async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)> {
-    build_agent_configured(args).await.map(|(agent, spec, _)| (agent, spec))
+    let (agent, spec, _) = build_agent_configured(args).await?;
+    match agent.bind(context(args)) {
+        Err(err @ (harness_core::AgentError::Refused { .. } | harness_core::AgentError::Identity(_))) => {
+            Err(UsageError(harness_core::error_chain(&err)).into())
+        }
+        _ => Ok((agent, spec)),
+    }
 }
 
 /// [`build_agent`], also returning the parsed harness.toml.

@@ -60,11 +60,6 @@ impl ApiError {
         }
     }
 
-    /// 409: another turn or replica holds the session.
-    pub(crate) fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "conflict_error", "conflict", message)
-    }
-
     /// 404 for an unknown agent (OpenAI's `model_not_found`).
     pub(crate) fn unknown_model(name: &str, known: &[&str]) -> Self {
         Self::new(
@@ -130,7 +125,9 @@ pub(crate) fn turn_status(kind: ErrorKind) -> (StatusCode, &'static str) {
             (StatusCode::BAD_REQUEST, "invalid_request_error")
         }
         ErrorKind::RateLimit => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error"),
-        ErrorKind::Timeout | ErrorKind::Provider | ErrorKind::Cancelled | ErrorKind::Conflict => {
+        // Another turn or replica holds the session: the caller may retry.
+        ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict_error"),
+        ErrorKind::Timeout | ErrorKind::Provider | ErrorKind::Cancelled => {
             (StatusCode::SERVICE_UNAVAILABLE, "server_error")
         }
         // Provider credentials are the operator's problem, not the caller's: not a 401.
@@ -173,9 +170,23 @@ mod tests {
         check(ErrorKind::Provider, 503);
         check(ErrorKind::Timeout, 503);
         check(ErrorKind::Cancelled, 503);
+        check(ErrorKind::Conflict, 409);
         check(ErrorKind::Auth, 500);
         check(ErrorKind::Internal, 500);
         check(ErrorKind::Tool, 500);
+    }
+
+    #[test]
+    fn typed_agent_errors_are_not_500() {
+        let busy = harness_core::AgentError::Busy {
+            what: "the session lease was lost".to_owned(),
+            retry_after: None,
+        };
+        assert_eq!(turn_status(busy.kind()).0, StatusCode::CONFLICT);
+        let refused = harness_core::AgentError::Refused {
+            what: "user id \"memory\" is a reserved workspace name".to_owned(),
+        };
+        assert_eq!(turn_status(refused.kind()).0, StatusCode::BAD_REQUEST);
     }
 
     #[test]

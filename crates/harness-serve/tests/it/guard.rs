@@ -238,6 +238,17 @@ async fn every_error_is_the_error_json() {
     let response = server.send("bad id!", "hi", false).await;
     assert_eq!(response.status(), 400);
     error_code(response).await;
+    // A reserved user name is the caller's mistake: 400, not 500.
+    let response = server
+        .client
+        .post(server.url(MESSAGES))
+        .header("x-harness-user", "memory")
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(error_code(response).await, "invalid_request");
 }
 
 #[tokio::test]
