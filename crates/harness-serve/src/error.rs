@@ -114,7 +114,8 @@ impl ApiError {
 
     /// The OpenAI error body.
     pub(crate) fn body(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"message": self.message, "type": self.kind, "code": self.code}})
+        let message = harness_core::redact::redact(&self.message);
+        serde_json::json!({"error": {"message": message, "type": self.kind, "code": self.code}})
     }
 }
 
