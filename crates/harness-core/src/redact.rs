@@ -86,12 +86,13 @@ impl Redactor {
                 .any(|part| SECRET_NAME_PARTS.contains(&part))
                 || upper.ends_with("KEY")
                 || upper.ends_with("TOKEN");
-            if secret_name || crate::secret::contains_secret(&value) {
-                self.learn(&value);
-            } else {
+            if value.contains("://") {
+                // A URL: its password and query values, so the rest stays readable.
                 for part in url_secrets(&value) {
                     self.insert(part);
                 }
+            } else if secret_name || crate::secret::contains_secret(&value) {
+                self.learn(&value);
             }
         }
     }
@@ -287,6 +288,11 @@ mod tests {
         let redactor = env(&[("OPENAI_BASE_URL", "https://user:s3cr3tpass@proxy.example/v1?api-key=qwertyuiop")]);
         // Even when the text shows the password out of its URL.
         assert_eq!(redactor.redact("failed with s3cr3tpass and qwertyuiop"), "failed with *** and ***");
+        // The URL itself stays readable.
+        assert_eq!(
+            redactor.redact("could not reach https://user:s3cr3tpass@proxy.example/v1"),
+            "could not reach https://user:***@proxy.example/v1"
+        );
         assert_eq!(
             redactor.redact("error sending request for url (https://user:s3cr3tpass@proxy.example/v1/chat)"),
             "error sending request for url (https://user:***@proxy.example/v1/chat)"

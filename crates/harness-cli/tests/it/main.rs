@@ -13,3 +13,4 @@ mod scope;
 mod serve;
 mod tidy;
 mod tools_cmd;
+mod trust;
