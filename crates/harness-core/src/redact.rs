@@ -236,10 +236,9 @@ pub fn remember(value: &str) {
 /// Learns the process environment's credentials ([`Redactor::learn_env`]) into the
 /// process's redactor.
 pub fn learn_process_env() {
-    GLOBAL
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .learn_env(std::env::vars_os().filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?))));
+    GLOBAL.write().unwrap_or_else(PoisonError::into_inner).learn_env(
+        std::env::vars_os().filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?))),
+    );
 }
 
 /// `text` through the process's redactor, known values and URL credentials only
@@ -285,9 +284,15 @@ mod tests {
 
     #[test]
     fn url_credentials_of_variables_are_masked_anywhere_in_text() {
-        let redactor = env(&[("OPENAI_BASE_URL", "https://user:s3cr3tpass@proxy.example/v1?api-key=qwertyuiop")]);
+        let redactor = env(&[(
+            "OPENAI_BASE_URL",
+            "https://user:s3cr3tpass@proxy.example/v1?api-key=qwertyuiop",
+        )]);
         // Even when the text shows the password out of its URL.
-        assert_eq!(redactor.redact("failed with s3cr3tpass and qwertyuiop"), "failed with *** and ***");
+        assert_eq!(
+            redactor.redact("failed with s3cr3tpass and qwertyuiop"),
+            "failed with *** and ***"
+        );
         // The URL itself stays readable.
         assert_eq!(
             redactor.redact("could not reach https://user:s3cr3tpass@proxy.example/v1"),

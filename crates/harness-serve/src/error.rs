@@ -56,7 +56,12 @@ impl ApiError {
     pub(crate) fn too_many_turns(message: impl Into<String>, retry_after: Duration) -> Self {
         Self {
             retry_after: Some(retry_after),
-            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", "too_many_turns", message)
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "too_many_turns",
+                message,
+            )
         }
     }
 

@@ -63,7 +63,10 @@ pub(crate) async fn guard(State(gateway): State<Gateway>, request: Request, next
 async fn admit(gateway: &Gateway, request: Request) -> Result<Request, Response> {
     let config = &gateway.inner.guard;
     let headers = request.headers();
-    let host = headers.get(header::HOST).and_then(|value| value.to_str().ok()).unwrap_or("");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
     let path = request.uri().path().to_owned();
     if !host_allowed(gateway, host) {
         tracing::warn!(host, path, "refused a request: its Host is not this server's");
@@ -71,12 +74,16 @@ async fn admit(gateway: &Gateway, request: Request) -> Result<Request, Response>
             "host_not_allowed",
             format!(
                 "Host `{host}` is not this server's address; use http://{} or add the name to [serve] allowed_hosts",
-                gateway.local_addr().map_or_else(|| "127.0.0.1:PORT".to_owned(), |addr| addr.to_string())
+                gateway
+                    .local_addr()
+                    .map_or_else(|| "127.0.0.1:PORT".to_owned(), |addr| addr.to_string())
             ),
         )
         .into_response());
     }
-    let origin = headers.get(header::ORIGIN).map(|value| value.to_str().unwrap_or("?").to_owned());
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|value| value.to_str().unwrap_or("?").to_owned());
     let listed = origin
         .as_deref()
         .is_some_and(|origin| config.cors_origins.iter().any(|allowed| allowed == origin));

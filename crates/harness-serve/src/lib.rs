@@ -153,9 +153,9 @@ impl ServeOptions {
             }
             options.keys.clone_from(&section.keys);
             for origin in &section.cors_origins {
-                let valid = origin
-                    .split_once("://")
-                    .is_some_and(|(scheme, rest)| matches!(scheme, "http" | "https") && !rest.is_empty() && !rest.contains('/'));
+                let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
+                    matches!(scheme, "http" | "https") && !rest.is_empty() && !rest.contains('/')
+                });
                 if !valid {
                     return Err(ServeError::Config(format!(
                         "[serve] cors_origins: `{origin}` is not an origin; write scheme://host[:port], e.g. \"https://app.example\""
@@ -165,22 +165,36 @@ impl ServeOptions {
             options.cors_origins.clone_from(&section.cors_origins);
             options.allowed_hosts.clone_from(&section.allowed_hosts);
             let positive = |name: &str, value: Option<Duration>, default: Duration| match value {
-                Some(value) if value.is_zero() => Err(ServeError::Config(format!("[serve] {name} must be longer than 0s"))),
+                Some(value) if value.is_zero() => {
+                    Err(ServeError::Config(format!("[serve] {name} must be longer than 0s")))
+                }
                 Some(value) => Ok(value),
                 None => Ok(default),
             };
-            options.header_read_timeout = positive("header_read_timeout", section.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT)?;
-            options.body_read_timeout = positive("body_read_timeout", section.body_read_timeout, DEFAULT_BODY_READ_TIMEOUT)?;
+            options.header_read_timeout = positive(
+                "header_read_timeout",
+                section.header_read_timeout,
+                DEFAULT_HEADER_READ_TIMEOUT,
+            )?;
+            options.body_read_timeout = positive(
+                "body_read_timeout",
+                section.body_read_timeout,
+                DEFAULT_BODY_READ_TIMEOUT,
+            )?;
             options.idle_timeout = positive("idle_timeout", section.idle_timeout, DEFAULT_IDLE_TIMEOUT)?;
             let at_least_one = |name: &str, value: Option<usize>, default: usize| match value {
                 Some(0) => Err(ServeError::Config(format!("[serve] {name} must be at least 1"))),
                 Some(value) => Ok(value),
                 None => Ok(default),
             };
-            options.max_connections = at_least_one("max_connections", section.max_connections, DEFAULT_MAX_CONNECTIONS)?;
+            options.max_connections =
+                at_least_one("max_connections", section.max_connections, DEFAULT_MAX_CONNECTIONS)?;
             options.max_turns = at_least_one("max_turns", section.max_turns, DEFAULT_MAX_TURNS)?;
-            options.max_turns_per_user =
-                at_least_one("max_turns_per_user", section.max_turns_per_user, DEFAULT_MAX_TURNS_PER_USER)?;
+            options.max_turns_per_user = at_least_one(
+                "max_turns_per_user",
+                section.max_turns_per_user,
+                DEFAULT_MAX_TURNS_PER_USER,
+            )?;
         }
         Ok(options)
     }

@@ -58,7 +58,11 @@ fn planted_secrets_never_appear_in_output_or_logs() {
         .output()
         .unwrap();
     assert!(!output.status.success(), "{:?}", text(&output));
-    assert!(text(&output).1.contains("***"), "the error should show the masked URL: {:?}", text(&output));
+    assert!(
+        text(&output).1.contains("***"),
+        "the error should show the masked URL: {:?}",
+        text(&output)
+    );
     assert_clean("a failing run", &output);
     // `harness tools` (the MCP server fails, naming its URL).
     for json in [false, true] {
@@ -154,7 +158,8 @@ fn half_sent_requests_beyond_the_descriptor_limit_do_not_lock_clients_out() {
     let mut attackers = Vec::new();
     for _ in 0..120 {
         if let Ok(mut stream) = std::net::TcpStream::connect(&serve.addr) {
-            let _ = stream.write_all(b"POST /api/agents/harness/sessions/s/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le");
+            let _ = stream
+                .write_all(b"POST /api/agents/harness/sessions/s/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le");
             attackers.push(stream);
         }
     }
@@ -162,7 +167,13 @@ fn half_sent_requests_beyond_the_descriptor_limit_do_not_lock_clients_out() {
     let mut client = std::net::TcpStream::connect(&serve.addr).unwrap();
     client.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     client
-        .write_all(format!("GET /api/agents HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", serve.addr).as_bytes())
+        .write_all(
+            format!(
+                "GET /api/agents HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                serve.addr
+            )
+            .as_bytes(),
+        )
         .unwrap();
     let mut answer = String::new();
     let read = client.read_to_string(&mut answer);

@@ -13,7 +13,10 @@ const MESSAGES: &str = "/api/agents/helper/sessions/s1/messages";
 async fn error_code(response: reqwest::Response) -> String {
     let status = response.status();
     assert_eq!(
-        response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()),
+        response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned()),
         Some("application/json".to_owned()),
         "{status}"
     );
@@ -26,7 +29,11 @@ async fn error_code(response: reqwest::Response) -> String {
 
 /// Whether the session has any history (a turn ran).
 async fn ran(server: &Server, session: &str) -> bool {
-    server.get(&format!("/api/agents/helper/sessions/{session}")).await.status() == 200
+    server
+        .get(&format!("/api/agents/helper/sessions/{session}"))
+        .await
+        .status()
+        == 200
 }
 
 #[tokio::test]
@@ -176,7 +183,10 @@ async fn listed_cors_origins_are_answered_and_may_post() {
         .await
         .unwrap();
     assert_eq!(preflight.status(), 204);
-    assert_eq!(preflight.headers()["access-control-allow-origin"], "https://app.example");
+    assert_eq!(
+        preflight.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
     let allowed = preflight.headers()["access-control-allow-headers"].to_str().unwrap();
     assert!(allowed.contains("content-type") && allowed.contains("authorization"));
     let response = server

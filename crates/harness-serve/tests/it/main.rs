@@ -11,5 +11,5 @@ mod openai;
 mod queue;
 mod remote;
 mod support;
-mod tenancy;
 mod tasks;
+mod tenancy;

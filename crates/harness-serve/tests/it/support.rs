@@ -145,7 +145,10 @@ impl Server {
     }
 
     /// A server whose agent `build` makes (in a fresh workspace, on the gated model).
-    pub async fn start_built(options: ServeOptions, build: impl FnOnce(&std::path::Path, Gated) -> HarnessAgent) -> Self {
+    pub async fn start_built(
+        options: ServeOptions,
+        build: impl FnOnce(&std::path::Path, Gated) -> HarnessAgent,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let model = gated();
         let gate = Arc::clone(&model.gate);

@@ -150,7 +150,9 @@ async fn isolated_under(scope: &str) {
         assert_eq!(alice.post(&path, body).await.status(), 404, "{scope}: POST {path}");
     }
     // Continuing bob's session: 404, or (user scope) a first turn of alice's own session.
-    let response = alice.post(&format!("{session}/messages"), json!({"message": "hello"})).await;
+    let response = alice
+        .post(&format!("{session}/messages"), json!({"message": "hello"}))
+        .await;
     let status = response.status();
     let body = response.text().await.unwrap();
     assert!(
