@@ -82,7 +82,7 @@ impl Redactor {
         for (name, value) in vars {
             let upper = name.to_ascii_uppercase();
             let secret_name = upper
-                .split(|c: char| c == '_' || c == '-' || c == '.')
+                .split(['_', '-', '.'])
                 .any(|part| SECRET_NAME_PARTS.contains(&part))
                 || upper.ends_with("KEY")
                 || upper.ends_with("TOKEN");
