@@ -183,4 +183,10 @@ fn half_sent_requests_beyond_the_descriptor_limit_do_not_lock_clients_out() {
         serve.log.lock().unwrap()
     );
     drop(attackers);
+    // The start-up line says what the scope shares.
+    let log = serve.log.lock().unwrap().clone();
+    assert!(
+        log.contains("sharing: agent `harness` (isolation = \"user\") shares nothing between users"),
+        "{log}"
+    );
 }

@@ -339,3 +339,124 @@ async fn a_half_sent_request_is_closed_after_the_header_read_timeout() {
     let read = tokio::time::timeout(Duration::from_secs(60), idle.read_to_end(&mut buffer)).await;
     assert!(read.is_ok(), "an idle keep-alive connection was still open after 60s");
 }
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_a_408() {
+    let mut options = ServeOptions::default();
+    options.body_read_timeout = Duration::from_secs(1);
+    let server = Server::start(options).await;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "POST {MESSAGES} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"mess"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut answer = vec![0_u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(60), stream.read(&mut answer))
+        .await
+        .expect("no answer to a body that never arrives")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    assert!(!ran(&server, "s1").await);
+}
+
+#[tokio::test]
+async fn with_keys_allowed_hosts_applies_only_when_set() {
+    let key = harness::ServeKey {
+        user: "alice".to_owned(),
+        sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"k-alice")),
+    };
+    let ask = |base: String, host: &'static str| async move {
+        raw(
+            &base,
+            &format!(
+                "GET /api/agents HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer k-alice\r\nConnection: close\r\n\r\n"
+            ),
+        )
+        .await
+    };
+    let mut options = ServeOptions::default();
+    options.keys = vec![key.clone()];
+    let open = Server::start(options).await;
+    // A proxy's name reaches a keyed server when no allowed_hosts are set.
+    assert!(
+        ask(open.base.clone(), "proxy.example")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let mut options = ServeOptions::default();
+    options.keys = vec![key];
+    options.allowed_hosts = vec!["api.example".to_owned()];
+    let listed = Server::start(options).await;
+    assert!(
+        ask(listed.base.clone(), "api.example")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert!(
+        ask(listed.base.clone(), "api.example:443")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert!(
+        ask(listed.base.clone(), "proxy.example")
+            .await
+            .starts_with("HTTP/1.1 403")
+    );
+}
+
+#[tokio::test]
+async fn known_secrets_are_masked_in_tool_results_and_events() {
+    let server = Server::start(ServeOptions::default()).await;
+    // A value a configuration expanded (as tools.json's `${VAR}` does), shown by list_files.
+    harness_core::redact::remember("PLANTEDtoolsecret9911");
+    // In the default user's layer, which list_files shows.
+    let layer = server.workspace().join("default");
+    std::fs::create_dir_all(&layer).unwrap();
+    std::fs::write(layer.join("PLANTEDtoolsecret9911.txt"), "x").unwrap();
+    let response = server.send("t1", "use a tool", true).await;
+    let body = response.text().await.unwrap();
+    assert!(body.contains("tool_result"), "{body}");
+    assert!(!body.contains("PLANTEDtoolsecret9911"), "{body}");
+    assert!(body.contains("***.txt"), "{body}");
+    let history = server.get("/api/agents/helper/sessions/t1").await.text().await.unwrap();
+    assert!(!history.contains("PLANTEDtoolsecret9911"), "{history}");
+}
+
+#[tokio::test]
+async fn the_start_line_says_what_each_scope_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |scope: &str| format!("[agent]\nisolation = \"{scope}\"\n");
+    let user = super::support::agent_with(
+        &dir.path().join("u"),
+        super::support::gated(),
+        "u",
+        Some(&config("user")),
+    );
+    let shared = super::support::agent_with(
+        &dir.path().join("a"),
+        super::support::gated(),
+        "a",
+        Some(&config("agent")),
+    );
+    let gateway = harness_serve::Gateway::new(vec![user, shared], ServeOptions::default()).unwrap();
+    let line = gateway.sharing_notice();
+    assert!(
+        line.contains("agent `u` (isolation = \"user\") shares nothing between users"),
+        "{line}"
+    );
+    assert!(
+        line.contains(
+            "agent `a` (isolation = \"agent\") shares files and the memory extracted from every user's conversations"
+        ),
+        "{line}"
+    );
+    assert!(line.contains("no keys"), "{line}");
+}

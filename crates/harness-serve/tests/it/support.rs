@@ -169,6 +169,11 @@ impl Server {
         }
     }
 
+    /// The agent's workspace directory.
+    pub fn workspace(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
