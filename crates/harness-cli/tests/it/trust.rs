@@ -184,9 +184,10 @@ fn half_sent_requests_beyond_the_descriptor_limit_do_not_lock_clients_out() {
     );
     drop(attackers);
     // The start-up line says what the scope shares.
-    let log = serve.log.lock().unwrap().clone();
-    assert!(
-        log.contains("sharing: agent `harness` (isolation = \"user\") shares nothing between users"),
-        "{log}"
-    );
+    let expected = "sharing: agent `harness` (isolation = \"user\") shares nothing between users";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !serve.log.lock().unwrap().contains(expected) {
+        assert!(std::time::Instant::now() < deadline, "{}", serve.log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
