@@ -38,13 +38,10 @@ const SECRET_NAME_PARTS: &[&str] = &[
     "PASSWORD",
     "PASSWD",
     "PASS",
-    "PWD",
     "CREDENTIAL",
     "CREDENTIALS",
-    "AUTH",
     "APIKEY",
     "COOKIE",
-    "SESSION",
     "PRIVATE",
 ];
 
@@ -276,10 +273,16 @@ mod tests {
             ("OPENAI_API_KEY", "plain-looking-value-1"),
             ("MY_DB_PASSWORD", "correcthorse"),
             ("HOME", "/root/home-dir"),
+            // The working directory (`PWD`) and session ids are not credentials.
+            ("PWD", "/work/some-dir"),
+            ("HARNESS_SESSION", "session-one"),
             ("PATH", "/usr/bin:/bin"),
         ]);
-        let text = "key plain-looking-value-1 pw correcthorse in /root/home-dir";
-        assert_eq!(redactor.redact(text), "key *** pw *** in /root/home-dir");
+        let text = "key plain-looking-value-1 pw correcthorse in /root/home-dir /work/some-dir session-one";
+        assert_eq!(
+            redactor.redact(text),
+            "key *** pw *** in /root/home-dir /work/some-dir session-one"
+        );
     }
 
     #[test]
