@@ -15,8 +15,8 @@
 //! let mut redactor = Redactor::default();
 //! redactor.learn("hunter2-very-secret");
 //! assert_eq!(
-//!     redactor.redact("login hunter2-very-secret at https://bob:pw1@h.example/x?token=abc&page=2"),
-//!     "login *** at https://bob:***@h.example/x?token=***&page=***"
+//!     redactor.redact("login hunter2-very-secret at https://bob:pw1@h.example/x?q=abc&page=2"),
+//!     "login *** at https://bob:***@h.example/x?q=***&page=***"
 //! );
 //! ```
 
