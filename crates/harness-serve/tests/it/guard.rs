@@ -460,3 +460,53 @@ async fn the_start_line_says_what_each_scope_shares() {
     );
     assert!(line.contains("no keys"), "{line}");
 }
+
+/// A session lease that is lost as soon as it is held (another replica took the session).
+struct LostAtOnce;
+
+struct NoRelease;
+
+#[async_trait::async_trait]
+impl harness_core::LeaseRelease for NoRelease {
+    async fn release(self: Box<Self>) {}
+    fn release_now(self: Box<Self>) {}
+}
+
+#[async_trait::async_trait]
+impl harness_core::SessionLease for LostAtOnce {
+    async fn acquire(
+        &self,
+        _key: &harness_core::LeaseKey,
+        _cancel: &harness_core::CancellationToken,
+    ) -> Result<harness_core::LeaseGuard, harness_core::LeaseError> {
+        let lost = harness_core::CancellationToken::new();
+        lost.cancel();
+        Ok(harness_core::LeaseGuard::new(
+            Some(harness_core::FencingToken::new(3)),
+            lost,
+            Box::new(NoRelease),
+        ))
+    }
+}
+
+#[tokio::test]
+async fn a_lost_session_lease_is_a_409_conflict() {
+    let server = Server::start_built(ServeOptions::default(), |dir, model| {
+        let mut memory = harness_memory::MemoryConfig::default();
+        memory.enabled = false;
+        harness::HarnessAgent::builder()
+            .memory(memory)
+            .workspace(dir)
+            .name("helper")
+            .model(model)
+            .session_lease(std::sync::Arc::new(LostAtOnce))
+            .build()
+            .unwrap()
+    })
+    .await;
+    let response = tokio::time::timeout(Duration::from_secs(60), server.send("s1", "wait here", false))
+        .await
+        .expect("the turn ends when its lease is lost");
+    assert_eq!(response.status(), 409);
+    assert_eq!(error_code(response).await, "conflict");
+}
