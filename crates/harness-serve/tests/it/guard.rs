@@ -510,3 +510,54 @@ async fn a_lost_session_lease_is_a_409_conflict() {
     assert_eq!(response.status(), 409);
     assert_eq!(error_code(response).await, "conflict");
 }
+
+#[test]
+fn serve_limits_and_origins_are_read_from_the_config_and_bad_values_refused() {
+    let options = |text: &str| {
+        let config = harness::HarnessConfig::parse(text, std::path::Path::new("harness.toml")).unwrap();
+        ServeOptions::from_section(config.serve.as_ref()).map_err(|err| err.to_string())
+    };
+    let parsed = options(
+        "[serve]\ncors_origins = [\"https://app.example\"]\nallowed_hosts = [\"api.example\"]\nheader_read_timeout = \"5s\"\n\
+         body_read_timeout = 7\nidle_timeout = \"500ms\"\nmax_connections = 9\nmax_turns = 8\nmax_turns_per_user = 2\n",
+    )
+    .unwrap();
+    assert_eq!(parsed.cors_origins, ["https://app.example"]);
+    assert_eq!(parsed.allowed_hosts, ["api.example"]);
+    assert_eq!(parsed.header_read_timeout, Duration::from_secs(5));
+    assert_eq!(parsed.body_read_timeout, Duration::from_secs(7));
+    assert_eq!(parsed.idle_timeout, Duration::from_millis(500));
+    assert_eq!(
+        (parsed.max_connections, parsed.max_turns, parsed.max_turns_per_user),
+        (9, 8, 2)
+    );
+    // Defaults free a half-sent request within 30 s.
+    let defaults = options("").unwrap();
+    assert!(defaults.header_read_timeout <= Duration::from_secs(30));
+    assert!(defaults.body_read_timeout <= Duration::from_secs(30));
+    for (text, expected) in [
+        (
+            "[serve]\ncors_origins = [\"app.example\"]\n",
+            "[serve] cors_origins: `app.example` is not an origin",
+        ),
+        (
+            "[serve]\ncors_origins = [\"https://app.example/\"]\n",
+            "is not an origin",
+        ),
+        (
+            "[serve]\nidle_timeout = \"0s\"\n",
+            "[serve] idle_timeout must be longer than 0s",
+        ),
+        (
+            "[serve]\nmax_connections = 0\n",
+            "[serve] max_connections must be at least 1",
+        ),
+        (
+            "[serve]\nmax_turns_per_user = 0\n",
+            "[serve] max_turns_per_user must be at least 1",
+        ),
+    ] {
+        let err = options(text).unwrap_err();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+}
