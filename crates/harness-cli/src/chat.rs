@@ -223,7 +223,7 @@ async fn show_turn(
                     harness_core::excerpt(&text.join(" ").replace('\n', " "), 120)
                 ))?;
             }
-            EventKind::Warning { message, .. } => eprintln!("warning: {message}"),
+            EventKind::Warning { message, .. } => eprintln!("warning: {}", harness_core::redact::redact(&message)),
             EventKind::Error { message, .. } => {
                 if !at_line_start {
                     out.line("")?;

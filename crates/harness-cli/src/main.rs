@@ -183,8 +183,16 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 const SHUTDOWN_ANNOUNCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Builds the agent: the library resolves harness.toml, flags go on top.
+/// A `--user` or `--session` the agent cannot use (a reserved name, an unsafe id) is a
+/// usage error (exit 2), found before anything runs.
 async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)> {
-    build_agent_configured(args).await.map(|(agent, spec, _)| (agent, spec))
+    let (agent, spec, _) = build_agent_configured(args).await?;
+    match agent.bind(context(args)) {
+        Err(err @ (harness_core::AgentError::Refused { .. } | harness_core::AgentError::Identity(_))) => {
+            Err(UsageError(harness_core::error_chain(&err)).into())
+        }
+        _ => Ok((agent, spec)),
+    }
 }
 
 /// [`build_agent`], also returning the parsed harness.toml.
@@ -215,7 +223,10 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
     // A malformed subagent spec is skipped, never silently.
     #[allow(clippy::print_stderr)]
     for warning in agent.subagent_warnings() {
-        eprintln!("warning: subagent spec skipped: {warning}");
+        eprintln!(
+            "warning: subagent spec skipped: {}",
+            harness_core::redact::redact(&warning.to_string())
+        );
     }
     Ok((agent, spec, loaded.config))
 }
@@ -467,6 +478,23 @@ fn toml_string(text: &str) -> String {
     out
 }
 
+/// Standard error through the process's redactor: each log record is masked before it is
+/// written (the subscriber writes one record per call).
+struct RedactingStderr;
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let masked = harness_core::redact::redact(&text);
+        std::io::stderr().lock().write_all(masked.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().lock().flush()
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -479,9 +507,12 @@ fn main() -> ExitCode {
             };
         }
     };
+    // Every credential the process holds is masked in what it prints or logs (also in what
+    // dependencies log, e.g. an MCP client logging an expanded URL).
+    harness_core::redact::learn_process_env();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG").unwrap_or_else(|_| "error".into()))
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactingStderr)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -526,7 +557,7 @@ fn main() -> ExitCode {
         Err(err) if err.downcast_ref::<approve::AwaitingApproval>().is_some() => ExitCode::from(approve::EXIT_WAITING),
         Err(err) => {
             // One line, except a message that carries its own layout (a TOML caret diagram).
-            let text = format!("{err:#}");
+            let text = harness_core::redact::redact(&format!("{err:#}"));
             eprintln!("error: {}", text.trim_end());
             if err.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)

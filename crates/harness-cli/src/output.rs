@@ -26,6 +26,8 @@ impl Out {
         if self.closed {
             return Ok(());
         }
+        // Known credentials and URL passwords never reach stdout.
+        let text = harness_core::redact::redact_known(text);
         let mut stdout = std::io::stdout().lock();
         let result = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
         match result {

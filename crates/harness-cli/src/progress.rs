@@ -21,7 +21,7 @@ pub(crate) fn retry_observer() -> RetryObserver {
                 notice.retry,
                 notice.max_retries,
                 notice.wait.as_secs_f64(),
-                notice.error
+                harness_core::redact::redact(&notice.error.to_string())
             );
         }
     })

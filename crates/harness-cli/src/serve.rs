@@ -86,6 +86,8 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
         .map_err(|err| usage(format!("cannot listen on {addr}: {err}")))?;
     let local = listener.local_addr()?;
     eprintln!("listening on http://{local}");
+    // What the isolation scope still shares, in one line.
+    eprintln!("sharing: {}", gateway.sharing_notice());
     let _handling = interrupts.handling();
     gateway
         .serve(listener, async {

@@ -98,7 +98,18 @@ impl Kernel {
             }
             // Every index was filled above: refused calls in the first loop, the rest by
             // their batch.
-            let output = output.unwrap_or_else(|| ToolOutput::error("tool call was not run"));
+            let mut output = output.unwrap_or_else(|| ToolOutput::error("tool call was not run"));
+            // Known credentials and URL passwords never reach the model or the events.
+            for block in &mut output.content {
+                if let crate::Block::Text { text } = block
+                    && let std::borrow::Cow::Owned(masked) = crate::redact::global()
+                        .read()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .redact_known(text)
+                {
+                    *text = masked;
+                }
+            }
             if turn.events.is_active() {
                 turn.events
                     .emit(EventKind::ToolResult {

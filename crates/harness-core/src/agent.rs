@@ -67,6 +67,23 @@ pub enum AgentError {
     /// id). Nothing was run.
     #[error("approval")]
     Approval(#[from] crate::ApprovalError),
+    /// The caller asked for something that cannot be (a reserved user or session name, an
+    /// unknown agent): the caller's mistake, a 400/404 over HTTP and exit 2 on the CLI.
+    /// Nothing ran.
+    #[error("{what}")]
+    Refused {
+        /// What was refused and how to fix it.
+        what: String,
+    },
+    /// Another call or replica holds what this one needs (a lost session lease, a busy
+    /// session): retrying later may succeed (409, or 429 with `Retry-After`).
+    #[error("{what}")]
+    Busy {
+        /// What is busy.
+        what: String,
+        /// When retrying makes sense, if known.
+        retry_after: Option<std::time::Duration>,
+    },
     /// The provider's content filter stopped the model's reply (OpenAI `content_filter`,
     /// Anthropic `refusal`). The reply is not returned and not kept in the session.
     #[error("the reply of model `{model}` was stopped by the provider's content filter")]
@@ -84,7 +101,8 @@ impl AgentError {
             Self::State(StateError::Conflict { .. }) => ErrorKind::Conflict,
             Self::State(_) | Self::Capability { .. } => ErrorKind::Internal,
             Self::Cancelled => ErrorKind::Cancelled,
-            Self::Identity(_) | Self::Approval(_) => ErrorKind::Configuration,
+            Self::Identity(_) | Self::Approval(_) | Self::Refused { .. } => ErrorKind::Configuration,
+            Self::Busy { .. } => ErrorKind::Conflict,
             Self::ContentFiltered { .. } => ErrorKind::ContentFilter,
         }
     }

@@ -33,6 +33,7 @@ mod middleware;
 mod model;
 mod owner;
 mod reasoning;
+pub mod redact;
 pub mod secret;
 mod session_state;
 mod state;

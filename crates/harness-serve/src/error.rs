@@ -17,7 +17,7 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, kind: &'static str, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, kind: &'static str, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             kind,
@@ -45,6 +45,24 @@ impl ApiError {
             "invalid_api_key",
             message,
         )
+    }
+
+    /// 403: the guard refused the request (`code` says which check).
+    pub(crate) fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "permission_error", code, message)
+    }
+
+    /// 429: too many turns at once (server-wide or for the caller).
+    pub(crate) fn too_many_turns(message: impl Into<String>, retry_after: Duration) -> Self {
+        Self {
+            retry_after: Some(retry_after),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "too_many_turns",
+                message,
+            )
+        }
     }
 
     /// 404 for an unknown agent (OpenAI's `model_not_found`).
@@ -101,7 +119,8 @@ impl ApiError {
 
     /// The OpenAI error body.
     pub(crate) fn body(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"message": self.message, "type": self.kind, "code": self.code}})
+        let message = harness_core::redact::redact(&self.message);
+        serde_json::json!({"error": {"message": message, "type": self.kind, "code": self.code}})
     }
 }
 
@@ -112,7 +131,9 @@ pub(crate) fn turn_status(kind: ErrorKind) -> (StatusCode, &'static str) {
             (StatusCode::BAD_REQUEST, "invalid_request_error")
         }
         ErrorKind::RateLimit => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error"),
-        ErrorKind::Timeout | ErrorKind::Provider | ErrorKind::Cancelled | ErrorKind::Conflict => {
+        // Another turn or replica holds the session: the caller may retry.
+        ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict_error"),
+        ErrorKind::Timeout | ErrorKind::Provider | ErrorKind::Cancelled => {
             (StatusCode::SERVICE_UNAVAILABLE, "server_error")
         }
         // Provider credentials are the operator's problem, not the caller's: not a 401.
@@ -155,9 +176,23 @@ mod tests {
         check(ErrorKind::Provider, 503);
         check(ErrorKind::Timeout, 503);
         check(ErrorKind::Cancelled, 503);
+        check(ErrorKind::Conflict, 409);
         check(ErrorKind::Auth, 500);
         check(ErrorKind::Internal, 500);
         check(ErrorKind::Tool, 500);
+    }
+
+    #[test]
+    fn typed_agent_errors_are_not_500() {
+        let busy = harness_core::AgentError::Busy {
+            what: "the session lease was lost".to_owned(),
+            retry_after: None,
+        };
+        assert_eq!(turn_status(busy.kind()).0, StatusCode::CONFLICT);
+        let refused = harness_core::AgentError::Refused {
+            what: "user id \"memory\" is a reserved workspace name".to_owned(),
+        };
+        assert_eq!(turn_status(refused.kind()).0, StatusCode::BAD_REQUEST);
     }
 
     #[test]

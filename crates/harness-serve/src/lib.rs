@@ -27,6 +27,8 @@
 mod auth;
 mod error;
 mod feed;
+mod guard;
+mod listen;
 mod native;
 mod openai;
 mod owners;
@@ -34,6 +36,7 @@ mod queue;
 mod wire;
 
 pub use auth::USER_HEADER;
+pub use guard::{MAX_BODY_BYTES, REQUEST_HEADER};
 pub use wire::{WireEvent, WireKind, WireSource};
 
 use auth::Auth;
@@ -63,6 +66,24 @@ pub const DEFAULT_REPLAY_EVENTS: usize = 4096;
 /// How long running turns may take to finish after a shutdown signal, by default.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
+/// Default `[serve] header_read_timeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default `[serve] body_read_timeout`.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default `[serve] idle_timeout`.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default `[serve] max_connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// Default `[serve] max_turns`.
+pub const DEFAULT_MAX_TURNS: usize = 256;
+
+/// Default `[serve] max_turns_per_user`.
+pub const DEFAULT_MAX_TURNS_PER_USER: usize = 32;
+
 /// How the server runs.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -76,6 +97,22 @@ pub struct ServeOptions {
     pub replay_events: usize,
     /// After a shutdown signal: how long running turns may go on before they are cancelled.
     pub shutdown_grace: Duration,
+    /// `[serve] cors_origins`: origins whose pages may call the API.
+    pub cors_origins: Vec<String>,
+    /// `[serve] allowed_hosts`: more names the `Host` header may carry.
+    pub allowed_hosts: Vec<String>,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// How long a client may take to send a request's body.
+    pub body_read_timeout: Duration,
+    /// How long an idle keep-alive connection stays open.
+    pub idle_timeout: Duration,
+    /// Open connections at most.
+    pub max_connections: usize,
+    /// Turns running or queued at once on the server.
+    pub max_turns: usize,
+    /// Turns running or queued at once for one user.
+    pub max_turns_per_user: usize,
 }
 
 impl Default for ServeOptions {
@@ -85,6 +122,14 @@ impl Default for ServeOptions {
             keys: Vec::new(),
             replay_events: DEFAULT_REPLAY_EVENTS,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_turns: DEFAULT_MAX_TURNS,
+            max_turns_per_user: DEFAULT_MAX_TURNS_PER_USER,
         }
     }
 }
@@ -93,7 +138,8 @@ impl ServeOptions {
     /// The options `[serve]` describes (defaults for what it leaves out).
     ///
     /// # Errors
-    /// [`ServeError::Config`] for `max_queued_per_session = 0`.
+    /// [`ServeError::Config`] for `max_queued_per_session = 0`, a zero timeout or cap, or a
+    /// `cors_origins` entry that is not an origin (`scheme://host[:port]`).
     pub fn from_section(section: Option<&harness::ServeSection>) -> Result<Self, ServeError> {
         let mut options = Self::default();
         if let Some(section) = section {
@@ -106,6 +152,49 @@ impl ServeOptions {
                 options.max_queued_per_session = max;
             }
             options.keys.clone_from(&section.keys);
+            for origin in &section.cors_origins {
+                let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
+                    matches!(scheme, "http" | "https") && !rest.is_empty() && !rest.contains('/')
+                });
+                if !valid {
+                    return Err(ServeError::Config(format!(
+                        "[serve] cors_origins: `{origin}` is not an origin; write scheme://host[:port], e.g. \"https://app.example\""
+                    )));
+                }
+            }
+            options.cors_origins.clone_from(&section.cors_origins);
+            options.allowed_hosts.clone_from(&section.allowed_hosts);
+            let positive = |name: &str, value: Option<Duration>, default: Duration| match value {
+                Some(value) if value.is_zero() => {
+                    Err(ServeError::Config(format!("[serve] {name} must be longer than 0s")))
+                }
+                Some(value) => Ok(value),
+                None => Ok(default),
+            };
+            options.header_read_timeout = positive(
+                "header_read_timeout",
+                section.header_read_timeout,
+                DEFAULT_HEADER_READ_TIMEOUT,
+            )?;
+            options.body_read_timeout = positive(
+                "body_read_timeout",
+                section.body_read_timeout,
+                DEFAULT_BODY_READ_TIMEOUT,
+            )?;
+            options.idle_timeout = positive("idle_timeout", section.idle_timeout, DEFAULT_IDLE_TIMEOUT)?;
+            let at_least_one = |name: &str, value: Option<usize>, default: usize| match value {
+                Some(0) => Err(ServeError::Config(format!("[serve] {name} must be at least 1"))),
+                Some(value) => Ok(value),
+                None => Ok(default),
+            };
+            options.max_connections =
+                at_least_one("max_connections", section.max_connections, DEFAULT_MAX_CONNECTIONS)?;
+            options.max_turns = at_least_one("max_turns", section.max_turns, DEFAULT_MAX_TURNS)?;
+            options.max_turns_per_user = at_least_one(
+                "max_turns_per_user",
+                section.max_turns_per_user,
+                DEFAULT_MAX_TURNS_PER_USER,
+            )?;
         }
         Ok(options)
     }
@@ -142,6 +231,14 @@ async fn chat_page() -> axum::response::Html<&'static str> {
     axum::response::Html(include_str!("chat.html"))
 }
 
+/// Any path no route serves: 404 in the error JSON.
+async fn unknown_route(uri: axum::http::Uri) -> error::ApiError {
+    error::ApiError::not_found(format!(
+        "no route `{}`; the README lists the routes under /v1 and /api",
+        uri.path()
+    ))
+}
+
 struct Served {
     agent: HarnessAgent,
     reader: SessionReader,
@@ -152,6 +249,10 @@ struct Inner {
     auth: Auth,
     queues: Arc<Queues>,
     shutdown_grace: Duration,
+    guard: guard::GuardConfig,
+    limits: listen::Limits,
+    /// The address `serve` listens on (the `Host` check of a keyless server).
+    local_addr: std::sync::OnceLock<SocketAddr>,
 }
 
 /// The server: agents by name, the per-session queues and the configured keys. Cheap to clone.
@@ -196,8 +297,26 @@ impl Gateway {
             inner: Arc::new(Inner {
                 agents: served,
                 auth: Auth::new(&options.keys)?,
-                queues: Queues::new(options.max_queued_per_session, options.replay_events),
+                queues: Queues::new(
+                    options.max_queued_per_session,
+                    options.replay_events,
+                    queue::TurnCaps {
+                        server: options.max_turns.max(1),
+                        per_user: options.max_turns_per_user.max(1),
+                    },
+                ),
                 shutdown_grace: options.shutdown_grace,
+                guard: guard::GuardConfig {
+                    cors_origins: options.cors_origins,
+                    allowed_hosts: options.allowed_hosts,
+                    body_read_timeout: options.body_read_timeout,
+                },
+                limits: listen::Limits {
+                    header_read_timeout: options.header_read_timeout,
+                    idle_timeout: options.idle_timeout,
+                    max_connections: options.max_connections.max(1),
+                },
+                local_addr: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -220,13 +339,46 @@ impl Gateway {
     }
 
     /// The routes: the chat page at `/`, `/v1/models`, `/v1/chat/completions` and `/api/...`
-    /// (see the README).
+    /// (see the README), behind the Host/Origin guard; every error answer is the error JSON.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", axum::routing::get(chat_page))
             .merge(openai::routes())
             .merge(native::routes())
+            .fallback(unknown_route)
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), guard::guard))
             .with_state(self.clone())
+    }
+
+    /// What a scope still shares between the users of this server, in one line (printed at
+    /// start): sessions never are (with keys each is its owner's), files and memory may be.
+    pub fn sharing_notice(&self) -> String {
+        let mut parts = Vec::new();
+        for (name, served) in &self.inner.agents {
+            let scope = serde_json::to_value(served.agent.workspace().scope())
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let shares = match scope.as_str() {
+                "user" => "nothing between users".to_owned(),
+                "session" => "nothing between sessions; one user's sessions share no files".to_owned(),
+                "agent" => "files and the memory extracted from every user's conversations".to_owned(),
+                _ => "files and the memory extracted from every user's conversations, with every agent".to_owned(),
+            };
+            parts.push(format!("agent `{name}` (isolation = \"{scope}\") shares {shares}"));
+        }
+        let sessions = if self.authenticates() {
+            "each session is its owner's (others get 404)"
+        } else {
+            "no keys: every caller on this machine names its own user (X-Harness-User), so nothing is private from local processes"
+        };
+        format!("{}; {sessions}", parts.join("; "))
+    }
+
+    /// The address `serve` listens on, once it does.
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.inner.local_addr.get().copied()
     }
 
     /// Serves until `shutdown` resolves, then: stops accepting, ends queued messages with
@@ -259,11 +411,12 @@ impl Gateway {
                 }
             }
         });
-        let server = axum::serve(listener, self.router()).with_graceful_shutdown({
-            let stopping = stopping.clone();
-            async move { stopping.cancelled().await }
-        });
-        let result = server.await.map_err(ServeError::Io);
+        if let Ok(addr) = listener.local_addr() {
+            let _ = self.inner.local_addr.set(addr);
+        }
+        let result = listen::run(listener, self.router(), self.inner.limits, stopping.clone())
+            .await
+            .map_err(ServeError::Io);
         // The server returns after the signal, or on an IO error: then stop the rest too.
         if !stopping.is_cancelled() {
             signal_task.abort();

@@ -45,10 +45,11 @@ pub(crate) async fn check(
     key: &SessionKey,
     access: Access,
 ) -> Result<(), ApiError> {
+    // Binding checks the ids first: a reserved user or session name is a 400 at once.
+    let state_key = state_key(served, key)?;
     if !gateway.authenticates() {
         return Ok(());
     }
-    let state_key = state_key(served, key)?;
     let owners = owners(served);
     let store_error = |err: harness_core::StateError| ApiError::internal(harness_core::error_chain(&err));
     let allowed = match access {

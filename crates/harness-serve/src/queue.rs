@@ -81,10 +81,18 @@ struct Table {
     idle_clock: u64,
 }
 
+/// How many turns may run or wait at once: on the whole server, and for one user.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnCaps {
+    pub(crate) server: usize,
+    pub(crate) per_user: usize,
+}
+
 /// The per-session queues of one server.
 pub(crate) struct Queues {
     table: Mutex<Table>,
     max_queued: usize,
+    caps: TurnCaps,
     replay: usize,
     tracker: TaskTracker,
 }
@@ -98,10 +106,11 @@ impl std::fmt::Debug for Queues {
 }
 
 impl Queues {
-    pub(crate) fn new(max_queued: usize, replay: usize) -> Arc<Self> {
+    pub(crate) fn new(max_queued: usize, replay: usize, caps: TurnCaps) -> Arc<Self> {
         Arc::new(Self {
             table: Mutex::default(),
             max_queued: max_queued.max(1),
+            caps,
             replay,
             tracker: TaskTracker::new(),
         })
@@ -115,7 +124,9 @@ impl Queues {
     /// turn's feed.
     ///
     /// # Errors
-    /// 429 when `max_queued` messages are already waiting; 503 while shutting down.
+    /// 429 (with `Retry-After`) when `max_queued` messages are already waiting for the
+    /// session, or the server or the caller already has as many turns running or waiting as
+    /// [`TurnCaps`] allows; 503 while shutting down.
     pub(crate) fn enqueue(
         self: &Arc<Self>,
         agent: &HarnessAgent,
@@ -128,6 +139,32 @@ impl Queues {
         let mut table = self.table();
         if table.closed {
             return Err(ApiError::shutting_down());
+        }
+        let (mut total, mut mine) = (0, 0);
+        for (other, slot) in &table.slots {
+            let turns = slot.waiting.len() + usize::from(slot.running.is_some());
+            total += turns;
+            if other.user == key.user {
+                mine += turns;
+            }
+        }
+        if total >= self.caps.server {
+            return Err(ApiError::too_many_turns(
+                format!(
+                    "the server already runs or queues {} turns; retry after the Retry-After delay (or raise [serve] max_turns)",
+                    self.caps.server
+                ),
+                RETRY_AFTER,
+            ));
+        }
+        if mine >= self.caps.per_user {
+            return Err(ApiError::too_many_turns(
+                format!(
+                    "user `{}` already has {} turns running or queued; retry after the Retry-After delay (or raise [serve] max_turns_per_user)",
+                    key.user, self.caps.per_user
+                ),
+                RETRY_AFTER,
+            ));
         }
         let spawn = {
             let slot = table.slots.entry(key.clone()).or_default();

@@ -195,7 +195,10 @@ impl WireEvent {
                 code: "max_iterations".to_owned(),
                 message: format!("the turn reached its limit of {limit} steps"),
             },
-            EventKind::Warning { code, message } => WireKind::Warning { code, message },
+            EventKind::Warning { code, message } => WireKind::Warning {
+                code,
+                message: harness_core::redact::redact(&message),
+            },
             EventKind::Notice { kind, data } => WireKind::Notice { kind, data },
             EventKind::ApprovalRequired { calls } => WireKind::ApprovalRequired { calls },
             EventKind::Final { message } => WireKind::Final {
@@ -204,7 +207,7 @@ impl WireEvent {
             },
             EventKind::Error { message, kind } => WireKind::Error {
                 turn_id: turn_id.to_owned(),
-                message,
+                message: harness_core::redact::redact(&message),
                 kind,
                 status: crate::error::turn_status(kind).0.as_u16(),
             },

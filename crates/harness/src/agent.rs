@@ -544,9 +544,9 @@ impl HarnessAgent {
         ctx.session_id.get_or_insert(harness_core::DEFAULT_SESSION_ID);
         let scope = self.workspace.call_scope(&ctx).map_err(|err| match err {
             harness_fs::ScopeError::Id(err) => AgentError::Identity(err),
-            other => AgentError::Capability {
-                capability: "workspace",
-                source: Box::new(other),
+            // A reserved name is the caller's mistake: say so (400 / exit 2), not a failure.
+            other => AgentError::Refused {
+                what: format!("{}; use another id", harness_core::error_chain(&other)),
             },
         })?;
         ctx.insert(self.workspace.call_workspace(&scope));
@@ -593,7 +593,10 @@ impl HarnessAgent {
         };
         guard.release().await;
         if lost.is_cancelled() {
-            return Err(lease_error(LeaseLost));
+            return Err(AgentError::Busy {
+                what: LeaseLost.to_string(),
+                retry_after: None,
+            });
         }
         result
     }

@@ -169,6 +169,30 @@ pub struct ServeSection {
     /// paths are resolved against this workspace). Each is served under its own `[agent] name`.
     #[serde(default)]
     pub agents: Vec<std::path::PathBuf>,
+    /// Origins (`https://app.example`) whose pages may call the API (CORS); none by default.
+    #[serde(default)]
+    pub cors_origins: Vec<String>,
+    /// Names the `Host` header may carry besides the loopback address the server listens on
+    /// (`name` or `name:port`). Without keys they add to the loopback names; with keys the
+    /// check applies only when this is set.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// How long a client may take to send a request's headers (default 10 s).
+    #[serde(default, deserialize_with = "crate::model_config::duration")]
+    pub header_read_timeout: Option<std::time::Duration>,
+    /// How long a client may take to send a request's body (default 30 s).
+    #[serde(default, deserialize_with = "crate::model_config::duration")]
+    pub body_read_timeout: Option<std::time::Duration>,
+    /// How long an idle keep-alive connection stays open (default 30 s).
+    #[serde(default, deserialize_with = "crate::model_config::duration")]
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Open connections at most (default 1024); at the cap the oldest connection that is not
+    /// running a request is closed for the new one.
+    pub max_connections: Option<usize>,
+    /// Turns running or queued at once on the whole server (default 256); more get 429.
+    pub max_turns: Option<usize>,
+    /// Turns running or queued at once for one user (default 32); more get 429.
+    pub max_turns_per_user: Option<usize>,
 }
 
 /// One API key of `[[serve.keys]]`: the SHA-256 of the key (never the key) and its user.

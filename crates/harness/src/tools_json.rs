@@ -539,10 +539,16 @@ pub(crate) fn substitute(
             variable: variable.to_owned(),
             field: field.to_owned(),
         })?;
+        // What a configuration expanded is kept out of every text the process shows.
+        harness_core::redact::remember(&resolved);
         out.push_str(&resolved);
         rest = &after[end + 1..];
     }
     out.push_str(rest);
+    if field.contains("headers.") || field.contains("env.") {
+        // A configured header or server environment value (a token, written inline).
+        harness_core::redact::remember(&out);
+    }
     Ok(out)
 }
 

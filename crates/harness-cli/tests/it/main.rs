@@ -14,4 +14,5 @@ mod scope;
 mod serve;
 mod tidy;
 mod tools_cmd;
+mod trust;
 mod trust_boundary;

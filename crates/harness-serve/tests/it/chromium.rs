@@ -261,3 +261,102 @@ async fn subagent_activity_is_shown_indented_under_the_childs_id() {
     );
     assert!(child["indent"].as_i64().unwrap() > 0, "{child}");
 }
+
+/// Everything the server logs during the tests (one global subscriber for the binary).
+fn server_log() -> &'static std::sync::Mutex<String> {
+    static LOG: std::sync::OnceLock<&'static std::sync::Mutex<String>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let log: &'static std::sync::Mutex<String> = Box::leak(Box::new(std::sync::Mutex::new(String::new())));
+        struct Sink(&'static std::sync::Mutex<String>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().push_str(&String::from_utf8_lossy(buf));
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("harness_serve=warn")
+            .with_ansi(false)
+            .with_writer(move || Sink(log))
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        log
+    })
+}
+
+/// A page on another origin (another port of 127.0.0.1) that attacks `target`: `no-cors`
+/// simple POSTs of a message and of an approval, then a preflighted JSON POST.
+const ATTACK_PAGE: &str = r#"<!doctype html><html><body><script>
+window.results = null;
+(async () => {
+  const target = new URLSearchParams(location.search).get("target");
+  const session = target + "/api/agents/helper/sessions/victim";
+  const out = [];
+  const attempt = async (name, url, init) => {
+    try { const r = await fetch(url, init); out.push(name + ":" + r.type + ":" + r.status); }
+    catch (e) { out.push(name + ":error"); }
+  };
+  await attempt("no-cors-message", session + "/messages",
+    { method: "POST", mode: "no-cors", headers: { "Content-Type": "text/plain" }, body: '{"message": "tool please"}' });
+  await attempt("no-cors-approve", session + "/approvals",
+    { method: "POST", mode: "no-cors", body: '{"all": "approve"}' });
+  await attempt("form-message", session + "/messages",
+    { method: "POST", mode: "no-cors", headers: { "Content-Type": "application/x-www-form-urlencoded" }, body: "message=tool" });
+  await attempt("preflighted-message", session + "/messages",
+    { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"message": "tool please"}' });
+  await attempt("preflighted-header", session + "/cancel",
+    { method: "POST", headers: { "X-Harness-Request": "1" } });
+  window.results = out;
+})();
+</script></body></html>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_on_another_origin_cannot_post_to_a_keyless_server() {
+    let log = server_log();
+    let server = Server::start_with(ServeOptions::default(), Some(ASK_LIST)).await;
+    // The attacker's origin: another port on the loopback address.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let attacker = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().route("/", axum::routing::get(|| async { axum::response::Html(ATTACK_PAGE) }));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let browser = Browser::launch().await;
+    let mut page = browser.page().await;
+    page.call(
+        "Page.navigate",
+        json!({"url": format!("{attacker}/?target={}", server.base)}),
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let results = loop {
+        let results = page.eval("window.results").await;
+        if results.is_array() {
+            break results;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the attack page never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let results: Vec<&str> = results.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    // The browser sent the simple requests (opaque answers) and gave up on the preflighted ones.
+    assert!(results.contains(&"no-cors-message:opaque:0"), "{results:?}");
+    assert!(results.contains(&"preflighted-message:error"), "{results:?}");
+    assert!(results.contains(&"preflighted-header:error"), "{results:?}");
+    // Nothing ran: the session does not exist and nothing waits for approval.
+    assert_eq!(server.get("/api/agents/helper/sessions/victim").await.status(), 404);
+    let pending: Value = server
+        .get("/api/agents/helper/sessions/victim/approvals")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pending["pending"], json!([]), "{pending}");
+    // The log names the refusals and the origin.
+    let text = log.lock().unwrap().clone();
+    assert!(
+        text.contains("refused a cross-origin request") && text.contains(&attacker),
+        "log: {text}"
+    );
+}

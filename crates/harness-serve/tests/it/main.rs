@@ -5,9 +5,11 @@
 
 mod approvals;
 mod chromium;
+mod guard;
 mod native;
 mod openai;
 mod queue;
 mod remote;
 mod support;
 mod tasks;
+mod tenancy;

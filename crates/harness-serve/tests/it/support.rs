@@ -43,6 +43,19 @@ fn scripted() -> ScriptedModel {
                 serde_json::json!({"agent_id": "researcher", "task": task}),
             );
         }
+        // `call:NAME {json}`: calls that tool, then answers `result: <the tool's output>`.
+        if let Some(call) = last.strip_prefix("call:") {
+            if after_tool {
+                let output = request
+                    .messages
+                    .last()
+                    .map(|m| serde_json::to_string(m).unwrap())
+                    .unwrap_or_default();
+                return Reply::text(format!("result: {output}"));
+            }
+            let (name, args) = call.split_once(' ').unwrap_or((call, "{}"));
+            return Reply::tool_call(name, serde_json::from_str(args).unwrap());
+        }
         if last.contains("tool") && !after_tool {
             return Reply::tool_call("list_files", serde_json::json!({"path": "."}));
         }
@@ -128,10 +141,18 @@ impl Server {
 
     /// A server whose agent has this harness.toml text.
     pub async fn start_with(options: ServeOptions, config: Option<&str>) -> Self {
+        Self::start_built(options, |dir, model| agent_with(dir, model, "helper", config)).await
+    }
+
+    /// A server whose agent `build` makes (in a fresh workspace, on the gated model).
+    pub async fn start_built(
+        options: ServeOptions,
+        build: impl FnOnce(&std::path::Path, Gated) -> HarnessAgent,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let model = gated();
         let gate = Arc::clone(&model.gate);
-        let gateway = Gateway::new(vec![agent_with(dir.path(), model, "helper", config)], options).unwrap();
+        let gateway = Gateway::new(vec![build(dir.path(), model)], options).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -146,6 +167,11 @@ impl Server {
             handle: Some(handle),
             _dir: dir,
         }
+    }
+
+    /// The agent's workspace directory.
+    pub fn workspace(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     pub fn url(&self, path: &str) -> String {

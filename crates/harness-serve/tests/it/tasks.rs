@@ -98,6 +98,7 @@ async fn unknown_tasks_and_other_users_get_404() {
         .client
         .post(server.url(&format!("{TASKS}/{task}/cancel")))
         .header("x-harness-user", "mallory")
+        .header("x-harness-request", "1")
         .send()
         .await
         .unwrap();

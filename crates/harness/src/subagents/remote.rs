@@ -80,7 +80,11 @@ impl RemoteTarget {
     }
 
     fn request(&self, client: &reqwest::Client, url: String) -> reqwest::RequestBuilder {
-        let mut request = client.post(url).header(super::DEPTH_HEADER, self.depth.to_string());
+        let mut request = client
+            .post(url)
+            .header(super::DEPTH_HEADER, self.depth.to_string())
+            // `harness serve` refuses state-changing requests a browser could send unasked.
+            .header("x-harness-request", "1");
         let mut keyed = false;
         for (name, value) in &self.headers {
             keyed |= name.eq_ignore_ascii_case("authorization");

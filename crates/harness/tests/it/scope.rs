@@ -330,6 +330,8 @@ async fn a_lost_lease_cancels_the_turn_with_a_clear_error() {
         .unwrap_err();
     let chain = harness_core::error_chain(&err);
     assert!(chain.contains("session lease was lost"), "{chain}");
+    // A race, not a failure: a conflict (409 over HTTP), not an internal error.
+    assert_eq!(err.kind(), harness_core::ErrorKind::Conflict, "{chain}");
 }
 
 /// Waiting for a busy session honours the call's cancellation.
