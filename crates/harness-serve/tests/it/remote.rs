@@ -519,22 +519,34 @@ fn forwarded_results(events: &[AgentEvent]) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// The calls the parent's own turn asks its person about (a test failure when it asks none).
+fn parent_asks(events: &[AgentEvent]) -> Vec<harness_core::PendingCall> {
+    events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::ApprovalRequired { calls } if event.source.is_none() => Some(calls.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the parent asks its person: {events:?}"))
+}
+
+/// A parent (allowed to spawn) whose remote child on `server` is asked to use a tool, and
+/// the events of that turn.
+async fn ask_through_a_remote(server: &Server) -> (Parent, Vec<AgentEvent>) {
+    let parent = parent(remote(&server.base));
+    let events: Vec<AgentEvent> =
+        futures::StreamExt::collect(parent.agent.stream("research with a tool", ctx("u1", "s1"))).await;
+    (parent, events)
+}
+
 /// Problem 5 of the trust boundary: a remote child that waits for approval becomes the
 /// parent's pending approval (it used to be recorded `completed` with the question as its
 /// answer), and the parent's person's decision resumes the remote turn.
 #[tokio::test]
 async fn a_remote_childs_approval_becomes_the_parents_and_the_decision_resumes_it() {
     let server = Server::start_with(ServeOptions::default(), Some(crate::support::ASK_LIST)).await;
-    let parent = parent(remote(&server.base));
-    let events: Vec<AgentEvent> =
-        futures::StreamExt::collect(parent.agent.stream("research with a tool", ctx("u1", "s1"))).await;
-    let asked = events
-        .iter()
-        .find_map(|event| match &event.kind {
-            EventKind::ApprovalRequired { calls } if event.source.is_none() => Some(calls.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("the parent asks its person: {events:?}"));
+    let (parent, events) = ask_through_a_remote(&server).await;
+    let asked = parent_asks(&events);
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(asked[0].tool, "agent_spawn");
     assert!(asked[0].reason.contains("list_files"), "{:?}", asked[0]);
@@ -574,16 +586,8 @@ async fn a_remote_childs_approval_becomes_the_parents_and_the_decision_resumes_i
 #[tokio::test]
 async fn a_denied_remote_childs_call_is_not_run_on_the_remote() {
     let server = Server::start_with(ServeOptions::default(), Some(crate::support::ASK_LIST)).await;
-    let parent = parent(remote(&server.base));
-    let events: Vec<AgentEvent> =
-        futures::StreamExt::collect(parent.agent.stream("research with a tool", ctx("u1", "s1"))).await;
-    let asked = events
-        .iter()
-        .find_map(|event| match &event.kind {
-            EventKind::ApprovalRequired { calls } if event.source.is_none() => Some(calls.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("{events:?}"));
+    let (parent, events) = ask_through_a_remote(&server).await;
+    let asked = parent_asks(&events);
     let resumed: Vec<AgentEvent> = futures::StreamExt::collect(parent.agent.resume_stream(
         vec![harness_core::ApprovalDecision::deny(&asked[0].id)],
         ctx("u1", "s1"),
