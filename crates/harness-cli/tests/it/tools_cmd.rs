@@ -114,7 +114,8 @@ fn run_calls_an_mcp_tool_and_leaves_no_server_behind() {
     let marker = format!("marker-{}", std::process::id());
     std::fs::write(
         dir.path().join("tools.json"),
-        format!(r#"{{"mcpServers": {{"e": {{"transport": "stdio", "command": "node", "args": [{js:?}, "stdio", {marker:?}]}}}}}}"#),
+        // The operator trusts the server's annotations: its read-only `echo` runs without asking.
+        format!(r#"{{"mcpServers": {{"e": {{"transport": "stdio", "command": "node", "args": [{js:?}, "stdio", {marker:?}], "trust_annotations": true}}}}}}"#),
     )
     .unwrap();
     let script = dir.path().join("script.json");

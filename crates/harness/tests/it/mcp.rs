@@ -62,10 +62,13 @@ pub fn config(text: &str) -> ToolsConfig {
     ToolsConfig::parse(text, "test/tools.json", &|name| env.get(name)).unwrap()
 }
 
-/// `tools.json` text for server-everything over stdio under `name`.
+/// `tools.json` text for server-everything over stdio under `name`. The operator trusts its
+/// annotations (`"trust_annotations": true`), so its read-only tools run without asking, as
+/// these tests of the MCP client expect (what an untrusted server's claims count for is
+/// `a_servers_read_only_claim_counts_only_when_tools_json_trusts_it`).
 pub fn everything_server(name: &str, extra: &str) -> String {
     format!(
-        r#""{name}": {{"transport": "stdio", "command": "node", "args": [{js:?}, "stdio"]{extra}}}"#,
+        r#""{name}": {{"transport": "stdio", "command": "node", "args": [{js:?}, "stdio"], "trust_annotations": true{extra}}}"#,
         js = everything_js()
     )
 }
@@ -358,7 +361,7 @@ async fn streamable_http_server_with_headers_from_an_agent_turn() {
     let manager = start(
         &format!(
             r#"{{"mcpServers": {{"web": {{"transport": "streamableHttp", "url": "http://127.0.0.1:{port}/mcp",
-                 "headers": {{"X-Harness-Test": "yes"}}, "timeout_seconds": 20}}}}}}"#
+                 "headers": {{"X-Harness-Test": "yes"}}, "timeout_seconds": 20, "trust_annotations": true}}}}}}"#
         ),
         RestartPolicy::default(),
     )
