@@ -691,6 +691,93 @@ mod tests {
         assert_eq!(model_parts(&msg), vec![json!({"text": "answer"})]);
     }
 
+    fn body(request: &ChatRequest) -> Value {
+        let client =
+            GeminiClient::new(GeminiConfig::new("gemini-test", "http://127.0.0.1:1")).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = client.request_body(request).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn tool_choice_maps_to_function_calling_modes() {
+        let tools: Arc<[harness_core::ToolSpec]> = Arc::from(vec![harness_core::ToolSpec::new(
+            "lookup",
+            "Look up.",
+            json!({"type": "object"}),
+        )]);
+        for (choice, mode) in [
+            (ToolChoice::Auto, "AUTO"),
+            (ToolChoice::None, "NONE"),
+            (ToolChoice::Required, "ANY"),
+        ] {
+            let request = ChatRequest {
+                tools: Arc::clone(&tools),
+                tool_choice: choice,
+                ..ChatRequest::default()
+            };
+            assert_eq!(body(&request)["toolConfig"]["functionCallingConfig"]["mode"], mode);
+        }
+        assert!(body(&ChatRequest::default()).get("toolConfig").is_none());
+    }
+
+    #[test]
+    fn media_system_messages_and_consecutive_turns_map_to_user_parts() {
+        let image = MediaSource::Base64 {
+            media_type: "image/png".into(),
+            data: "iVBORw0K".into(),
+        };
+        let request = ChatRequest {
+            messages: [
+                Msg::new(Role::System, vec![Block::text("Be brief.")]),
+                Msg::new(
+                    Role::User,
+                    vec![
+                        Block::text("what is this?"),
+                        Block::Image { source: image.clone() },
+                        Block::Image {
+                            source: MediaSource::Url {
+                                url: "https://example.com/a.png".into(),
+                            },
+                        },
+                    ],
+                ),
+                Msg::new(
+                    Role::Assistant,
+                    vec![Block::ToolUse {
+                        id: "c1".into(),
+                        name: "screenshot".into(),
+                        input: json!("not an object"),
+                    }],
+                ),
+                Msg::tool_result("c1", vec![Block::text("taken"), Block::Image { source: image }], false),
+                Msg::user("and now?"),
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+            ..ChatRequest::default()
+        };
+        assert_eq!(
+            body(&request)["contents"],
+            json!([
+                {"role": "user", "parts": [
+                    {"text": "Be brief."},
+                    {"text": "what is this?"},
+                    {"inlineData": {"mimeType": "image/png", "data": "iVBORw0K"}},
+                    {"text": "[image: https://example.com/a.png]"},
+                ]},
+                {"role": "model", "parts": [
+                    {"functionCall": {"id": "c1", "name": "screenshot", "args": {"arguments": "not an object"}}},
+                ]},
+                {"role": "user", "parts": [
+                    {"functionResponse": {"id": "c1", "name": "screenshot", "response": {"output": "taken"}}},
+                    {"inlineData": {"mimeType": "image/png", "data": "iVBORw0K"}},
+                    {"text": "and now?"},
+                ]},
+            ])
+        );
+    }
+
     #[test]
     fn a_blocked_prompt_is_a_content_filter_finish() {
         let response = decode(json!({

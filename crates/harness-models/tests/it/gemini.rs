@@ -361,3 +361,29 @@ async fn the_gemini_spec_reads_its_key_and_base_variables() {
     assert!(recorded.body.get("systemInstruction").is_none());
     assert!(recorded.body.get("tools").is_none());
 }
+
+#[tokio::test]
+async fn an_untrusted_spec_sends_no_key_to_a_base_it_names() {
+    let server = Server::start(vec![answer("hello"), answer("hello")]).await;
+    let env: HashMap<&str, String> = [("GEMINI_API_KEY", "AIza-secret".to_owned())].into_iter().collect();
+    let spec = format!("gemini:gemini-2.5-flash@{}/v1beta", server.base);
+    let request = || ChatRequest {
+        messages: vec![std::sync::Arc::new(Msg::user("hi"))],
+        stream: true,
+        ..ChatRequest::default()
+    };
+    let untrusted = ModelSpec::parse(&spec)
+        .unwrap()
+        .untrusted()
+        .build(&|key| env.get(key).cloned())
+        .unwrap();
+    stream(untrusted.as_ref(), request()).await.unwrap();
+    let operator = ModelSpec::parse(&spec)
+        .unwrap()
+        .build(&|key| env.get(key).cloned())
+        .unwrap();
+    stream(operator.as_ref(), request()).await.unwrap();
+    let requests = server.requests();
+    assert!(requests[0].headers.get("x-goog-api-key").is_none());
+    assert_eq!(requests[1].headers["x-goog-api-key"], "AIza-secret");
+}
