@@ -13,7 +13,10 @@
 //!   message's [`Block::Thinking`] (prefixed [`SIGNATURE_PREFIX`], so a signature from another
 //!   provider is never sent here, nor this one there) and sent back where the API documents
 //!   it: on the first function call of the turn, else on its last part. Thought summaries
-//!   (`thought: true` parts) become thinking text and are not sent back;
+//!   (`thought: true` parts) become thinking text and are not sent back. An assistant turn
+//!   whose calls carry no Gemini signature (another provider wrote it) gets the documented
+//!   [`SKIP_SIGNATURE_VALIDATION`] on its first call, except for Gemini 1.x and 2.x models,
+//!   which do not validate signatures;
 //! - a safety block (a candidate's `finishReason` such as `SAFETY`, or a `promptFeedback`
 //!   `blockReason` with no candidate) ends the response with [`FinishReason::ContentFilter`],
 //!   which the agent reports as a content-filter error;
@@ -43,6 +46,11 @@ pub const GEMINI_API_VERSION: &str = "v1beta";
 
 /// Marks a [`Block::Thinking`] signature that came from Gemini (the wire value follows it).
 pub const SIGNATURE_PREFIX: &str = "gemini:";
+
+/// The thought signature the API documents for function calls it did not generate (history
+/// from another provider, e.g. after a fallback switch): it skips the signature validation
+/// Gemini 3 enforces on the current turn's calls.
+pub const SKIP_SIGNATURE_VALIDATION: &str = "skip_thought_signature_validator";
 
 /// Marks a tool-call id this client made up because the API sent none; such ids are not sent
 /// back to the API.
@@ -191,7 +199,12 @@ impl GeminiClient {
         if !system.is_empty() {
             body.insert("systemInstruction".into(), json!({"parts": [{"text": system}]}));
         }
-        body.insert("contents".into(), Value::Array(wire_contents(&request.messages)));
+        let model = self.config.model.strip_prefix("models/").unwrap_or(&self.config.model);
+        let validates = !(model.starts_with("gemini-1") || model.starts_with("gemini-2"));
+        body.insert(
+            "contents".into(),
+            Value::Array(wire_contents(&request.messages, validates)),
+        );
         if !request.tools.is_empty() {
             let declarations: Vec<Value> = request
                 .tools
@@ -315,8 +328,9 @@ fn function_response(id: &str, name: &str, content: &[Block], is_error: bool, me
 }
 
 /// The `model` parts of an assistant message, with its Gemini signature put back where the
-/// API documents it (first function call, else last part).
-fn model_parts(msg: &Msg) -> Vec<Value> {
+/// API documents it (first function call, else last part). With `validates` (a model that
+/// checks signatures), unsigned calls get [`SKIP_SIGNATURE_VALIDATION`].
+fn model_parts(msg: &Msg, validates: bool) -> Vec<Value> {
     let mut parts = Vec::with_capacity(msg.content.len());
     let mut signature = None;
     let mut first_call = None;
@@ -344,6 +358,7 @@ fn model_parts(msg: &Msg) -> Vec<Value> {
             _ => {}
         }
     }
+    let signature = signature.or((validates && first_call.is_some()).then_some(SKIP_SIGNATURE_VALIDATION));
     if let Some(signature) = signature {
         let at = first_call.or_else(|| parts.len().checked_sub(1));
         if let Some(part) = at.and_then(|at| parts.get_mut(at)).and_then(Value::as_object_mut) {
@@ -356,7 +371,7 @@ fn model_parts(msg: &Msg) -> Vec<Value> {
 /// Maps the history to `contents`: assistant messages become `model` turns, everything else
 /// `user` turns (tool results as `functionResponse` parts, system messages as text);
 /// consecutive turns of one role merge.
-fn wire_contents(messages: &[Arc<Msg>]) -> Vec<Value> {
+fn wire_contents(messages: &[Arc<Msg>], validates: bool) -> Vec<Value> {
     let mut names: HashMap<&str, &str> = HashMap::new();
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::with_capacity(messages.len());
     for msg in messages {
@@ -366,7 +381,7 @@ fn wire_contents(messages: &[Arc<Msg>]) -> Vec<Value> {
                     names.insert(id, name);
                 }
             }
-            ("model", model_parts(msg))
+            ("model", model_parts(msg, validates))
         } else {
             let mut parts = Vec::new();
             let mut media = Vec::new();
@@ -657,7 +672,7 @@ mod tests {
         assert!(ids[0].starts_with(SYNTHETIC_ID_PREFIX), "{ids:?}");
         assert_eq!(ids[1], "fc-2");
         assert_eq!(response.finish_reason, Some(FinishReason::ToolCalls));
-        let parts = model_parts(&response.message);
+        let parts = model_parts(&response.message, true);
         assert_eq!(
             parts,
             vec![
@@ -680,7 +695,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            model_parts(&msg),
+            model_parts(&msg, true),
             vec![json!({"text": "answer", "thoughtSignature": "c2ln"})]
         );
         // An Anthropic signature is not Gemini's to replay.
@@ -688,7 +703,7 @@ mod tests {
             thinking: "t".into(),
             signature: Some("EqQBCkYIARgCKkD==".into()),
         };
-        assert_eq!(model_parts(&msg), vec![json!({"text": "answer"})]);
+        assert_eq!(model_parts(&msg, true), vec![json!({"text": "answer"})]);
     }
 
     fn body(request: &ChatRequest) -> Value {
@@ -767,7 +782,8 @@ mod tests {
                     {"text": "[image: https://example.com/a.png]"},
                 ]},
                 {"role": "model", "parts": [
-                    {"functionCall": {"id": "c1", "name": "screenshot", "args": {"arguments": "not an object"}}},
+                    {"functionCall": {"id": "c1", "name": "screenshot", "args": {"arguments": "not an object"}},
+                     "thoughtSignature": SKIP_SIGNATURE_VALIDATION},
                 ]},
                 {"role": "user", "parts": [
                     {"functionResponse": {"id": "c1", "name": "screenshot", "response": {"output": "taken"}}},
@@ -776,6 +792,57 @@ mod tests {
                 ]},
             ])
         );
+    }
+
+    #[test]
+    fn calls_another_provider_made_skip_validation_on_models_that_validate() {
+        let msg = Msg::new(
+            Role::Assistant,
+            vec![
+                Block::Thinking {
+                    thinking: "plan".into(),
+                    signature: Some("EqQBCkYIARgCKkD==".into()),
+                },
+                Block::ToolUse {
+                    id: "toolu_a".into(),
+                    name: "lookup".into(),
+                    input: json!({"key": "k1"}),
+                },
+                Block::ToolUse {
+                    id: "toolu_b".into(),
+                    name: "lookup".into(),
+                    input: json!({"key": "k2"}),
+                },
+            ],
+        );
+        let call = |id: &str, key: &str| json!({"functionCall": {"id": id, "name": "lookup", "args": {"key": key}}});
+        let mut first = call("toolu_a", "k1");
+        first["thoughtSignature"] = json!(SKIP_SIGNATURE_VALIDATION);
+        assert_eq!(model_parts(&msg, true), vec![first, call("toolu_b", "k2")]);
+        assert_eq!(
+            model_parts(&msg, false),
+            vec![call("toolu_a", "k1"), call("toolu_b", "k2")]
+        );
+        // Through the request: a 2.5 model gets no sentinel, a 3 model does.
+        let request = ChatRequest {
+            messages: vec![Arc::new(msg)],
+            ..ChatRequest::default()
+        };
+        let signature_sent = |model: &str| {
+            let client =
+                GeminiClient::new(GeminiConfig::new(model, "http://127.0.0.1:1")).unwrap_or_else(|e| panic!("{e}"));
+            let bytes = client.request_body(&request).unwrap_or_else(|e| panic!("{e}"));
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{e}"));
+            body["contents"][0]["parts"][0].get("thoughtSignature").cloned()
+        };
+        assert_eq!(signature_sent("models/gemini-2.5-flash"), None);
+        assert_eq!(
+            signature_sent("gemini-3-pro-preview"),
+            Some(json!(SKIP_SIGNATURE_VALIDATION))
+        );
+        // A text-only turn needs no signature.
+        let text = Msg::new(Role::Assistant, vec![Block::text("hi")]);
+        assert_eq!(model_parts(&text, true), vec![json!({"text": "hi"})]);
     }
 
     #[test]

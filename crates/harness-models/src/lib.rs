@@ -51,7 +51,9 @@ mod window;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_MAX_TOKENS};
 pub use classify::{Dialect, classify};
-pub use gemini::{GEMINI_API_VERSION, GeminiClient, GeminiConfig, SIGNATURE_PREFIX, SYNTHETIC_ID_PREFIX};
+pub use gemini::{
+    GEMINI_API_VERSION, GeminiClient, GeminiConfig, SIGNATURE_PREFIX, SKIP_SIGNATURE_VALIDATION, SYNTHETIC_ID_PREFIX,
+};
 pub use openai::{MaxTokensField, OpenAiClient, OpenAiConfig};
 pub use retry::{DEFAULT_MAX_RETRY_TIME, RetryNotice, RetryObserver, RetryPolicy, Retrying};
 pub use scripted::{Fallback, Reply, ScriptError, ScriptedError, ScriptedModel, ScriptedToolCall};
