@@ -602,11 +602,20 @@ impl EventDecoder for StreamDecoder {
     }
 }
 
-/// Decodes a complete `generateContent` response.
+/// Decodes a complete `generateContent` response, or the JSON array of responses
+/// `streamGenerateContent` sends when `alt=sse` was dropped on the way (a proxy).
 fn decode_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
     let text = String::from_utf8_lossy(body);
     let mut chunks = VecDeque::new();
-    Decoder::default().decode(&text, &mut chunks)?;
+    let mut decoder = Decoder::default();
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(items)) => {
+            for item in items {
+                decoder.decode(&item.to_string(), &mut chunks)?;
+            }
+        }
+        _ => decoder.decode(&text, &mut chunks)?,
+    }
     let mut acc = ResponseAccumulator::default();
     for chunk in &chunks {
         acc.push(chunk);
@@ -854,6 +863,26 @@ mod tests {
         }));
         assert_eq!(response.finish_reason, Some(FinishReason::ContentFilter));
         assert!(response.message.content.is_empty());
+    }
+
+    #[test]
+    fn a_json_array_of_stream_chunks_decodes_as_one_response() {
+        let response = decode(json!([
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}}]},
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": "lo"}]}, "finishReason": "STOP"}],
+             "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2}}
+        ]));
+        assert_eq!(response.message.text(), "Hello");
+        assert_eq!(response.finish_reason, Some(FinishReason::Stop));
+        assert_eq!(response.usage.map(|u| u.output_tokens), Some(2));
+        let err = decode_response(b"not json")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.starts_with("malformed model response: a response is not valid JSON"),
+            "{err}"
+        );
     }
 
     #[test]
