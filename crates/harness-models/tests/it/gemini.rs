@@ -387,3 +387,28 @@ async fn an_untrusted_spec_sends_no_key_to_a_base_it_names() {
     assert!(requests[0].headers.get("x-goog-api-key").is_none());
     assert_eq!(requests[1].headers["x-goog-api-key"], "AIza-secret");
 }
+
+/// Through the agent: a Gemini safety block ends the call with the typed content-filter error.
+#[tokio::test]
+async fn an_agent_reports_a_gemini_safety_block_as_content_filtered() {
+    let blocked = || {
+        Mock::sse(
+            &[chunk(json!({"candidates": [{"finishReason": "SAFETY", "index": 0}],
+                           "usageMetadata": {"promptTokenCount": 12}}))],
+            1024,
+        )
+    };
+    let server = Server::start(vec![blocked(), blocked()]).await;
+    let agent = harness_core::ReActAgent::builder()
+        .model(client(&server))
+        .build()
+        .unwrap();
+    let ctx = harness_core::RuntimeContext::for_user(harness_core::UserId::from_static("u"))
+        .with_session(harness_core::SessionId::from_static("gemini-safety"));
+    let err = agent.call("how?", ctx).await.unwrap_err();
+    assert!(
+        matches!(&err, harness_core::AgentError::ContentFiltered { model } if model == "gemini-test"),
+        "{err:?}"
+    );
+    assert_eq!(err.kind(), harness_core::ErrorKind::ContentFilter);
+}
