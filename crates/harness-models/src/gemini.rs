@@ -321,9 +321,10 @@ fn function_response(id: &str, name: &str, content: &[Block], is_error: bool, me
     {
         map.insert("id".into(), id.into());
     }
-    let mut rest = Vec::new();
-    user_parts(content, &mut rest);
-    media.extend(rest.into_iter().filter(|part| part.get("text").is_none()));
+    // Text went into the response; media (or its stand-in) follows as parts.
+    for item in content.iter().filter(|item| !matches!(item, Block::Text { .. })) {
+        user_parts(std::slice::from_ref(item), media);
+    }
     json!({ "functionResponse": response })
 }
 
@@ -773,7 +774,19 @@ mod tests {
                         input: json!("not an object"),
                     }],
                 ),
-                Msg::tool_result("c1", vec![Block::text("taken"), Block::Image { source: image }], false),
+                Msg::tool_result(
+                    "c1",
+                    vec![
+                        Block::text("taken"),
+                        Block::Image { source: image },
+                        Block::Image {
+                            source: MediaSource::Url {
+                                url: "https://example.com/shot.png".into(),
+                            },
+                        },
+                    ],
+                    false,
+                ),
                 Msg::user("and now?"),
             ]
             .into_iter()
@@ -797,6 +810,7 @@ mod tests {
                 {"role": "user", "parts": [
                     {"functionResponse": {"id": "c1", "name": "screenshot", "response": {"output": "taken"}}},
                     {"inlineData": {"mimeType": "image/png", "data": "iVBORw0K"}},
+                    {"text": "[image: https://example.com/shot.png]"},
                     {"text": "and now?"},
                 ]},
             ])
