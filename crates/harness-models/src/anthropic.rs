@@ -443,11 +443,14 @@ fn push_content_blocks<'a>(content: &'a [Block], assistant: bool, out: &mut Vec<
             Block::Text { text } if !text.is_empty() => out.push(block(BlockKind::Text {
                 text: Cow::Borrowed(text),
             })),
-            // Only signed thinking can go back; unsigned thinking came from another provider.
+            // Only signed thinking can go back; unsigned thinking, or thinking signed by
+            // Gemini, came from another provider.
             Block::Thinking {
                 thinking,
                 signature: Some(signature),
-            } if assistant => out.push(block(BlockKind::Thinking { thinking, signature })),
+            } if assistant && !signature.starts_with(crate::gemini::SIGNATURE_PREFIX) => {
+                out.push(block(BlockKind::Thinking { thinking, signature }));
+            }
             Block::ToolUse { id, name, input } if assistant => out.push(block(BlockKind::ToolUse {
                 id,
                 name,

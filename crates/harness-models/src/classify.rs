@@ -53,7 +53,7 @@ struct ErrorInfo {
 /// - context overflow (per provider wording, or 413) → [`ModelError::ContextOverflow`]
 /// - 429 → [`ModelError::RateLimited`] with `Retry-After` (except OpenAI's `insufficient_quota`,
 ///   which no wait fixes: [`ModelError::InvalidRequest`])
-/// - 401, 403 → [`ModelError::Auth`]
+/// - 401, 403 → [`ModelError::Auth`] (and Gemini's 400 with an `API_KEY_INVALID` reason)
 /// - 529 and Anthropic `overloaded_error` → [`ModelError::RateLimited`]
 /// - 408, other 5xx → [`ModelError::Transient`]
 /// - other 4xx → [`ModelError::InvalidRequest`] with the provider's message
@@ -62,7 +62,31 @@ pub fn classify(dialect: Dialect, status: u16, headers: &HeaderMap, body: &str) 
         Dialect::Gemini => retry_after(headers).or_else(|| gemini_retry_delay(body)),
         Dialect::OpenAi | Dialect::Anthropic => retry_after(headers),
     };
-    classify_info(dialect, status, wait, extract(body, status))
+    let info = extract(body, status);
+    if dialect == Dialect::Gemini && status == 400 && gemini_error_reason(body).as_deref() == Some("API_KEY_INVALID") {
+        // Gemini answers a bad key with 400 INVALID_ARGUMENT; the ErrorInfo reason says which.
+        return ModelError::Auth {
+            status,
+            message: info.message,
+        };
+    }
+    classify_info(dialect, status, wait, info)
+}
+
+/// The `reason` of a `google.rpc.ErrorInfo` detail in a Gemini error body.
+fn gemini_error_reason(body: &str) -> Option<String> {
+    let top: Value = serde_json::from_str(body).ok()?;
+    top.get("error")?
+        .get("details")?
+        .as_array()?
+        .iter()
+        .filter(|detail| {
+            detail
+                .get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| kind.ends_with("google.rpc.ErrorInfo"))
+        })
+        .find_map(|detail| detail.get("reason")?.as_str().map(str::to_owned))
 }
 
 /// The `retryDelay` of a `google.rpc.RetryInfo` detail in a Gemini error body: a protobuf
@@ -109,7 +133,11 @@ pub(crate) fn classify_stream_error(dialect: Dialect, data: &str) -> ModelError 
             .filter(|code| (400..600).contains(code))
             .unwrap_or(500),
     };
-    classify_info(dialect, status, None, info)
+    let wait = match dialect {
+        Dialect::Gemini => gemini_retry_delay(data),
+        Dialect::OpenAi | Dialect::Anthropic => None,
+    };
+    classify_info(dialect, status, wait, info)
 }
 
 fn classify_info(dialect: Dialect, status: u16, retry_after: Option<Duration>, info: ErrorInfo) -> ModelError {
@@ -310,6 +338,14 @@ mod tests {
             &[],
             r#"{"error": {"code": 400, "message": "* GenerateContentRequest.contents: contents is not specified\n", "status": "INVALID_ARGUMENT"}}"#,
             "invalid 400: * GenerateContentRequest.contents: contents is not specified\n",
+        );
+        // A bad key is a 400 on Gemini; its ErrorInfo reason makes it an auth failure.
+        check(
+            Dialect::Gemini,
+            400,
+            &[],
+            r#"{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]}}"#,
+            "auth 400: API key not valid. Please pass a valid API key.",
         );
     }
 

@@ -4,6 +4,8 @@
 //!   DeepSeek, vLLM, Ollama), streaming and not, with lenient decoding.
 //! - [`AnthropicClient`]: Anthropic Messages, with prompt-cache breakpoints and signed
 //!   thinking round-tripped.
+//! - [`GeminiClient`]: the Gemini API (`generateContent` / `streamGenerateContent`), with
+//!   function calling, thought signatures round-tripped and safety blocks as content filters.
 //! - [`Retrying`]: backoff with jitter on rate limits and transient failures, honouring
 //!   `Retry-After` — the one place calls are retried.
 //! - [`classify()`]: the one place an HTTP failure becomes a typed [`harness_core::ModelError`]
@@ -36,6 +38,7 @@
 
 mod anthropic;
 mod classify;
+mod gemini;
 mod openai;
 mod retry;
 mod scripted;
@@ -48,6 +51,9 @@ mod window;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_MAX_TOKENS};
 pub use classify::{Dialect, classify};
+pub use gemini::{
+    GEMINI_API_VERSION, GeminiClient, GeminiConfig, SIGNATURE_PREFIX, SKIP_SIGNATURE_VALIDATION, SYNTHETIC_ID_PREFIX,
+};
 pub use openai::{MaxTokensField, OpenAiClient, OpenAiConfig};
 pub use retry::{DEFAULT_MAX_RETRY_TIME, RetryNotice, RetryObserver, RetryPolicy, Retrying};
 pub use scripted::{Fallback, Reply, ScriptError, ScriptedError, ScriptedModel, ScriptedToolCall};

@@ -10,6 +10,7 @@
 //! | `vllm:MODEL` | `VLLM_API_KEY` (optional) | `VLLM_BASE_URL`, default `http://127.0.0.1:8000/v1` |
 //! | `openai-compatible:MODEL@BASE_URL` | `OPENAI_API_KEY` (optional) | the explicit `BASE_URL` |
 //! | `glm:MODEL` | `ZHIPUAI_API_KEY` (or `GLM_API_KEY`) | `GLM_BASE_URL`, default `https://open.bigmodel.cn/api/paas/v4` |
+//! | `gemini:MODEL` | `GEMINI_API_KEY` (or `GOOGLE_API_KEY`; optional when `GEMINI_BASE_URL` points elsewhere) | `GEMINI_BASE_URL`, default `https://generativelanguage.googleapis.com/v1beta` |
 //! | `anthropic:MODEL` | `ANTHROPIC_API_KEY` (optional when `ANTHROPIC_BASE_URL` points elsewhere) | `ANTHROPIC_BASE_URL`, default `https://api.anthropic.com` |
 //! | `scripted:PATH` | none | none: plays the JSON script at `PATH` ([`ScriptedModel`]) |
 //!
@@ -17,6 +18,7 @@
 //! The vendors are data ([`PRESETS`]): adding an OpenAI-compatible vendor is one row.
 
 use crate::anthropic::{AnthropicClient, AnthropicConfig};
+use crate::gemini::{GeminiClient, GeminiConfig};
 use crate::openai::{MaxTokensField, OpenAiClient, OpenAiConfig};
 use crate::retry::{RetryObserver, RetryPolicy, Retrying};
 use crate::scripted::{ScriptError, ScriptedModel};
@@ -75,6 +77,7 @@ pub enum ModelConfigError {
 enum Protocol {
     OpenAi,
     Anthropic,
+    Gemini,
 }
 
 /// When a preset needs its key variable.
@@ -184,6 +187,17 @@ const PRESETS: &[Preset] = &[
         key_alias: None,
         base_var: Some("ANTHROPIC_BASE_URL"),
         default_base: "https://api.anthropic.com",
+        base_suffix: "",
+        max_tokens_field: MaxTokensField::MaxTokens,
+        explicit_base: false,
+    },
+    Preset {
+        provider: "gemini",
+        protocol: Protocol::Gemini,
+        key_var: Some(("GEMINI_API_KEY", KeyRule::RequiredForDefaultBase)),
+        key_alias: Some("GOOGLE_API_KEY"),
+        base_var: Some("GEMINI_BASE_URL"),
+        default_base: "https://generativelanguage.googleapis.com/v1beta",
         base_suffix: "",
         max_tokens_field: MaxTokensField::MaxTokens,
         explicit_base: false,
@@ -445,6 +459,13 @@ impl ModelSpec {
                 config.base_url_origin = origin;
                 Arc::new(Retrying::new(AnthropicClient::new(config)?, retry).with_observer(options.observer.clone()))
             }
+            Protocol::Gemini => {
+                let mut config = GeminiConfig::new(model.clone(), base_url);
+                config.api_key = api_key;
+                config.idle_timeout = options.idle_timeout;
+                config.base_url_origin = origin;
+                Arc::new(Retrying::new(GeminiClient::new(config)?, retry).with_observer(options.observer.clone()))
+            }
         })
     }
 }
@@ -585,6 +606,7 @@ mod tests {
             "ollama:llama3@https://gpu.local:11434/v1",
             "anthropic:claude-sonnet-4-5",
             "glm:glm-4.6",
+            "gemini:gemini-2.5-flash",
             "scripted:tests/fixtures/a.json",
         ] {
             let spec = ModelSpec::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -603,7 +625,7 @@ mod tests {
         );
         assert_eq!(
             err("foo:bar"),
-            "unknown model provider `foo`; known providers: openai, dashscope, deepseek, ollama, vllm, openai-compatible, glm, anthropic, scripted"
+            "unknown model provider `foo`; known providers: openai, dashscope, deepseek, ollama, vllm, openai-compatible, glm, anthropic, gemini, scripted"
         );
         assert!(err("openai-compatible:qwen").contains("openai-compatible:MODEL@BASE_URL"));
         assert_eq!(err("openai:"), "invalid model spec `openai:`: the model name is empty");
@@ -642,6 +664,20 @@ mod tests {
         assert_eq!(build_err("glm:glm-4.6", &[("GLM_API_KEY", "k")]), "built glm-4.6");
         assert_eq!(build_err("glm:glm-4.6", &[("ZHIPUAI_API_KEY", "k")]), "built glm-4.6");
         assert_eq!(build_err("openai-compatible:m@http://127.0.0.1:1/v1", &[]), "built m");
+        // Gemini reads GEMINI_API_KEY, or GOOGLE_API_KEY when that is unset; a local base
+        // needs none.
+        assert_eq!(
+            build_err("gemini:gemini-2.5-flash", &[]),
+            "GEMINI_API_KEY is not set; export it or use --model scripted:PATH"
+        );
+        assert_eq!(
+            build_err("gemini:gemini-2.5-flash", &[("GOOGLE_API_KEY", "k")]),
+            "built gemini-2.5-flash"
+        );
+        assert_eq!(
+            build_err("gemini:gemini-2.5-flash", &[("GEMINI_BASE_URL", "http://127.0.0.1:1")]),
+            "built gemini-2.5-flash"
+        );
     }
 
     #[test]

@@ -33,6 +33,12 @@ const KNOWN: &[(&str, u64)] = &[
     ("claude", 200_000),
     ("claude-2.0", 100_000),
     ("claude-instant", 100_000),
+    // Google Gemini (1.5 Flash, 2.0, 2.5 and 3 take 1,048,576 input tokens; 1.5 Pro more)
+    ("gemini-1.5-flash", 1_048_576),
+    ("gemini-1.5-pro", 2_097_152),
+    ("gemini-2.0", 1_048_576),
+    ("gemini-2.5", 1_048_576),
+    ("gemini-3", 1_048_576),
     // DeepSeek
     ("deepseek-chat", 128_000),
     ("deepseek-reasoner", 128_000),
@@ -118,6 +124,9 @@ mod tests {
         assert_eq!(known_context_window("deepseek-chat"), Some(128_000));
         assert_eq!(known_context_window("qwen-plus-latest"), Some(131_072));
         assert_eq!(known_context_window("openai/GPT-4o"), Some(128_000));
+        assert_eq!(known_context_window("gemini-2.5-flash"), Some(1_048_576));
+        assert_eq!(known_context_window("models/gemini-1.5-pro-002"), Some(2_097_152));
+        assert_eq!(known_context_window("gemini-3-pro-preview"), Some(1_048_576));
     }
 
     #[test]

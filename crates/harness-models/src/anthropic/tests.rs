@@ -161,3 +161,32 @@ fn non_streaming_response_decodes() {
         [json!({"key": "k1"})]
     );
 }
+
+#[test]
+fn thinking_signed_by_gemini_is_not_replayed() {
+    let request = ChatRequest {
+        messages: [
+            Msg::user("go"),
+            Msg::new(
+                Role::Assistant,
+                vec![
+                    Block::Thinking {
+                        thinking: "plan".into(),
+                        signature: Some(format!("{}c2ln", crate::gemini::SIGNATURE_PREFIX)),
+                    },
+                    Block::text("done"),
+                ],
+            ),
+            Msg::user("thanks"),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect(),
+        ..ChatRequest::default()
+    };
+    let got = body(&request);
+    assert_eq!(
+        got["messages"][1],
+        json!({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+    );
+}

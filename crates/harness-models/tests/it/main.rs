@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
 mod anthropic;
+mod gemini;
 mod idle;
 mod openai;
 mod server;

@@ -64,6 +64,8 @@ impl Mock {
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub path: String,
+    /// The query string (empty when there is none).
+    pub query: String,
     pub headers: HeaderMap,
     pub body: Value,
 }
@@ -134,6 +136,7 @@ fn respond(state: &State, uri: Uri, headers: HeaderMap, body: Bytes) -> Response
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
     lock(&state.requests).push(Recorded {
         path: uri.path().to_owned(),
+        query: uri.query().unwrap_or_default().to_owned(),
         headers,
         body,
     });
