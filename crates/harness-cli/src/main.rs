@@ -510,8 +510,17 @@ fn main() -> ExitCode {
     // Every credential the process holds is masked in what it prints or logs (also in what
     // dependencies log, e.g. an MCP client logging an expanded URL).
     harness_core::redact::learn_process_env();
+    // A server's operator sees what it refused (a foreign Origin or Host, a request that is
+    // not the API's) without asking for it; other commands print errors only.
+    let default_log = if matches!(cli.command, Command::Serve(_)) {
+        "error,harness_serve=warn"
+    } else {
+        "error"
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG").unwrap_or_else(|_| "error".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG").unwrap_or_else(|_| default_log.into()),
+        )
         .with_writer(|| RedactingStderr)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -13,6 +13,8 @@ use std::process::{Child, Stdio};
 struct Serve {
     child: Child,
     url: String,
+    /// Every stderr line after `listening on`, as it arrives.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Serve {
@@ -42,8 +44,19 @@ impl Serve {
             }
         };
         // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Self { child, url }
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Self { child, url, log }
+    }
+
+    /// The stderr lines so far, joined.
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
     }
 
     /// Sends SIGTERM to the server (our own child, by pid).
@@ -287,4 +300,32 @@ fn serve_agents_adds_more_workspaces_under_their_own_names() {
         stderr.contains("[serve] agents") && stderr.contains("missing"),
         "{stderr}"
     );
+}
+
+/// `harness serve` prints what it refused at its default log level: a request from another
+/// origin is refused (403) and the operator sees a line naming the origin, without setting
+/// `HARNESS_LOG`.
+#[test]
+fn a_refused_cross_origin_request_is_logged_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "");
+    // No model call is made: the request is refused before a turn is queued.
+    let serve = Serve::start(&ws, "http://127.0.0.1:9/v1");
+    let status = runtime().block_on(async {
+        reqwest::Client::new()
+            .post(format!("{}/api/agents/harness/sessions/s1/messages", serve.url))
+            .header("Origin", "http://evil.example")
+            .json(&json!({"message": "run something"}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 403);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !serve.log().contains("evil.example") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let log = serve.log();
+    assert!(log.contains("evil.example") && log.contains("WARN"), "{log}");
 }

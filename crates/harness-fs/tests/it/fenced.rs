@@ -1,6 +1,5 @@
 //! Fenced writes: a filesystem view whose shared writes carry a session lease's fencing token.
 
-use super::p;
 use harness_core::{AgentId, SessionId, UserId};
 use harness_fs::{CallScope, CallWorkspace, Filesystem, IsolationScope, LocalFs};
 use std::sync::Arc;
@@ -33,6 +32,7 @@ async fn local_filesystems_have_no_fenced_view() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_token_writes_nothing_through_any_view() {
+    use super::p;
     use harness_core::{CancellationToken, LeaseKey, SessionLease};
     use harness_fs::{CompositeFs, FsError, KvFs, WriteMode};
     use harness_store::{KvStore, RedisKv, RedisKvConfig, RedisLease, StoreError};
