@@ -196,6 +196,14 @@ async fn read_file_refuses_the_harness_config_and_state_under_every_scope() {
     }
 }
 
+/// A glob or grep result names the ordinary file and none of the planted harness files.
+fn shows_only_the_plain_file(result: &str, planted: &[String], what: &str) {
+    assert!(result.contains("notes/plain.md"), "{what}: {result}");
+    for path in planted {
+        assert!(!result.contains(path.as_str()), "{what} showed {path}: {result}");
+    }
+}
+
 #[tokio::test]
 async fn listing_globbing_and_grepping_leave_the_harness_files_out() {
     for scope in SCOPES {
@@ -209,13 +217,7 @@ async fn listing_globbing_and_grepping_leave_the_harness_files_out() {
             );
         }
         let (result, _) = one_call(dir.path(), scope, "glob_files", json!({"pattern": "**/*"})).await;
-        assert!(result.contains("notes/plain.md"), "{scope:?}: {result}");
-        for path in &planted {
-            assert!(
-                !result.contains(path.as_str()),
-                "{scope:?}: glob listed {path}: {result}"
-            );
-        }
+        shows_only_the_plain_file(&result, &planted, &format!("{scope:?}: glob"));
         let (result, _) = one_call(
             dir.path(),
             scope,
@@ -225,13 +227,7 @@ async fn listing_globbing_and_grepping_leave_the_harness_files_out() {
         .await;
         assert!(result.contains("is refused"), "{scope:?}: {result}");
         let (result, _) = one_call(dir.path(), scope, "grep_files", json!({"pattern": SECRET})).await;
-        assert!(result.contains("notes/plain.md"), "{scope:?}: {result}");
-        for path in &planted {
-            assert!(
-                !result.contains(path.as_str()),
-                "{scope:?}: grep searched {path}: {result}"
-            );
-        }
+        shows_only_the_plain_file(&result, &planted, &format!("{scope:?}: grep"));
         let (result, _) = one_call(
             dir.path(),
             scope,
