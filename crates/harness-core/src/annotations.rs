@@ -40,6 +40,11 @@ pub struct ToolAnnotations {
     /// the value of [`is_read_only`](Self::is_read_only)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_safe: Option<bool>,
+    /// The tool acts only on the agent's own session: its plan, its task list, or child
+    /// agents that inherit its restrictions (plan mode lets such tools run). Set only in
+    /// code — never read from a tool server's claims, so it is not (de)serialised.
+    #[serde(skip)]
+    pub agent_local: bool,
 }
 
 impl ToolAnnotations {
@@ -51,7 +56,21 @@ impl ToolAnnotations {
             idempotent: None,
             open_world: None,
             concurrency_safe: None,
+            agent_local: false,
         }
+    }
+
+    /// Marks the tool as acting only on the agent's own session (see
+    /// [`agent_local`](Self::agent_local)).
+    #[must_use]
+    pub const fn agent_local(mut self) -> Self {
+        self.agent_local = true;
+        self
+    }
+
+    /// Whether the tool acts only on the agent's own session.
+    pub const fn is_agent_local(&self) -> bool {
+        self.agent_local
     }
 
     /// Marks the tool read-only (and so, unless said otherwise, concurrency-safe).
@@ -132,6 +151,7 @@ impl ToolAnnotations {
             && self.idempotent.is_none()
             && self.open_world.is_none()
             && self.concurrency_safe.is_none()
+            && !self.agent_local
     }
 }
 

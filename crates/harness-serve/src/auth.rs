@@ -28,7 +28,7 @@ impl Auth {
     /// # Errors
     /// [`ServeError::Key`] naming the entry whose hash is not 64 hex digits or whose user is
     /// not a valid id.
-    pub(crate) fn new(keys: &[harness::ServeKey]) -> Result<Self, ServeError> {
+    pub(crate) fn new(keys: &[crate::ServeKey]) -> Result<Self, ServeError> {
         let mut parsed = Vec::with_capacity(keys.len());
         for (index, key) in keys.iter().enumerate() {
             let invalid = |message: String| ServeError::Key { index, message };
@@ -90,12 +90,12 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
 mod tests {
     use super::*;
 
-    fn key(user: &str, secret: &str) -> harness::ServeKey {
+    fn key(user: &str, secret: &str) -> crate::ServeKey {
         hashed(user, &hex::encode(Sha256::digest(secret.as_bytes())))
     }
 
-    fn hashed(user: &str, sha256: &str) -> harness::ServeKey {
-        harness::ServeKey {
+    fn hashed(user: &str, sha256: &str) -> crate::ServeKey {
+        crate::ServeKey {
             user: user.to_owned(),
             sha256: sha256.to_owned(),
         }

@@ -33,10 +33,12 @@ mod native;
 mod openai;
 mod owners;
 mod queue;
+mod section;
 mod wire;
 
 pub use auth::USER_HEADER;
 pub use guard::{MAX_BODY_BYTES, REQUEST_HEADER};
+pub use section::{SECTION, ServeKey, ServeSection, sections};
 pub use wire::{WireEvent, WireKind, WireSource};
 
 use auth::Auth;
@@ -92,7 +94,7 @@ pub struct ServeOptions {
     pub max_queued_per_session: usize,
     /// `[[serve.keys]]`: SHA-256 hashes of API keys and their users. Empty: no
     /// authentication, the user comes from `X-Harness-User` (loopback binds only).
-    pub keys: Vec<harness::ServeKey>,
+    pub keys: Vec<ServeKey>,
     /// Events kept per turn for replay.
     pub replay_events: usize,
     /// After a shutdown signal: how long running turns may go on before they are cancelled.
@@ -140,7 +142,7 @@ impl ServeOptions {
     /// # Errors
     /// [`ServeError::Config`] for `max_queued_per_session = 0`, a zero timeout or cap, or a
     /// `cors_origins` entry that is not an origin (`scheme://host[:port]`).
-    pub fn from_section(section: Option<&harness::ServeSection>) -> Result<Self, ServeError> {
+    pub fn from_section(section: Option<&ServeSection>) -> Result<Self, ServeError> {
         let mut options = Self::default();
         if let Some(section) = section {
             if let Some(max) = section.max_queued_per_session {

@@ -1,6 +1,9 @@
 //! [`HarnessAgent`]: the kernel plus the workspace, sessions and isolation.
 
-use crate::capability::{Assembly, Capabilities, Capability, CapabilityError, Layer, REGISTRY, Settings, Setup};
+use crate::capability::{
+    Assembly, Capabilities, Capability, CapabilityError, ChildAgent, ChildSpec, Inherited, Layer, Recipe, Registration,
+    Settings, Setup, ToolAllowList,
+};
 use crate::config::HarnessConfig;
 use crate::session::SessionPersistence;
 use crate::workspace::WorkspaceManager;
@@ -10,6 +13,7 @@ use harness_core::{
 };
 use harness_fs::{Filesystem, IsolationScope, WsPath};
 use harness_memory::Memory;
+use std::any::Any;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -88,13 +92,14 @@ pub struct HarnessAgentBuilder {
     tools: Vec<Arc<dyn Tool>>,
     middleware: Vec<Arc<dyn Middleware>>,
     capabilities: Vec<Arc<dyn Capability>>,
+    registrations: Vec<Registration>,
     filesystem: Option<Arc<dyn Filesystem>>,
     state_store: Option<Arc<dyn StateStore>>,
     cross_process_lock: Option<bool>,
     settings: Settings,
     session_lease: Option<Arc<dyn SessionLease>>,
     write_fence: Option<crate::state::WriteFence>,
-    extensions: Option<Arc<crate::extensions::Extensions>>,
+    depth: u32,
 }
 
 impl HarnessAgentBuilder {
@@ -159,11 +164,51 @@ impl HarnessAgentBuilder {
         self
     }
 
-    /// Adds a capability of the caller's own, after the built-in ones: its tools, its
-    /// middlewares at their [`Layer`](crate::capability::Layer)s, its prompt parts, its
-    /// session slots and its shutdown.
+    /// Adds a capability of the caller's own, already built, after the built-in and
+    /// registered ones: its tools, its middlewares at their
+    /// [`Layer`](crate::capability::Layer)s, its prompt parts, its session slots and its
+    /// shutdown. Children share it.
     pub fn capability(mut self, capability: Arc<dyn Capability>) -> Self {
         self.capabilities.push(capability);
+        self
+    }
+
+    /// Registers a capability of the caller's own, built for this agent (and for each of its
+    /// children) after the built-in ones, exactly like them: its build function sees the
+    /// [`Setup`] (its section of `harness.toml`, its builder settings, what earlier
+    /// capabilities provided). Its section must also be known when the file is parsed
+    /// ([`HarnessConfig::parse_with`], [`WorkspaceLoader::register`](crate::WorkspaceLoader::register)).
+    pub fn register(mut self, registration: Registration) -> Self {
+        self.registrations.push(registration);
+        self
+    }
+
+    /// Stores a builder setting of type `T`, read by the capability that defines `T`
+    /// ([`Setup::take`]).
+    pub fn setting<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.settings.insert(value);
+        self
+    }
+
+    /// Starts from what a parent agent's children keep of it ([`Inherited`]): its workspace,
+    /// filesystem, configuration, tools, middlewares, capabilities, registrations, prompt,
+    /// step limit, lease, state store and each capability's resolved settings. Used by the
+    /// capabilities that build child agents.
+    pub fn inherit(mut self, from: &Inherited) -> Self {
+        self.workspace = Some(from.root.clone());
+        self.filesystem = from.filesystem.clone();
+        self.config = from.config.clone();
+        self.isolation = Some(from.isolation);
+        self.tools.extend(from.tools.iter().cloned());
+        self.middleware.extend(from.middleware.iter().cloned());
+        self.capabilities.extend(from.capabilities.iter().cloned());
+        self.registrations.extend(from.registrations.iter().copied());
+        self.sys_prompt = from.sys_prompt.clone();
+        self.max_iters = from.max_iters;
+        self.session_lease = from.session_lease.clone();
+        self.state_store = from.state_store.clone();
+        self.depth = from.depth + 1;
+        from.apply(&mut self.settings);
         self
     }
 
@@ -205,12 +250,6 @@ impl HarnessAgentBuilder {
         self
     }
 
-    /// Stores a capability's builder setting (its module defines the type and the method).
-    pub(crate) fn setting<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
-        self.settings.insert(value);
-        self
-    }
-
     /// The capability settings, for settings that accumulate.
     pub(crate) fn settings_mut(&mut self) -> &mut Settings {
         &mut self.settings
@@ -220,14 +259,6 @@ impl HarnessAgentBuilder {
     /// are built from it, so they get the same setting).
     pub(crate) fn config_mut(&mut self) -> &mut HarnessConfig {
         &mut self.config
-    }
-
-    /// MCP tools, skills, on-demand groups and `tools.json`'s allow/deny (applied to every
-    /// tool, built-ins included). They join the agent as a capability:
-    /// [`HarnessAgent::shutdown`] stops their MCP servers.
-    pub fn extensions(mut self, extensions: Arc<crate::extensions::Extensions>) -> Self {
-        self.extensions = Some(extensions);
-        self
     }
 
     /// Validates and builds.
@@ -285,20 +316,34 @@ impl HarnessAgentBuilder {
             ))
         });
 
-        // What a subagent inherits: the parent's own tools, middlewares and capabilities (a
-        // permission capability or middleware on the parent applies to its children).
-        self.settings.insert(crate::subagents::Inherited {
+        // What a child inherits: the parent's own tools, middlewares, capabilities and
+        // registrations (a permission capability or middleware on the parent applies to its
+        // children), then each capability's resolved settings, recorded while it is built.
+        let sys_prompt = self.sys_prompt.clone().or_else(|| file.sys_prompt.clone());
+        let max_iters = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new));
+        let mut inherited = Inherited {
             tools: self.tools.clone(),
             middleware: self.middleware.clone(),
             capabilities: self.capabilities.clone(),
-            extensions: self.extensions.clone(),
-            sys_prompt: self.sys_prompt.clone().or_else(|| file.sys_prompt.clone()),
-            max_iters: self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)),
+            registrations: self.registrations.clone(),
+            sys_prompt: sys_prompt.clone(),
+            max_iters,
             session_lease: self.session_lease.clone(),
             state_store: self.state_store.clone(),
-        });
-        let allow = self.settings.remove::<crate::subagents::ToolAllowList>();
-        let (capabilities, mut provided) = assemble_capabilities(
+            config: self.config.clone(),
+            root: root.clone(),
+            filesystem: Some(Arc::clone(workspace.filesystem())),
+            isolation: scope,
+            depth: self.depth,
+            ..Inherited::default()
+        };
+        let recipe = Recipe::new(build_child);
+        let allow = self.settings.remove::<ToolAllowList>();
+        let registrations: Vec<Registration> = crate::builtins::registrations()
+            .into_iter()
+            .chain(self.registrations.iter().copied())
+            .collect();
+        let (capabilities, provided) = assemble_capabilities(
             Setup {
                 config: &self.config,
                 settings: &mut self.settings,
@@ -308,37 +353,34 @@ impl HarnessAgentBuilder {
                 root: &root,
                 isolation: scope,
                 provided: Settings::default(),
+                inherited: &mut inherited,
+                recipe: recipe.clone(),
+                depth: self.depth,
             },
-            self.capabilities
-                .into_iter()
-                .chain(self.extensions.iter().map(|extensions| {
-                    Arc::new(crate::extensions::ExtensionsCapability::new(Arc::clone(extensions)))
-                        as Arc<dyn Capability>
-                }))
-                .collect(),
+            &registrations,
+            self.capabilities,
         )?;
-        let memory = provided.remove::<Memory>();
-        let permissions = provided.remove::<Arc<crate::permissions::Policy>>();
-        let subagents = provided.remove::<crate::subagents::Handle>();
+        recipe.set(inherited);
         let mut kernel = ReActAgent::builder()
             .name(name)
             .shared_model(model)
-            .sys_prompt(self.sys_prompt.or(file.sys_prompt).unwrap_or_default())
+            .sys_prompt(sys_prompt.unwrap_or_default())
             .state_store(store);
         let mut tools = self.tools;
         for capability in capabilities.0.iter() {
             tools.extend(capability.tools());
         }
-        // tools.json's allow/deny applies after every tool is registered, built-ins included.
-        if let Some(extensions) = &self.extensions {
-            tools = extensions.filter().apply(tools);
+        // Filters (tools.json's allow/deny) apply after every tool is registered, built-ins
+        // included.
+        for capability in capabilities.0.iter() {
+            capability.filter_tools(&mut tools);
         }
-        // A subagent's declared allow-list narrows what it inherited.
-        if let Some(crate::subagents::ToolAllowList(allow)) = allow {
+        // A child's declared allow-list narrows what it inherited.
+        if let Some(ToolAllowList(allow)) = allow {
             tools.retain(|tool| allow.iter().any(|name| *name == tool.spec().name));
         }
         kernel = kernel.tools(tools);
-        if let Some(max) = self.max_iters.or_else(|| file.max_iters.and_then(NonZeroU32::new)) {
+        if let Some(max) = max_iters {
             kernel = kernel.max_iters(max);
         }
         // User middlewares outermost, then every capability's, ordered by layer.
@@ -373,12 +415,42 @@ impl HarnessAgentBuilder {
             lease,
             write_fence: self.write_fence,
             sessions,
-            memory,
-            permissions,
-            subagents,
+            provided: Arc::new(provided),
             capabilities,
             onion,
         })
+    }
+}
+
+/// Builds a child agent for a capability that runs children ([`Recipe::build_child`]).
+fn build_child(spec: ChildSpec) -> Result<Arc<dyn ChildAgent>, harness_core::BoxError> {
+    let mut builder = HarnessAgent::builder()
+        .inherit(&spec.inherited)
+        .name(spec.name)
+        .shared_model(spec.model)
+        .sys_prompt(spec.sys_prompt);
+    if let Some(steps) = spec.max_iters {
+        builder = builder.max_iters(steps);
+    }
+    builder.settings.extend(spec.settings);
+    for middleware in spec.middleware {
+        builder = builder.middleware(middleware);
+    }
+    Ok(Arc::new(builder.build()?))
+}
+
+#[async_trait::async_trait]
+impl ChildAgent for HarnessAgent {
+    fn stream(&self, input: AgentInput, ctx: RuntimeContext) -> AgentStream {
+        HarnessAgent::stream(self, input, ctx)
+    }
+
+    fn resume_stream(&self, decisions: Vec<harness_core::ApprovalDecision>, ctx: RuntimeContext) -> AgentStream {
+        HarnessAgent::resume_stream(self, decisions, ctx)
+    }
+
+    async fn shutdown(&self, timeout: std::time::Duration) {
+        HarnessAgent::shutdown(self, timeout).await;
     }
 }
 
@@ -387,11 +459,12 @@ impl HarnessAgentBuilder {
 /// memory is on, the permission policy when permissions are on).
 fn assemble_capabilities(
     mut setup: Setup<'_>,
+    registrations: &[Registration],
     extra: Vec<Arc<dyn Capability>>,
 ) -> Result<(Capabilities, Settings), BuildError> {
     let mut built = Vec::new();
-    for registration in REGISTRY {
-        if let Some(capability) = (registration.build)(&mut setup)? {
+    for registration in registrations {
+        if let Some(capability) = registration.build(&mut setup)? {
             built.push(capability);
         }
     }
@@ -427,9 +500,9 @@ pub struct HarnessAgent {
     lease: Arc<dyn SessionLease>,
     write_fence: Option<crate::state::WriteFence>,
     sessions: Arc<SessionPersistence>,
-    memory: Option<Memory>,
-    permissions: Option<Arc<crate::permissions::Policy>>,
-    subagents: Option<crate::subagents::Handle>,
+    /// What the capabilities provided while the agent was built (typed facts: memory's
+    /// handle, the permission policy, ...).
+    provided: Arc<Settings>,
     capabilities: Capabilities,
     onion: Arc<[&'static str]>,
 }
@@ -488,20 +561,21 @@ impl HarnessAgent {
         &self.onion
     }
 
-    /// The subagent runtime, when subagents are on.
-    pub(crate) fn subagents_handle(&self) -> Option<&crate::subagents::Handle> {
-        self.subagents.as_ref()
+    /// A value of type `T` a capability provided while this agent was built (a typed
+    /// fact, e.g. memory's [`Memory`] handle).
+    pub fn provided<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.provided.get::<T>()
     }
 
     /// Long-term memory, when enabled.
     pub fn memory(&self) -> Option<&Memory> {
-        self.memory.as_ref()
+        self.provided::<Memory>()
     }
 
     /// The permission policy, when permissions are on. A child agent built from this one
-    /// keeps [`Policy::inherited`](crate::permissions::Policy::inherited).
-    pub fn permission_policy(&self) -> Option<&Arc<crate::permissions::Policy>> {
-        self.permissions.as_ref()
+    /// keeps [`Policy::inherited`](harness_policy::Policy::inherited).
+    pub fn permission_policy(&self) -> Option<&Arc<harness_policy::Policy>> {
+        self.provided::<Arc<harness_policy::Policy>>()
     }
 
     /// Writes the queued session-index updates (`sessions.json` is written behind, at most

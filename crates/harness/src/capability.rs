@@ -15,12 +15,20 @@
 //! `deny_unknown_fields` and its key); [`HarnessConfig::parse`](crate::HarnessConfig::parse)
 //! checks every registered section, so a typo is an error at load time that names the key.
 //!
-//! The built-in capabilities are listed once, in `REGISTRY`, in build order: a capability
-//! may use what an earlier one provided (`Setup::provide`) (compaction asks for memory's
-//! handle to flush facts before it replaces messages). Adding one means writing its module
-//! (its `Registration`, its config section, its builder setting) and one line in
-//! `REGISTRY`. Callers add their own with
-//! [`HarnessAgentBuilder::capability`](crate::HarnessAgentBuilder::capability).
+//! A capability joins an agent through a [`Registration`]: its name, the section it owns and
+//! the function that builds it for one agent from a [`Setup`] (the builder's settings, the
+//! configuration, the model, the workspace, and what earlier capabilities
+//! [provided](Setup::provide)). This module knows no capability: the built-in ones are listed
+//! once, in build order, by the composition root (`crate::builtins`), and callers add their
+//! own with [`HarnessAgentBuilder::register`](crate::HarnessAgentBuilder::register) (or an
+//! already built one with [`HarnessAgentBuilder::capability`](crate::HarnessAgentBuilder::capability)).
+//! Capabilities that need each other meet through typed facts ([`crate::facts`], values
+//! provided at build time, or on the call context), never through imports; a tidy test keeps
+//! it so.
+//!
+//! What a child agent keeps of its parent is explicit: a capability records its resolved
+//! settings with [`Setup::inherit`], and a child built from the parent's [`Inherited`] starts
+//! from them.
 
 use crate::config::HarnessConfig;
 use crate::workspace::WorkspaceManager;
@@ -30,23 +38,6 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-
-/// The built-in capabilities, in build order (the onion order is each middleware's
-/// [`Layer`]).
-pub(crate) const REGISTRY: &[Registration] = &[
-    crate::tools::files::REGISTRATION,
-    crate::tools::shell::REGISTRATION,
-    crate::memory::REGISTRATION,
-    crate::compaction::capability::REGISTRATION,
-    crate::eviction::REGISTRATION,
-    // Before permissions: plan mode turns the permission check on.
-    crate::plan_mode::REGISTRATION,
-    // Before subagents: children are built with the parent's inherited policy.
-    crate::permissions::REGISTRATION,
-    crate::subagents::REGISTRATION,
-    crate::prompt::REGISTRATION,
-    crate::task_list::REGISTRATION,
-];
 
 /// The key of a typed session slot a capability keeps: only made from a
 /// [`SessionSlot`](harness_core::SessionSlot) type, so a declaration names the type whose
@@ -135,7 +126,15 @@ pub trait Capability: Send + Sync + 'static {
         &[]
     }
 
+    /// Narrows the agent's final tool list (every capability's tools and the builder's are
+    /// in it), e.g. an allow/deny list. Called in registration order.
+    fn filter_tools(&self, tools: &mut Vec<Arc<dyn Tool>>) {
+        let _ = tools;
+    }
+
     /// Finishes background work before `deadline`; what is left is abandoned (and logged).
+    /// Capabilities shut down last registered first, so one that depends on an earlier one
+    /// (background children on the MCP servers they call) ends before it.
     async fn shutdown(&self, deadline: tokio::time::Instant) {
         let _ = deadline;
     }
@@ -165,32 +164,88 @@ pub trait ConfigSection: DeserializeOwned + Send + Sync + 'static {
     const KEY: &'static str;
 }
 
-/// Builds a registered capability, or `None` when it is turned off.
-pub(crate) type BuildFn = fn(&mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError>;
+/// Builds a registered capability for one agent, or `None` when it is turned off.
+pub type BuildFn = fn(&mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError>;
 
 /// A section check: parses the value, reports the parser's message.
-pub(crate) type SectionCheck = fn(toml::Value) -> Result<(), String>;
+pub type SectionCheck = fn(toml::Value) -> Result<(), String>;
 
-/// How a built-in capability is made for one agent: an entry of `REGISTRY`.
+/// How a capability is made for one agent: its name, the `harness.toml` section it owns
+/// (checked when the file is parsed) and its build function. Built-in capabilities and a
+/// caller's own use the same type.
+///
+/// ```
+/// use harness::capability::{Capability, ConfigSection, Registration};
+/// #[derive(serde::Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct Greeting { text: String }
+/// impl ConfigSection for Greeting { const KEY: &'static str = "greeting"; }
+/// struct Greeter;
+/// impl Capability for Greeter { fn name(&self) -> &'static str { "greeter" } }
+/// const GREETER: Registration = Registration::new("greeter", |setup| {
+///     let on = setup.section::<Greeting>()?.is_some();
+///     Ok(on.then(|| std::sync::Arc::new(Greeter) as std::sync::Arc<dyn Capability>))
+/// })
+/// .with_section::<Greeting>();
+/// assert_eq!(GREETER.section_key(), Some("greeting"));
+/// ```
 #[derive(Clone, Copy)]
-pub(crate) struct Registration {
-    /// The `harness.toml` key it owns, with its check; `None` when it owns none (or its
-    /// section is still a typed field of [`HarnessConfig`]).
-    pub(crate) section: Option<(&'static str, SectionCheck)>,
-    /// Builds the capability, or `None` when it is turned off.
-    pub(crate) build: BuildFn,
+pub struct Registration {
+    name: &'static str,
+    section: Option<(&'static str, SectionCheck)>,
+    build: BuildFn,
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.name)
+            .field("section", &self.section_key())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Registration {
-    /// A registration owning no section.
-    pub(crate) const fn new(build: BuildFn) -> Self {
-        Self { section: None, build }
+    /// A registration named `name` (for errors) owning no section.
+    pub const fn new(name: &'static str, build: BuildFn) -> Self {
+        Self {
+            name,
+            section: None,
+            build,
+        }
     }
 
-    /// A registration owning `T`'s section.
-    pub(crate) const fn with_section<T: ConfigSection>(mut self) -> Self {
+    /// A registration that only owns `T`'s section and builds nothing (a section another
+    /// layer reads, such as `harness-serve`'s `[serve]`).
+    pub const fn section_only<T: ConfigSection>(name: &'static str) -> Self {
+        Self::new(name, |_| Ok(None)).with_section::<T>()
+    }
+
+    /// This registration also owns `T`'s section.
+    pub const fn with_section<T: ConfigSection>(mut self) -> Self {
         self.section = Some((T::KEY, check_section::<T>));
         self
+    }
+
+    /// The capability's name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The key of the section it owns.
+    pub const fn section_key(&self) -> Option<&'static str> {
+        match self.section {
+            Some((key, _)) => Some(key),
+            None => None,
+        }
+    }
+
+    /// Builds it for one agent.
+    ///
+    /// # Errors
+    /// What the build function refuses.
+    pub fn build(&self, setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
+        (self.build)(setup)
     }
 }
 
@@ -198,13 +253,45 @@ fn check_section<T: ConfigSection>(value: toml::Value) -> Result<(), String> {
     value.try_into::<T>().map(drop).map_err(|err| err.message().to_owned())
 }
 
-/// The registered section check for `key`, if a capability owns it.
-pub(crate) fn section_check(key: &str) -> Option<SectionCheck> {
-    REGISTRY
-        .iter()
-        .filter_map(|registration| registration.section)
-        .find(|(owned, _)| *owned == key)
-        .map(|(_, check)| check)
+/// The `harness.toml` sections a parse accepts beside the agent's own (`[agent]`,
+/// `[filesystem]`, `[state]`, `[model]`): one per registration that owns one. A section no
+/// registration owns is an error naming it.
+#[derive(Debug, Clone, Default)]
+pub struct Sections(Vec<Registration>);
+
+impl Sections {
+    /// The sections of `registrations`.
+    pub fn of(registrations: impl IntoIterator<Item = Registration>) -> Self {
+        Self(registrations.into_iter().filter(|r| r.section.is_some()).collect())
+    }
+
+    /// The built-in capabilities' sections.
+    pub fn builtin() -> Self {
+        Self::of(crate::builtins::registrations())
+    }
+
+    /// These sections and `registration`'s.
+    #[must_use]
+    pub fn with(mut self, registration: Registration) -> Self {
+        if registration.section.is_some() {
+            self.0.push(registration);
+        }
+        self
+    }
+
+    /// The check of `key`, if a registration owns it.
+    pub(crate) fn check(&self, key: &str) -> Option<SectionCheck> {
+        self.0
+            .iter()
+            .filter_map(|registration| registration.section)
+            .find(|(owned, _)| *owned == key)
+            .map(|(_, check)| check)
+    }
+
+    /// The owned keys, for messages.
+    pub fn keys(&self) -> Vec<&'static str> {
+        self.0.iter().filter_map(Registration::section_key).collect()
+    }
 }
 
 /// Why a capability could not be built.
@@ -229,25 +316,42 @@ impl CapabilityError {
 }
 
 /// Builder-level values keyed by type: each capability defines its own setting types and
-/// the builder method that stores them, so the builder knows no capability.
+/// the builder method that stores them ([`HarnessAgentBuilder::setting`](crate::HarnessAgentBuilder::setting)),
+/// so the builder knows no capability.
 #[derive(Default)]
-pub(crate) struct Settings(HashMap<TypeId, Box<dyn Any + Send + Sync>>);
+pub struct Settings(HashMap<TypeId, Box<dyn Any + Send + Sync>>);
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings").field("values", &self.0.len()).finish()
+    }
+}
 
 impl Settings {
-    pub(crate) fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+    /// Stores `value` (replacing one of the same type).
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
         self.0.insert(TypeId::of::<T>(), Box::new(value));
     }
 
-    pub(crate) fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+    /// The value of type `T`.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.0.get(&TypeId::of::<T>()).and_then(|value| value.downcast_ref())
     }
 
-    pub(crate) fn remove<T: Any + Send + Sync>(&mut self) -> Option<T> {
+    /// Moves every value of `other` in (replacing values of the same types).
+    pub fn extend(&mut self, other: Settings) {
+        self.0.extend(other.0);
+    }
+
+    /// Takes the value of type `T` out.
+    pub fn remove<T: Any + Send + Sync>(&mut self) -> Option<T> {
         let value = self.0.remove(&TypeId::of::<T>())?;
         value.downcast().ok().map(|boxed| *boxed)
     }
 
-    pub(crate) fn get_or_default<T: Any + Send + Sync + Default>(&mut self) -> &mut T {
+    /// The value of type `T`, inserted as `T::default()` when missing (for settings that
+    /// accumulate).
+    pub fn get_or_default<T: Any + Send + Sync + Default>(&mut self) -> &mut T {
         let slot = self
             .0
             .entry(TypeId::of::<T>())
@@ -260,8 +364,88 @@ impl Settings {
     }
 }
 
-/// What a `Registration` sees while the agent is built.
-pub(crate) struct Setup<'a> {
+/// A setting a child agent starts from: cloned into each child's builder.
+type InheritFn = Arc<dyn Fn(&mut Settings) + Send + Sync>;
+
+/// What a child agent keeps of its parent, explicitly: the parent's own tools, middlewares,
+/// capabilities and registrations, its base prompt and step limit, its lease and state
+/// store, its configuration, and each capability's resolved settings as that capability
+/// recorded them ([`Setup::inherit`]). A child is built with
+/// [`HarnessAgentBuilder::inherit`](crate::HarnessAgentBuilder::inherit), then narrowed by its
+/// declaration.
+#[derive(Clone, Default)]
+pub struct Inherited {
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
+    pub(crate) capabilities: Vec<Arc<dyn Capability>>,
+    pub(crate) registrations: Vec<Registration>,
+    pub(crate) sys_prompt: Option<String>,
+    pub(crate) max_iters: Option<std::num::NonZeroU32>,
+    pub(crate) session_lease: Option<Arc<dyn harness_core::SessionLease>>,
+    pub(crate) state_store: Option<Arc<dyn harness_core::StateStore>>,
+    pub(crate) config: HarnessConfig,
+    pub(crate) root: std::path::PathBuf,
+    pub(crate) filesystem: Option<Arc<dyn harness_fs::Filesystem>>,
+    pub(crate) isolation: harness_fs::IsolationScope,
+    /// The parent's depth (0 for an agent that is nobody's child).
+    pub(crate) depth: u32,
+    pub(crate) settings: Vec<(TypeId, &'static str, InheritFn)>,
+}
+
+impl std::fmt::Debug for Inherited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inherited")
+            .field("tools", &self.tools.len())
+            .field("capabilities", &self.capabilities.len())
+            .field("settings", &self.setting_names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inherited {
+    /// Records `value` as a setting children start from (replacing an earlier one of its
+    /// type).
+    pub fn insert<T: Any + Clone + Send + Sync>(&mut self, value: T) {
+        let id = TypeId::of::<T>();
+        self.settings.retain(|(other, _, _)| *other != id);
+        self.settings.push((
+            id,
+            std::any::type_name::<T>(),
+            Arc::new(move |settings: &mut Settings| settings.insert(value.clone())),
+        ));
+    }
+
+    /// The type names of the inherited settings, in the order they were recorded (for
+    /// tests and `Debug`).
+    pub fn setting_names(&self) -> Vec<&'static str> {
+        self.settings.iter().map(|(_, name, _)| *name).collect()
+    }
+
+    /// Whether a setting of type `T` is inherited.
+    pub fn has<T: Any>(&self) -> bool {
+        self.settings.iter().any(|(id, _, _)| *id == TypeId::of::<T>())
+    }
+
+    /// The parent's configuration (a child is built from it).
+    pub fn config(&self) -> &HarnessConfig {
+        &self.config
+    }
+
+    /// The parent's depth: 0 for an agent that is nobody's child.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Seeds a child's builder settings.
+    pub(crate) fn apply(&self, settings: &mut Settings) {
+        for (_, _, apply) in &self.settings {
+            apply(settings);
+        }
+    }
+}
+
+/// What a [`Registration`] sees while the agent is built.
+pub struct Setup<'a> {
     pub(crate) config: &'a HarnessConfig,
     pub(crate) settings: &'a mut Settings,
     pub(crate) model: &'a Arc<dyn ChatModel>,
@@ -270,16 +454,120 @@ pub(crate) struct Setup<'a> {
     pub(crate) root: &'a Path,
     pub(crate) isolation: harness_fs::IsolationScope,
     pub(crate) provided: Settings,
+    pub(crate) inherited: &'a mut Inherited,
+    pub(crate) recipe: Recipe,
+    pub(crate) depth: u32,
 }
+
+/// The parent's [`Inherited`], complete once the agent is built, and how to build a child
+/// from it: a capability that runs child agents keeps this and uses it at spawn time.
+#[derive(Clone)]
+pub struct Recipe {
+    inherited: Arc<std::sync::OnceLock<Inherited>>,
+    build: BuildChildFn,
+}
+
+impl std::fmt::Debug for Recipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Recipe").field(&self.inherited.get()).finish()
+    }
+}
+
+/// Builds a child agent from a [`ChildSpec`] (the agent module's builder).
+pub type BuildChildFn = fn(ChildSpec) -> Result<Arc<dyn ChildAgent>, harness_core::BoxError>;
+
+/// A child agent to build: the parent's recipe, narrowed by the child's declaration.
+#[non_exhaustive]
+pub struct ChildSpec {
+    /// The parent's recipe.
+    pub inherited: Inherited,
+    /// The child's agent name.
+    pub name: String,
+    /// Its model.
+    pub model: Arc<dyn ChatModel>,
+    /// Its base prompt (its persona).
+    pub sys_prompt: String,
+    /// Its step limit, over the inherited one.
+    pub max_iters: Option<std::num::NonZeroU32>,
+    /// Builder settings over the inherited ones (e.g. a tool allow-list).
+    pub settings: Settings,
+    /// Middlewares outside the inherited ones.
+    pub middleware: Vec<Arc<dyn Middleware>>,
+}
+
+impl ChildSpec {
+    /// A child named `name` on `model` with the persona `sys_prompt`, from `inherited`.
+    pub fn new(inherited: Inherited, name: String, model: Arc<dyn ChatModel>, sys_prompt: String) -> Self {
+        Self {
+            inherited,
+            name,
+            model,
+            sys_prompt,
+            max_iters: None,
+            settings: Settings::default(),
+            middleware: Vec::new(),
+        }
+    }
+}
+
+/// A built child agent as the capability that runs it sees it.
+#[async_trait::async_trait]
+pub trait ChildAgent: Send + Sync {
+    /// Runs one turn, yielding its events.
+    fn stream(&self, input: harness_core::AgentInput, ctx: harness_core::RuntimeContext) -> harness_core::AgentStream;
+    /// Resumes a turn that waits for approval, yielding its events.
+    fn resume_stream(
+        &self,
+        decisions: Vec<harness_core::ApprovalDecision>,
+        ctx: harness_core::RuntimeContext,
+    ) -> harness_core::AgentStream;
+    /// Finishes the child's own background work within `timeout`.
+    async fn shutdown(&self, timeout: std::time::Duration);
+}
+
+impl Recipe {
+    pub(crate) fn new(build: BuildChildFn) -> Self {
+        Self {
+            inherited: Arc::default(),
+            build,
+        }
+    }
+
+    /// The parent's recipe; `None` only while the parent is still being built.
+    pub fn get(&self) -> Option<&Inherited> {
+        self.inherited.get()
+    }
+
+    /// Builds a child agent.
+    ///
+    /// # Errors
+    /// What the child's build refuses (its configuration, its tools).
+    pub fn build_child(&self, spec: ChildSpec) -> Result<Arc<dyn ChildAgent>, harness_core::BoxError> {
+        (self.build)(spec)
+    }
+
+    pub(crate) fn set(&self, inherited: Inherited) {
+        // Set once, by the build that made this recipe.
+        let _ = self.inherited.set(inherited);
+    }
+}
+
+/// A child's allow-list over the tools it inherited: a builder setting the agent applies
+/// after every capability's tools and filters.
+#[derive(Debug, Clone)]
+pub struct ToolAllowList(pub Vec<String>);
 
 impl Setup<'_> {
     /// The builder's value of type `T`, taken (each setting has one reader).
-    pub(crate) fn take<T: Any + Send + Sync>(&mut self) -> Option<T> {
+    pub fn take<T: Any + Send + Sync>(&mut self) -> Option<T> {
         self.settings.remove::<T>()
     }
 
     /// `T`'s section of `harness.toml`, parsed (`None` when absent).
-    pub(crate) fn section<T: ConfigSection>(&self) -> Result<Option<T>, CapabilityError> {
+    ///
+    /// # Errors
+    /// [`CapabilityError`] naming the section when it does not parse.
+    pub fn section<T: ConfigSection>(&self) -> Result<Option<T>, CapabilityError> {
         self.config
             .capability_section(T::KEY)
             .cloned()
@@ -288,14 +576,59 @@ impl Setup<'_> {
             .map_err(|err| CapabilityError::new(T::KEY, err.message().to_owned()))
     }
 
-    /// Makes `value` available to capabilities built later.
-    pub(crate) fn provide<T: Any + Send + Sync>(&mut self, value: T) {
+    /// Makes `value` available to capabilities built later (a typed fact).
+    pub fn provide<T: Any + Send + Sync>(&mut self, value: T) {
         self.provided.insert(value);
     }
 
     /// A value an earlier capability provided.
-    pub(crate) fn provided<T: Any + Send + Sync>(&self) -> Option<&T> {
+    pub fn provided<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.provided.get::<T>()
+    }
+
+    /// Records `value` as the setting a child agent of this one starts from.
+    pub fn inherit<T: Any + Clone + Send + Sync>(&mut self, value: T) {
+        self.inherited.insert(value);
+    }
+
+    /// This agent's recipe for its children (complete once the agent is built).
+    pub fn recipe(&self) -> Recipe {
+        self.recipe.clone()
+    }
+
+    /// The whole configuration.
+    pub fn config(&self) -> &HarnessConfig {
+        self.config
+    }
+
+    /// The agent's model.
+    pub fn model(&self) -> &Arc<dyn ChatModel> {
+        self.model
+    }
+
+    /// The agent's id.
+    pub fn agent_id(&self) -> &AgentId {
+        self.agent_id
+    }
+
+    /// The workspace.
+    pub fn workspace(&self) -> &Arc<WorkspaceManager> {
+        self.workspace
+    }
+
+    /// The workspace directory.
+    pub fn root(&self) -> &Path {
+        self.root
+    }
+
+    /// How runtime data is partitioned.
+    pub fn isolation(&self) -> harness_fs::IsolationScope {
+        self.isolation
+    }
+
+    /// How deep this agent is: 0 for an agent that is nobody's child, 1 for its children...
+    pub fn depth(&self) -> u32 {
+        self.depth
     }
 }
 

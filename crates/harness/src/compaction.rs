@@ -68,12 +68,9 @@ const HISTORY_LIMIT: usize = 32;
 
 /// Called with the messages a compaction is about to replace, after their summary was
 /// written and before the context changes (when `flush_before_compact` is on). The harness
-/// wires the memory flush here, so facts are extracted before the messages leave the context.
-#[async_trait]
-pub trait CompactionHook: Send + Sync {
-    /// Sees the turn (context unchanged) and the raw messages being replaced, in order.
-    async fn before_compaction(&self, turn: &Turn, replaced: &[Arc<Msg>]);
-}
+/// wires the memory flush here (a typed fact, [`crate::facts::BeforeCompaction`]), so facts
+/// are extracted before the messages leave the context.
+pub use crate::facts::CompactionHook;
 
 /// Why a compaction ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,6 +14,7 @@
 //! Unknown keys are errors that name the key. Values set on the builder (or by CLI flags)
 //! override the file.
 
+use crate::capability::{ConfigSection, Sections};
 use crate::compaction::CompactionConfig;
 use crate::filesystem::FilesystemKind;
 use crate::state::StateKind;
@@ -140,77 +141,6 @@ pub struct HarnessConfig {
     /// with only the workspace's and the user's `skills/`, when absent).
     #[serde(default)]
     pub skills: Option<crate::skills::SkillsSection>,
-    /// `[serve]`: the HTTP server of `harness serve` (bind address, queue bound, API keys).
-    #[serde(default)]
-    pub serve: Option<ServeSection>,
-}
-
-/// `[serve]`: read by `harness serve` (crate `harness-serve`); nothing in this crate uses it.
-///
-/// ```toml
-/// [serve]
-/// bind = "127.0.0.1:8080"
-/// max_queued_per_session = 64
-/// [[serve.keys]]
-/// user = "alice"
-/// sha256 = "<hex SHA-256 of the key>"
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServeSection {
-    /// Address to listen on (`HOST:PORT`); the `--bind` flag overrides it.
-    pub bind: Option<String>,
-    /// Messages that may wait behind a session's running turn (default 64, at least 1).
-    pub max_queued_per_session: Option<usize>,
-    /// API keys; none means no authentication (loopback binds only).
-    #[serde(default)]
-    pub keys: Vec<ServeKey>,
-    /// More agents to serve beside this workspace's: their workspace directories (relative
-    /// paths are resolved against this workspace). Each is served under its own `[agent] name`.
-    #[serde(default)]
-    pub agents: Vec<std::path::PathBuf>,
-    /// Origins (`https://app.example`) whose pages may call the API (CORS); none by default.
-    #[serde(default)]
-    pub cors_origins: Vec<String>,
-    /// Names the `Host` header may carry besides the loopback address the server listens on
-    /// (`name` or `name:port`). Without keys they add to the loopback names; with keys the
-    /// check applies only when this is set.
-    #[serde(default)]
-    pub allowed_hosts: Vec<String>,
-    /// How long a client may take to send a request's headers (default 10 s).
-    #[serde(default, deserialize_with = "crate::model_config::duration")]
-    pub header_read_timeout: Option<std::time::Duration>,
-    /// How long a client may take to send a request's body (default 30 s).
-    #[serde(default, deserialize_with = "crate::model_config::duration")]
-    pub body_read_timeout: Option<std::time::Duration>,
-    /// How long an idle keep-alive connection stays open (default 30 s).
-    #[serde(default, deserialize_with = "crate::model_config::duration")]
-    pub idle_timeout: Option<std::time::Duration>,
-    /// Open connections at most (default 1024); at the cap the oldest connection that is not
-    /// running a request is closed for the new one.
-    pub max_connections: Option<usize>,
-    /// Turns running or queued at once on the whole server (default 256); more get 429.
-    pub max_turns: Option<usize>,
-    /// Turns running or queued at once for one user (default 32); more get 429.
-    pub max_turns_per_user: Option<usize>,
-}
-
-/// One API key of `[[serve.keys]]`: the SHA-256 of the key (never the key) and its user.
-#[derive(Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServeKey {
-    /// The user id requests with this key run as.
-    pub user: String,
-    /// Lowercase or uppercase hex SHA-256 of the key (64 digits).
-    pub sha256: String,
-}
-
-impl std::fmt::Debug for ServeKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServeKey")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
-    }
 }
 
 /// `[agent]`.
@@ -240,15 +170,47 @@ impl HarnessConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the offending key.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        Self::parse_with(text, path, &Sections::builtin())
+    }
+
+    /// Parses a configuration text whose capability sections are those of `sections` (the
+    /// built-in ones plus, e.g., `harness-serve`'s `[serve]` or a caller's own); `path` is
+    /// only used in messages.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the offending key, or a section no registration owns.
+    pub fn parse_with(text: &str, path: &Path, sections: &Sections) -> Result<Self, ConfigError> {
+        Self::parse_checked(text, path, Some(sections))
+    }
+
+    /// Loads harness.toml for a reader that needs only the agent's own sections (`[agent]`,
+    /// `[filesystem]`, `[state]`, `[model]`): capability sections are kept unchecked, so a
+    /// section of a crate the reader does not link (such as `[serve]`) is no error.
+    pub(crate) fn load_agent_sections(workspace: &Path) -> Result<Self, ConfigError> {
+        let path = workspace.join(CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse_checked(&text, &path, None),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    fn parse_checked(text: &str, path: &Path, sections: Option<&Sections>) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid {
             path: path.to_owned(),
             message,
         };
         let config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().to_owned()))?;
-        for (key, value) in &config.capabilities {
-            let check =
-                crate::capability::section_check(key).ok_or_else(|| invalid(format!("unknown section `{key}`")))?;
-            check(value.clone()).map_err(|message| invalid(format!("[{key}]: {message}")))?;
+        if let Some(sections) = sections {
+            for (key, value) in &config.capabilities {
+                let check = sections.check(key).ok_or_else(|| {
+                    invalid(format!(
+                        "unknown section `{key}` (known: agent, filesystem, state, model, skills, {})",
+                        sections.keys().join(", ")
+                    ))
+                })?;
+                check(value.clone()).map_err(|message| invalid(format!("[{key}]: {message}")))?;
+            }
         }
         config.check(path)?;
         Ok(config)
@@ -257,6 +219,23 @@ impl HarnessConfig {
     /// The raw section `key` owned by a capability, if present.
     pub fn capability_section(&self, key: &str) -> Option<&toml::Value> {
         self.capabilities.get(key)
+    }
+
+    /// `T`'s section, parsed (`None` when absent).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] when it does not parse as `T` (a file checked by
+    /// [`parse_with`](Self::parse_with) with `T`'s registration always does).
+    pub fn section<T: ConfigSection>(&self) -> Result<Option<T>, ConfigError> {
+        self.capabilities
+            .get(T::KEY)
+            .cloned()
+            .map(toml::Value::try_into::<T>)
+            .transpose()
+            .map_err(|err| ConfigError::Invalid {
+                path: PathBuf::from(CONFIG_FILE),
+                message: format!("[{}]: {}", T::KEY, err.message()),
+            })
     }
 
     /// Values that parse but cannot be used (`max_iters = 0`, a zero idle timeout).
@@ -327,9 +306,18 @@ impl HarnessConfig {
     /// # Errors
     /// [`ConfigError`] for an unreadable or invalid file.
     pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
+        Self::load_with(workspace, &Sections::builtin())
+    }
+
+    /// [`load`](Self::load) with the capability sections of `sections`
+    /// ([`parse_with`](Self::parse_with)).
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unreadable or invalid file.
+    pub fn load_with(workspace: &Path, sections: &Sections) -> Result<Self, ConfigError> {
         let path = workspace.join(CONFIG_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Self::parse(&text, &path),
+            Ok(text) => Self::parse_with(&text, &path, sections),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(source) => Err(ConfigError::Read { path, source }),
         }

@@ -18,9 +18,7 @@
 //! ([`HarnessAgentBuilder::tool_result_eviction`]) and its middleware at
 //! [`Layer::Eviction`].
 
-use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
-use crate::compaction::estimate_text_tokens;
 use harness_core::{
     ActingNext, Block, EventKind, Hooks, Middleware, ToolCall, ToolContext, ToolOutput, async_trait, error_chain,
     excerpt,
@@ -282,8 +280,8 @@ impl ToolResultEviction {
             bytes: text.len() as u64,
             lines: text.lines().count() as u64,
             chars_after: replacement.chars().count() as u64,
-            tokens_before: estimate_text_tokens(&text),
-            tokens_after: estimate_text_tokens(&replacement),
+            tokens_before: token_estimate(&text),
+            tokens_after: token_estimate(&replacement),
             error,
         };
         tracing::info!(tool = %notice.tool, chars = notice.chars, outcome = ?notice.outcome, "evicted a large tool result");
@@ -444,18 +442,12 @@ impl TryFrom<toml::Table> for EvictionSection {
 }
 
 /// Eviction's entry in the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new(build).with_section::<EvictionSection>();
+pub(crate) const REGISTRATION: Registration = Registration::new("tool_result_eviction", build).with_section::<EvictionSection>();
 
 /// The builder's choice (overrides `[tool_result_eviction]`).
-struct EvictionOverride(Option<ToolResultEvictionConfig>);
+#[derive(Clone)]
+pub(crate) struct EvictionOverride(pub(crate) Option<ToolResultEvictionConfig>);
 
-impl HarnessAgentBuilder {
-    /// Tool-result eviction settings (on by default; also `[tool_result_eviction]` in
-    /// harness.toml); `None` turns it off.
-    pub fn tool_result_eviction(self, config: Option<ToolResultEvictionConfig>) -> Self {
-        self.setting(EvictionOverride(config))
-    }
-}
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let config = match setup.take::<EvictionOverride>() {
@@ -465,6 +457,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
             None => Some(ToolResultEvictionConfig::default()),
         },
     };
+    setup.inherit(EvictionOverride(config.clone()));
     let Some(config) = config else {
         return Ok(None);
     };
@@ -585,4 +578,9 @@ mod tests {
         assert_eq!(replaced.content, vec![Block::text("placeholder"), image]);
         assert!(replaced.is_error);
     }
+}
+
+/// Tokens of `text` by the kernel's estimate.
+fn token_estimate(text: &str) -> u64 {
+    u64::try_from(harness_core::estimate_tokens(text)).unwrap_or(u64::MAX)
 }

@@ -196,16 +196,29 @@ impl Extensions {
     }
 }
 
-/// [`Extensions`] as a [`Capability`](crate::capability::Capability): their tools, their
-/// middlewares at [`Layer::Extensions`](crate::capability::Layer::Extensions), and the MCP
-/// servers stopped at shutdown. (`tools.json`'s allow/deny is applied by the builder after
-/// every capability has registered its tools.)
-pub(crate) struct ExtensionsCapability(Arc<Extensions>);
+/// The builder's extensions ([`HarnessAgentBuilder::extensions`](crate::HarnessAgentBuilder::extensions)).
+#[derive(Clone)]
+pub(crate) struct ExtensionsSetting(pub(crate) Arc<Extensions>);
 
-impl ExtensionsCapability {
-    pub(crate) fn new(extensions: Arc<Extensions>) -> Self {
-        Self(extensions)
-    }
+/// Extensions' entry in the capability registry: on when the builder was given some.
+pub(crate) const REGISTRATION: crate::capability::Registration =
+    crate::capability::Registration::new("extensions", |setup| {
+        let Some(ExtensionsSetting(extensions)) = setup.take::<ExtensionsSetting>() else {
+            return Ok(None);
+        };
+        setup.inherit(ExtensionsSetting(Arc::clone(&extensions)));
+        // A child shares its parent's servers: the parent stops them.
+        let owner = setup.depth() == 0;
+        Ok(Some(Arc::new(ExtensionsCapability { extensions, owner }) as Arc<dyn crate::capability::Capability>))
+    });
+
+/// [`Extensions`] as a [`Capability`](crate::capability::Capability): their tools, their
+/// middlewares at [`Layer::Extensions`](crate::capability::Layer::Extensions), `tools.json`'s
+/// allow/deny over every tool, and the MCP servers stopped at shutdown by the agent that
+/// owns them (not by its children, which share them).
+struct ExtensionsCapability {
+    extensions: Arc<Extensions>,
+    owner: bool,
 }
 
 #[async_trait::async_trait]
@@ -215,7 +228,11 @@ impl crate::capability::Capability for ExtensionsCapability {
     }
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.0.tools()
+        self.extensions.tools()
+    }
+
+    fn filter_tools(&self, tools: &mut Vec<Arc<dyn Tool>>) {
+        *tools = self.extensions.filter().apply(std::mem::take(tools));
     }
 
     fn session_slots(&self) -> &'static [crate::capability::SlotKey] {
@@ -228,7 +245,7 @@ impl crate::capability::Capability for ExtensionsCapability {
         &self,
         _assembly: &crate::capability::Assembly,
     ) -> Vec<(crate::capability::Layer, Arc<dyn Middleware>)> {
-        self.0
+        self.extensions
             .middlewares()
             .into_iter()
             .map(|layer| (crate::capability::Layer::Extensions, layer))
@@ -236,7 +253,10 @@ impl crate::capability::Capability for ExtensionsCapability {
     }
 
     async fn shutdown(&self, deadline: tokio::time::Instant) {
-        if tokio::time::timeout_at(deadline, self.0.shutdown()).await.is_err() {
+        if !self.owner {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, self.extensions.shutdown()).await.is_err() {
             tracing::warn!("MCP servers not stopped within the shutdown deadline");
         }
     }

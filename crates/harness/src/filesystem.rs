@@ -255,3 +255,12 @@ async fn connect_redis(config: &FilesystemConfig) -> Result<Arc<dyn harness_stor
 async fn connect_redis(_config: &FilesystemConfig) -> Result<Arc<dyn harness_store::KvStore>, FilesystemError> {
     Err(FilesystemError::RedisNotBuilt)
 }
+
+/// A filesystem error as a tool's failure (I/O errors are also logged: the message the model
+/// sees names the path, not the OS detail).
+pub(crate) fn tool_error(err: &harness_fs::FsError) -> harness_core::ToolError {
+    if let harness_fs::FsError::Io { .. } = err {
+        tracing::warn!(error = %harness_core::error_chain(err), "file tool failed");
+    }
+    harness_core::ToolError::failed(err.to_string())
+}

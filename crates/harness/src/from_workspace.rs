@@ -20,6 +20,7 @@
 //! trigger, and nothing is refused for its size.
 
 use crate::agent::{DEFAULT_AGENT_NAME, HarnessAgent, HarnessAgentBuilder};
+use crate::capability::{Registration, Sections};
 use crate::config::{CONFIG_FILE, ConfigError, HarnessConfig};
 use crate::extensions::{Extensions, ExtensionsConfig};
 use crate::mcp::{HostEnv, INHERITED_VARS};
@@ -42,6 +43,8 @@ pub struct WorkspaceLoader<'a> {
     observer: Option<RetryObserver>,
     host_env: Option<HostEnv>,
     extensions: bool,
+    sections: Sections,
+    registrations: Vec<Registration>,
 }
 
 impl std::fmt::Debug for WorkspaceLoader<'_> {
@@ -105,7 +108,18 @@ impl<'a> WorkspaceLoader<'a> {
             observer: None,
             host_env: None,
             extensions: true,
+            sections: Sections::builtin(),
+            registrations: Vec::new(),
         }
+    }
+
+    /// Registers a capability (or a section-only registration such as `harness-serve`'s
+    /// `[serve]`): its section is accepted in harness.toml, and the capability is
+    /// [registered](HarnessAgentBuilder::register) on the builder.
+    pub fn register(mut self, registration: Registration) -> Self {
+        self.sections = self.sections.with(registration);
+        self.registrations.push(registration);
+        self
     }
 
     /// The host environment stdio MCP servers inherit from (scrubbed, see
@@ -158,7 +172,7 @@ impl<'a> WorkspaceLoader<'a> {
             Err(source) => return Err(ConfigError::Read { path: file, source }),
         };
         let mut config = match &text {
-            Some(text) => HarnessConfig::parse(text, &file)?,
+            Some(text) => HarnessConfig::parse_with(text, &file, &self.sections)?,
             None => HarnessConfig::default(),
         };
         let window = config.model.as_ref().and_then(|model| model.context_window);
@@ -174,6 +188,9 @@ impl<'a> WorkspaceLoader<'a> {
             .or_else(|| config.agent.name.clone())
             .unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
         let mut builder = HarnessAgentBuilder::default().workspace(&self.dir).name(name.as_str());
+        for registration in &self.registrations {
+            builder = builder.register(*registration);
+        }
         // Subagents' `model` keys are built at spawn, after `env` is gone: snapshot the
         // variables a model spec can read.
         let snapshot: std::collections::HashMap<&'static str, String> = harness_models::spec_variables()

@@ -100,7 +100,7 @@ impl SessionReader {
     /// # Errors
     /// [`ConfigError`] for an invalid file, name or filesystem.
     pub async fn open(dir: &Path, name: Option<&str>) -> Result<Self, ConfigError> {
-        let config = HarnessConfig::load(dir)?;
+        let config = HarnessConfig::load_agent_sections(dir)?;
         let path = dir.join(crate::config::CONFIG_FILE);
         let name = name
             .map(str::to_owned)

@@ -43,10 +43,12 @@
 //! ```
 
 mod agent;
+mod builtins;
 pub mod capability;
 pub mod compaction;
 pub mod config;
 pub mod eviction;
+pub mod facts;
 pub mod extensions;
 pub mod filesystem;
 pub mod from_workspace;
@@ -69,7 +71,7 @@ pub mod user_tools;
 pub mod workspace;
 
 pub use agent::{BuildError, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE, HarnessAgent, HarnessAgentBuilder};
-pub use config::{ConfigError, HarnessConfig, ServeKey, ServeSection};
+pub use config::{ConfigError, HarnessConfig};
 pub use from_workspace::{LoadedWorkspace, ModelSource, WorkspaceLoader};
 pub use history::{HistoryError, SessionHit, SessionListing, SessionReader};
 pub use model_config::ModelSection;

@@ -7,34 +7,21 @@
 //! it: compaction flushes the messages it replaces into extraction, and the prompt guides
 //! the model to the memory tools.
 
-use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
-use crate::compaction::CompactionHook;
+use crate::facts::{BeforeCompaction, CompactionHook};
 use harness_core::{ChatModel, Middleware, Msg, Tool};
 use harness_memory::{Memory, MemoryConfig, NamespaceKey};
 use std::sync::Arc;
 
 /// Memory's entry in the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new(build);
+pub(crate) const REGISTRATION: Registration = Registration::new("memory", build);
 
 /// The builder's memory settings (override `[memory]`).
-struct MemoryOverride(MemoryConfig);
+pub(crate) struct MemoryOverride(pub(crate) MemoryConfig);
 
 /// The model extraction and consolidation use.
-struct MemoryModel(Arc<dyn ChatModel>);
+pub(crate) struct MemoryModel(pub(crate) Arc<dyn ChatModel>);
 
-impl HarnessAgentBuilder {
-    /// Long-term memory settings (also `[memory]` in harness.toml; on by default).
-    pub fn memory(self, config: MemoryConfig) -> Self {
-        self.setting(MemoryOverride(config))
-    }
-
-    /// The model memory extraction and consolidation use (default: the agent's model). The
-    /// CLI resolves `[memory] model` into this.
-    pub fn memory_model(self, model: Arc<dyn ChatModel>) -> Self {
-        self.setting(MemoryModel(model))
-    }
-}
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let config = match setup.take::<MemoryOverride>() {
@@ -42,7 +29,9 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         None => setup.config.memory.clone().unwrap_or_default(),
     };
     let model = setup.take::<MemoryModel>().map(|MemoryModel(model)| model);
-    if !config.enabled {
+    // Children run no memory extraction of their own: what they learn reaches the parent's
+    // memory through the parent's turn.
+    if !config.enabled || setup.depth() > 0 {
         return Ok(None);
     }
     let index_dir = config
@@ -53,6 +42,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let model = model.unwrap_or_else(|| Arc::clone(setup.model));
     let memory = Memory::new(config, model, index_dir);
     setup.provide(memory.clone());
+    setup.provide(BeforeCompaction(Arc::new(MemoryFlush(memory.clone()))));
     Ok(Some(Arc::new(MemoryCapability(memory))))
 }
 
@@ -87,7 +77,7 @@ impl Capability for MemoryCapability {
 }
 
 /// Feeds the messages compaction is about to replace to memory extraction.
-pub(crate) struct MemoryFlush(pub(crate) Memory);
+struct MemoryFlush(Memory);
 
 #[async_trait::async_trait]
 impl CompactionHook for MemoryFlush {

@@ -61,7 +61,12 @@ impl ModelSection {
     }
 }
 
-pub(crate) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+/// Deserialises an optional duration written as seconds (a number) or as text (`"30s"`,
+/// `"2m"`), for sections that take durations.
+///
+/// # Errors
+/// A value that is neither.
+pub fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {

@@ -35,7 +35,6 @@
 // (`permissions(Policy)`, `PermissionsSection::policy`), hence the re-export.
 pub use harness_policy::{DEFAULT_PROTECTED, Decision, Inheritance, Mode, Policy, Protected, Rule, RuleError};
 
-use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
 use harness_core::{
     ActingNext, AgentError, AgentNext, Approvals, Hooks, Middleware, PendingApproval, ToolCall, ToolContext,
@@ -96,28 +95,12 @@ impl PermissionsSection {
 }
 
 /// The permissions entry of the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new(build).with_section::<PermissionsSection>();
+pub(crate) const REGISTRATION: Registration = Registration::new("permissions", build).with_section::<PermissionsSection>();
 
 /// The builder's policy (overrides `[permissions]`).
-struct PolicyOverride(Policy);
+#[derive(Clone)]
+pub(crate) struct PolicyOverride(pub(crate) Policy);
 
-impl HarnessAgentBuilder {
-    /// Checks every tool call against `policy` (also `[permissions]` in harness.toml).
-    pub fn permissions(self, policy: Policy) -> Self {
-        self.setting(PolicyOverride(policy))
-    }
-}
-
-/// A child agent's permissions: the parent's policy as [`Policy::inherited`] (its deny and
-/// ask rules and its mode, so the child is never more permissive). A child's ask waits in
-/// the child's session like any other; the subagent tools turn it into the parent's
-/// pending approval (see [`crate::subagents`]).
-pub(crate) fn for_child(builder: HarnessAgentBuilder, parent: Option<&Policy>) -> HarnessAgentBuilder {
-    match parent {
-        Some(policy) => builder.permissions(policy.inherited()),
-        None => builder,
-    }
-}
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let policy = match setup.take::<PolicyOverride>() {
@@ -130,6 +113,8 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
             None => Policy::default(),
         },
     };
+    // A child keeps the parent's deny and ask rules and its mode: never more permissive.
+    setup.inherit(PolicyOverride(policy.inherited()));
     let gate = Arc::new(PermissionGate {
         policy: Arc::new(policy),
     });

@@ -22,7 +22,6 @@
 //! task_list = true     # todo_write (always on while plan mode is enabled)
 //! ```
 
-use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup, SlotKey};
 use harness_core::{
     ActingNext, Hooks, JsonSchema, Middleware, SessionSlot, SystemPrompt, Tool, ToolAnnotations, ToolCall, ToolContext,
@@ -112,17 +111,13 @@ fn active(ctx: &harness_core::RuntimeContext, session: &harness_core::SessionSta
     }
 }
 
-/// The subagent tools, which stay allowed while planning (their children plan too).
-fn is_subagent_tool(name: &str) -> bool {
-    crate::subagents::TOOL_NAMES.contains(&name)
-}
-
 /// Marks the plan tools: they stay in the agent's own area and change only its plan.
 const PLAN_TOOL: ToolAnnotations = ToolAnnotations::new()
     .destructive(false)
     .idempotent()
     .closed_world()
-    .concurrency_safe(false);
+    .concurrency_safe(false)
+    .agent_local();
 
 /// Arguments of `plan_enter` (none).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -189,12 +184,12 @@ impl TypedTool for PlanWrite {
             .runtime
             .get::<CallWorkspace>()
             .ok_or_else(|| ToolError::failed("no workspace is bound to this call; the plan cannot be written"))?;
-        let path = WsPath::parse(PLAN_FILE).map_err(|err| crate::tools::files::fs_error(&err))?;
+        let path = WsPath::parse(PLAN_FILE).map_err(|err| crate::filesystem::tool_error(&err))?;
         workspace
             .layered
             .write(&path, args.content.as_bytes(), WriteMode::Overwrite)
             .await
-            .map_err(|err| crate::tools::files::fs_error(&err))?;
+            .map_err(|err| crate::filesystem::tool_error(&err))?;
         ctx.session
             .update::<PlanState, _>(|state| state.plan_file = Some(PLAN_FILE.to_owned()))
             .map_err(|err| ToolError::failed(format!("plan mode could not be saved: {err}")))?;
@@ -259,32 +254,8 @@ fn allowed_text(allow_shell: bool) -> String {
 }
 
 /// The plan mode entry of the capability registry (it owns `[plan]`).
-pub(crate) const REGISTRATION: Registration = Registration::new(build).with_section::<PlanSection>();
+pub(crate) const REGISTRATION: Registration = Registration::new("plan_mode", build).with_section::<PlanSection>();
 
-/// Provided to the capabilities built after this one when plan mode is enabled (the
-/// permission policy is then on even without `[permissions]`; the task list is on).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PlanModeEnabled;
-
-impl HarnessAgentBuilder {
-    /// Sets `[plan]` in the builder's configuration, as harness.toml would (so subagents,
-    /// which are built from the parent's configuration, get the same plan mode). A later
-    /// [`config`](Self::config) replaces the whole configuration, this included.
-    pub fn plan(mut self, section: PlanSection) -> Self {
-        let table = [
-            ("enabled", section.enabled),
-            ("allow_shell", section.allow_shell),
-            ("task_list", section.task_list),
-        ]
-        .into_iter()
-        .map(|(key, value)| (key.to_owned(), toml::Value::Boolean(value)))
-        .collect();
-        self.config_mut()
-            .capabilities
-            .insert(PlanSection::KEY.to_owned(), toml::Value::Table(table));
-        self
-    }
-}
 
 /// The `[plan]` this agent uses (absent = everything off).
 pub(crate) fn section(setup: &Setup<'_>) -> Result<PlanSection, CapabilityError> {
@@ -293,10 +264,13 @@ pub(crate) fn section(setup: &Setup<'_>) -> Result<PlanSection, CapabilityError>
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let section = section(setup)?;
+    if section.task_list {
+        setup.provide(crate::facts::TaskListRequested);
+    }
     if !section.enabled {
         return Ok(None);
     }
-    setup.provide(PlanModeEnabled);
+    setup.provide(crate::facts::PlanModeEnabled);
     Ok(Some(Arc::new(PlanMode {
         allow_shell: section.allow_shell,
     })))
@@ -348,11 +322,9 @@ struct PlanGate {
 impl PlanGate {
     /// Whether `tool` (with `hints`) may run while planning.
     fn allows(&self, tool: &str, hints: ToolAnnotations) -> bool {
-        hints.is_read_only()
-            || matches!(tool, PLAN_ENTER | PLAN_WRITE | PLAN_EXIT)
-            || tool == crate::task_list::TodoWrite::NAME
-            || is_subagent_tool(tool)
-            || (self.allow_shell && tool == harness_policy::SHELL_TOOL)
+        // Agent-local tools (the plan tools, `todo_write`, the subagent tools, whose children
+        // plan too) change only the agent's own session.
+        hints.is_read_only() || hints.is_agent_local() || (self.allow_shell && tool == harness_policy::SHELL_TOOL)
     }
 }
 
@@ -387,8 +359,8 @@ impl Middleware for PlanGate {
             // parent's own plan can be approved.
             return ToolOutput::error(INHERITED_EXIT);
         }
-        if is_subagent_tool(&call.name) && !inherited(&ctx.runtime) {
-            // The children this call starts or continues plan too.
+        if hints.is_agent_local() && !harness_policy::PLAN_TOOLS.contains(&call.name.as_str()) && !inherited(&ctx.runtime) {
+            // The children an agent-local call (a subagent tool) starts or continues plan too.
             let mut planning = ctx.clone();
             let mut inherited = ctx
                 .runtime

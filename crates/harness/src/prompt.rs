@@ -21,7 +21,6 @@
 //! Two steps of a session whose files did not change produce byte-identical prompts: the
 //! date is at day granularity and nothing else varies.
 
-use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 use crate::workspace::WorkspaceManager;
 use harness_core::{EventKind, Hooks, Middleware, PromptPart, SystemPrompt, Turn, async_trait};
@@ -84,31 +83,21 @@ impl WorkspaceContext {
 
 /// The workspace context's entry in the capability registry (built after memory, so it
 /// knows whether the memory tools exist).
-pub(crate) const REGISTRATION: Registration = Registration::new(build);
+pub(crate) const REGISTRATION: Registration = Registration::new("workspace_context", build);
 
 /// The builder's MEMORY.md budget (overrides `[agent] max_context_tokens`).
-struct MaxContextTokens(usize);
+#[derive(Clone)]
+pub(crate) struct MaxContextTokens(pub(crate) usize);
 
 /// The builder's additional context files (added to `[agent] additional_context_files`).
-#[derive(Default)]
-struct ContextFiles(Vec<String>);
+#[derive(Default, Clone)]
+pub(crate) struct ContextFiles(pub(crate) Vec<String>);
 
-impl HarnessAgentBuilder {
-    /// Token budget of MEMORY.md in the prompt (default 8000).
-    pub fn max_context_tokens(self, tokens: usize) -> Self {
-        self.setting(MaxContextTokens(tokens))
-    }
-
-    /// A file injected in full into the prompt, relative to the workspace.
-    pub fn additional_context_file(mut self, path: impl Into<String>) -> Self {
-        self.settings_mut().get_or_default::<ContextFiles>().0.push(path.into());
-        self
-    }
-}
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
-    let file = &setup.config.agent;
     let extra = setup.take::<ContextFiles>().unwrap_or_default();
+    setup.inherit(extra.clone());
+    let file = &setup.config.agent;
     let mut additional_context_files = Vec::new();
     for path in file.additional_context_files.iter().chain(&extra.0) {
         additional_context_files
@@ -119,6 +108,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         .map(|MaxContextTokens(tokens)| tokens)
         .or(file.max_context_tokens)
         .unwrap_or(DEFAULT_MAX_CONTEXT_TOKENS);
+    setup.inherit(MaxContextTokens(max_context_tokens));
     let config = WorkspaceContextConfig {
         max_context_tokens,
         additional_context_files,

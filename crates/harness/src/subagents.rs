@@ -39,7 +39,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 pub use tools::ForceSync;
-pub(crate) use tools::TOOL_NAMES;
 
 /// The request header a remote parent sends with a remote child's turn: the child's depth
 /// in the delegation tree (a direct child is 1). A server that honours it
@@ -127,7 +126,7 @@ impl ConfigSection for SubagentsConfig {
 }
 
 /// The capability's registration.
-pub(crate) const REGISTRATION: Registration = Registration::new(build).with_section::<SubagentsConfig>();
+pub(crate) const REGISTRATION: Registration = Registration::new("subagents", build).with_section::<SubagentsConfig>();
 
 /// The builder's `[subagents]` override.
 struct ConfigOverride(SubagentsConfig);
@@ -152,13 +151,9 @@ pub(crate) struct Inherited {
     pub(crate) state_store: Option<Arc<dyn StateStore>>,
 }
 
-/// A child's allow-list over the inherited tools (applied by `build()`).
-pub(crate) struct ToolAllowList(pub(crate) Vec<String>);
+pub(crate) use crate::capability::ToolAllowList;
 
-/// In an isolated child's call context: the parent's scope, from which the child's own
-/// layer is derived ([`harness_fs::CallScope::isolated_child`]).
-#[derive(Debug, Clone)]
-pub(crate) struct IsolatedParent(pub(crate) harness_fs::CallScope);
+pub(crate) use crate::facts::IsolatedParent;
 
 /// Builds the model a `model` spec string names (a subagent's `model` key), with the same
 /// syntax as `--model` and `[agent] model`. The error says why the spec cannot be used.
@@ -536,7 +531,6 @@ impl ChildFactory {
         if let Some(tools) = &declaration.tools {
             builder = builder.setting(ToolAllowList(tools.clone()));
         }
-        builder = crate::permissions::for_child(builder, self.parent_policy.as_deref());
         // A child's own children resolve their models the same way.
         builder
             .model_resolver(Arc::clone(&self.resolver))
@@ -612,7 +606,7 @@ impl HarnessAgent {
     /// Waits until every subagent task this agent started in this process has finished
     /// (`harness run --wait-tasks`). Returns at once when subagents are off.
     pub async fn wait_for_tasks(&self) {
-        if let Some(handle) = self.subagents_handle() {
+        if let Some(handle) = self.provided::<Handle>() {
             handle.runtime.wait_idle().await;
         }
     }
@@ -623,7 +617,7 @@ impl HarnessAgent {
     /// # Errors
     /// [`harness_core::AgentError`] for bad ids, or when the task file cannot be read.
     pub async fn tasks(&self, ctx: harness_core::RuntimeContext) -> Result<Vec<TaskRecord>, harness_core::AgentError> {
-        if self.subagents_handle().is_none() {
+        if self.provided::<Handle>().is_none() {
             return Ok(Vec::new());
         }
         let ctx = self.bind(ctx)?;
@@ -656,7 +650,7 @@ impl HarnessAgent {
         ctx: harness_core::RuntimeContext,
         request: SpawnRequest,
     ) -> Result<SpawnOutcome, SpawnError> {
-        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let handle = self.provided::<Handle>().ok_or(SpawnError::Disabled)?;
         let runtime = &handle.runtime;
         let task = request.task.trim().to_owned();
         if task.is_empty() {
@@ -727,7 +721,7 @@ impl HarnessAgent {
         decisions: Vec<harness_core::ApprovalDecision>,
         wait: Option<Duration>,
     ) -> Result<SpawnOutcome, SpawnError> {
-        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let handle = self.provided::<Handle>().ok_or(SpawnError::Disabled)?;
         let runtime = &handle.runtime;
         let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
         let store = Runtime::store_for(&ctx)?;
@@ -782,7 +776,7 @@ impl HarnessAgent {
         task_id: &str,
         wait: Duration,
     ) -> Result<Option<TaskRecord>, SpawnError> {
-        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let handle = self.provided::<Handle>().ok_or(SpawnError::Disabled)?;
         let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
         let store = Runtime::store_for(&ctx)?;
         handle.runtime.cancel_task(&store, task_id, wait).await
@@ -801,7 +795,7 @@ impl HarnessAgent {
         ctx: harness_core::RuntimeContext,
         task_id: &str,
     ) -> Result<Option<TaskEvents>, SpawnError> {
-        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let handle = self.provided::<Handle>().ok_or(SpawnError::Disabled)?;
         let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
         let store = Runtime::store_for(&ctx)?;
         let Some(record) = store.load().await?.tasks.get(task_id).cloned() else {
@@ -835,7 +829,7 @@ impl HarnessAgent {
         task_id: &str,
     ) -> Result<Option<futures::stream::BoxStream<'static, harness_core::AgentEvent>>, SpawnError> {
         use futures::StreamExt;
-        let handle = self.subagents_handle().ok_or(SpawnError::Disabled)?;
+        let handle = self.provided::<Handle>().ok_or(SpawnError::Disabled)?;
         let ctx = self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))?;
         let store = Runtime::store_for(&ctx)?;
         if !store.load().await?.tasks.contains_key(task_id) {
@@ -885,7 +879,7 @@ impl HarnessAgent {
 
     /// The malformed subagent spec files skipped at build (each names its file and key).
     pub fn subagent_warnings(&self) -> Vec<DeclarationWarning> {
-        self.subagents_handle()
+        self.provided::<Handle>()
             .map(|handle| handle.declarations.warnings.clone())
             .unwrap_or_default()
     }

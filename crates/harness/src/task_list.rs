@@ -7,7 +7,6 @@
 //! On with `[plan] task_list = true` in harness.toml or [`HarnessAgentBuilder::task_list`],
 //! and always while plan mode is enabled (`[plan] enabled = true`).
 
-use crate::HarnessAgentBuilder;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 use harness_core::{
     Hooks, JsonSchema, Middleware, SessionSlot, SystemPrompt, Tool, ToolAnnotations, ToolContext, ToolError,
@@ -148,7 +147,8 @@ impl TypedTool for TodoWrite {
         .destructive(false)
         .idempotent()
         .closed_world()
-        .concurrency_safe(false);
+        .concurrency_safe(false)
+        .agent_local();
 
     async fn call(&self, args: TodoWriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         TaskList::validate(&args.todos).map_err(ToolError::failed)?;
@@ -165,26 +165,21 @@ impl TypedTool for TodoWrite {
 }
 
 /// The task list's entry in the capability registry (`[plan]` is plan mode's section).
-pub(crate) const REGISTRATION: Registration = Registration::new(build);
+pub(crate) const REGISTRATION: Registration = Registration::new("task_list", build);
 
 /// The builder's choice (overrides `[plan] task_list`).
-struct TaskListOverride(bool);
+#[derive(Clone)]
+pub(crate) struct TaskListOverride(pub(crate) bool);
 
-impl HarnessAgentBuilder {
-    /// Offers `todo_write` and shows the task list before each step (also `[plan] task_list`
-    /// in harness.toml). Plan mode turns it on whatever this says.
-    pub fn task_list(self, enabled: bool) -> Self {
-        self.setting(TaskListOverride(enabled))
-    }
-}
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let asked = match setup.take::<TaskListOverride>() {
         Some(TaskListOverride(enabled)) => enabled,
-        None => crate::plan_mode::section(setup)?.task_list,
+        None => setup.provided::<crate::facts::TaskListRequested>().is_some(),
     };
     // Plan mode lets `todo_write` run while planning: it is always on with it.
-    let enabled = asked || setup.provided::<crate::plan_mode::PlanModeEnabled>().is_some();
+    let enabled = asked || setup.provided::<crate::facts::PlanModeEnabled>().is_some();
+    setup.inherit(TaskListOverride(asked));
     Ok(enabled.then(|| Arc::new(TaskListCapability) as Arc<dyn Capability>))
 }
 

@@ -137,7 +137,7 @@ impl WorkspaceManager {
     /// [`ScopeError`] when an id is unsafe, or reserved where it would name a namespace.
     pub fn call_scope(&self, ctx: &RuntimeContext) -> Result<CallScope, ScopeError> {
         // An isolated subagent's call: its layer is derived from the parent's scope.
-        if let Some(crate::subagents::IsolatedParent(parent)) = ctx.get::<crate::subagents::IsolatedParent>() {
+        if let Some(crate::facts::IsolatedParent(parent)) = ctx.get::<crate::facts::IsolatedParent>() {
             return parent.isolated_child(
                 self.agent.clone(),
                 ctx.session_id.clone().unwrap_or(harness_core::DEFAULT_SESSION_ID),

@@ -3,34 +3,22 @@
 //! memory extraction first.
 
 use super::{Compaction, CompactionConfig, CompactionState};
-use crate::HarnessAgentBuilder;
 use crate::capability::SlotKey;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 use harness_core::{ChatModel, Middleware};
-use harness_memory::Memory;
 use std::sync::Arc;
 
 /// Compaction's entry in the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new(build);
+pub(crate) const REGISTRATION: Registration = Registration::new("compaction", build);
 
 /// The builder's compaction settings (override `[compaction]`).
-struct CompactionOverride(CompactionConfig);
+#[derive(Clone)]
+pub(crate) struct CompactionOverride(pub(crate) CompactionConfig);
 
 /// The model that writes summaries.
-struct SummaryModel(Arc<dyn ChatModel>);
+#[derive(Clone)]
+pub(crate) struct SummaryModel(pub(crate) Arc<dyn ChatModel>);
 
-impl HarnessAgentBuilder {
-    /// Turns conversation compaction on with `config` (also `[compaction]` in harness.toml).
-    pub fn compaction(self, config: CompactionConfig) -> Self {
-        self.setting(CompactionOverride(config))
-    }
-
-    /// The model that writes compaction summaries (default: the agent's model). The CLI
-    /// resolves `[compaction] model` into this.
-    pub fn compaction_model(self, model: Arc<dyn ChatModel>) -> Self {
-        self.setting(SummaryModel(model))
-    }
-}
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let config = setup
@@ -42,11 +30,13 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         return Ok(None);
     };
     let summary_model = summary_model.unwrap_or_else(|| Arc::clone(setup.model));
+    setup.inherit(CompactionOverride(config.clone()));
+    setup.inherit(SummaryModel(Arc::clone(&summary_model)));
     let mut layer = Compaction::new(config, summary_model)
         .map_err(|err| CapabilityError::new("compaction", err))?
         .with_estimator(|msg| harness_core::estimate_msg(msg) as u64);
-    if let Some(memory) = setup.provided::<Memory>() {
-        layer = layer.with_hook(Arc::new(crate::memory::MemoryFlush(memory.clone())));
+    if let Some(crate::facts::BeforeCompaction(hook)) = setup.provided::<crate::facts::BeforeCompaction>() {
+        layer = layer.with_hook(Arc::clone(hook));
     }
     Ok(Some(Arc::new(CompactionCapability {
         layer: Arc::new(layer),

@@ -47,6 +47,8 @@ impl McpToolAnnotations {
             idempotent: self.idempotent,
             open_world: self.open_world,
             concurrency_safe: None,
+            // Never a server's claim.
+            agent_local: false,
         }
     }
 

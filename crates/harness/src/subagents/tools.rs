@@ -28,19 +28,14 @@ const TOOL_LIMIT: Duration = Duration::from_secs(MAX_TIMEOUT_SECONDS + 5);
 const CANCEL_WAIT: Duration = Duration::from_secs(15);
 
 // Children run inside the caller's area under the inherited permissions: closed-world.
-const WAITS: ToolAnnotations = ToolAnnotations::new().closed_world().concurrency_safe(true);
-const READS: ToolAnnotations = ToolAnnotations::new().read_only().concurrency_safe(true);
-
-/// The names of every subagent tool (plan mode lets them run: their children plan too).
-pub(crate) const TOOL_NAMES: &[&str] = &[
-    AgentSpawn::NAME,
-    AgentSend::NAME,
-    AgentList::NAME,
-    TaskOutput::NAME,
-    TaskList::NAME,
-    TaskCancel::NAME,
-    WaitAsyncResults::NAME,
-];
+const WAITS: ToolAnnotations = ToolAnnotations::new()
+    .closed_world()
+    .concurrency_safe(true)
+    .agent_local();
+const READS: ToolAnnotations = ToolAnnotations::new()
+    .read_only()
+    .concurrency_safe(true)
+    .agent_local();
 
 /// Every subagent tool.
 pub(crate) fn all(runtime: &Arc<Runtime>, declarations: &Arc<Declarations>) -> Vec<Arc<dyn harness_core::Tool>> {

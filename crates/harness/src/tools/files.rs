@@ -141,12 +141,7 @@ fn read_protected_entry(segments: &[&str]) -> Option<&'static str> {
 
 /// The model's view of a filesystem error: the actionable message. The cause chain of an IO
 /// failure goes to the log, not to the model.
-pub(crate) fn fs_error(err: &FsError) -> ToolError {
-    if let FsError::Io { .. } = err {
-        tracing::warn!(error = %harness_core::error_chain(err), "file tool failed");
-    }
-    ToolError::failed(err.to_string())
-}
+use crate::filesystem::tool_error as fs_error;
 
 /// Appends `line` to `out` unless that would pass `budget` characters; returns whether it fit.
 fn push_bounded(out: &mut String, line: &str, budget: usize) -> bool {
@@ -627,7 +622,7 @@ pub fn file_tools() -> Vec<Arc<dyn Tool>> {
 
 /// The file tools' entry in the capability registry: always on.
 pub(crate) const REGISTRATION: crate::capability::Registration =
-    crate::capability::Registration::new(|_| Ok(Some(Arc::new(FileTools) as Arc<dyn crate::capability::Capability>)));
+    crate::capability::Registration::new("file_tools", |_| Ok(Some(Arc::new(FileTools) as Arc<dyn crate::capability::Capability>)));
 
 /// The file tools as a capability.
 struct FileTools;

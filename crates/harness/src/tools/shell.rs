@@ -2,7 +2,7 @@
 //! filesystem has one ([`Filesystem::shell`](harness_fs::Filesystem::shell)) or calls carry a
 //! [`CallShell`].
 
-use super::files::fs_error;
+use crate::filesystem::tool_error as fs_error;
 use async_trait::async_trait;
 use harness_core::{Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
 use harness_fs::{CallShell, CallWorkspace, Shell, ShellError, ShellOutput, ShellRequest, WsPath};
@@ -160,9 +160,9 @@ pub fn shell_tool() -> Arc<dyn Tool> {
 
 /// The shell's entry in the capability registry: on when the workspace filesystem has a
 /// shell.
-pub(crate) const REGISTRATION: crate::capability::Registration = crate::capability::Registration::new(|setup| {
+pub(crate) const REGISTRATION: crate::capability::Registration = crate::capability::Registration::new("shell", |setup| {
     Ok(setup
-        .workspace
+        .workspace()
         .filesystem()
         .shell()
         .is_some()

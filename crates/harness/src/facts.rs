@@ -1,0 +1,38 @@
+//! Typed facts through which capabilities that need each other meet, without importing each
+//! other: values one capability [provides](crate::capability::Setup::provide) at build time
+//! and another reads, or values on the call context. This module imports no capability.
+
+use harness_core::{Msg, Turn};
+use std::sync::Arc;
+
+/// Provided when plan mode is enabled: the permission check is then on even without
+/// `[permissions]`, and so is the task list (its tool runs while planning).
+#[derive(Debug, Clone, Copy)]
+pub struct PlanModeEnabled;
+
+/// Provided by plan mode when `[plan] task_list` asks for the task list.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskListRequested;
+
+/// On the call context of an isolated child's turn: the parent's scope, from which the
+/// child's own layer is derived.
+#[derive(Debug, Clone)]
+pub struct IsolatedParent(pub harness_fs::CallScope);
+
+/// Told of the messages a compaction is about to replace (memory flushes them into
+/// extraction first).
+#[async_trait::async_trait]
+pub trait CompactionHook: Send + Sync {
+    /// Called before the messages in `replaced` leave the model-visible context.
+    async fn before_compaction(&self, turn: &Turn, replaced: &[Arc<Msg>]);
+}
+
+/// Provided by a capability that wants to see what compaction replaces.
+#[derive(Clone)]
+pub struct BeforeCompaction(pub Arc<dyn CompactionHook>);
+
+impl std::fmt::Debug for BeforeCompaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeCompaction")
+    }
+}
