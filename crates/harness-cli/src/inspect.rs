@@ -215,6 +215,7 @@ async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Opti
     }
     let env = env_lookup;
     let loaded = WorkspaceLoader::new(&workspace.dir, &env)
+        .register(harness_serve::SECTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(crate::progress::retry_observer()))

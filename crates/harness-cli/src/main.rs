@@ -200,6 +200,7 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
     let workspace = workspace::resolve_for_agent(args.ws.workspace.clone())?;
     let env = env_lookup;
     let loaded = WorkspaceLoader::new(&workspace.dir, &env)
+        .register(harness_serve::SECTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(progress::retry_observer()))

@@ -49,7 +49,9 @@ impl ServeArgs {
 
 pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
     let (agent, _spec, config) = build_agent_configured(&args.agent_args()).await?;
-    let section = config.serve;
+    let section = config
+        .section::<harness_serve::ServeSection>()
+        .map_err(|err| usage(err.to_string()))?;
     let mut agents = vec![agent];
     // `[serve] agents`: more workspaces, each served under its own agent name.
     let root = agents[0].workspace().root().to_path_buf();

@@ -23,7 +23,7 @@ pub(crate) fn registrations() -> [Registration; 11] {
         crate::tools::shell::REGISTRATION,
         // Before compaction: it provides the flush of what compaction replaces.
         crate::memory::REGISTRATION,
-        crate::compaction::capability::REGISTRATION,
+        crate::compaction::REGISTRATION,
         crate::eviction::REGISTRATION,
         // MCP tools, skills and tool groups; before subagents, so background children end
         // before the MCP servers they call stop.
@@ -42,13 +42,13 @@ pub(crate) fn registrations() -> [Registration; 11] {
 impl HarnessAgentBuilder {
     /// Turns conversation compaction on with `config` (also `[compaction]` in harness.toml).
     pub fn compaction(self, config: CompactionConfig) -> Self {
-        self.setting(crate::compaction::capability::CompactionOverride(config))
+        self.setting(crate::compaction::CompactionOverride(config))
     }
 
     /// The model that writes compaction summaries (default: the agent's model). The CLI
     /// resolves `[compaction] model` into this.
     pub fn compaction_model(self, model: Arc<dyn ChatModel>) -> Self {
-        self.setting(crate::compaction::capability::SummaryModel(model))
+        self.setting(crate::compaction::SummaryModel(model))
     }
 
     /// Tool-result eviction settings (on by default; also `[tool_result_eviction]` in
@@ -98,7 +98,10 @@ impl HarnessAgentBuilder {
 
     /// A file injected in full into the prompt, relative to the workspace.
     pub fn additional_context_file(mut self, path: impl Into<String>) -> Self {
-        self.settings_mut().get_or_default::<crate::prompt::ContextFiles>().0.push(path.into());
+        self.settings_mut()
+            .get_or_default::<crate::prompt::ContextFiles>()
+            .0
+            .push(path.into());
         self
     }
 

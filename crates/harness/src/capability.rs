@@ -431,6 +431,11 @@ impl Inherited {
         &self.config
     }
 
+    /// The parent's base prompt (empty when it has none).
+    pub fn sys_prompt_text(&self) -> String {
+        self.sys_prompt.clone().unwrap_or_default()
+    }
+
     /// The parent's depth: 0 for an agent that is nobody's child.
     pub fn depth(&self) -> u32 {
         self.depth

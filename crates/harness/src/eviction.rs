@@ -442,12 +442,12 @@ impl TryFrom<toml::Table> for EvictionSection {
 }
 
 /// Eviction's entry in the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new("tool_result_eviction", build).with_section::<EvictionSection>();
+pub(crate) const REGISTRATION: Registration =
+    Registration::new("tool_result_eviction", build).with_section::<EvictionSection>();
 
 /// The builder's choice (overrides `[tool_result_eviction]`).
 #[derive(Clone)]
 pub(crate) struct EvictionOverride(pub(crate) Option<ToolResultEvictionConfig>);
-
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let config = match setup.take::<EvictionOverride>() {

@@ -209,7 +209,9 @@ pub(crate) const REGISTRATION: crate::capability::Registration =
         setup.inherit(ExtensionsSetting(Arc::clone(&extensions)));
         // A child shares its parent's servers: the parent stops them.
         let owner = setup.depth() == 0;
-        Ok(Some(Arc::new(ExtensionsCapability { extensions, owner }) as Arc<dyn crate::capability::Capability>))
+        Ok(Some(
+            Arc::new(ExtensionsCapability { extensions, owner }) as Arc<dyn crate::capability::Capability>
+        ))
     });
 
 /// [`Extensions`] as a [`Capability`](crate::capability::Capability): their tools, their
@@ -256,7 +258,10 @@ impl crate::capability::Capability for ExtensionsCapability {
         if !self.owner {
             return;
         }
-        if tokio::time::timeout_at(deadline, self.extensions.shutdown()).await.is_err() {
+        if tokio::time::timeout_at(deadline, self.extensions.shutdown())
+            .await
+            .is_err()
+        {
             tracing::warn!("MCP servers not stopped within the shutdown deadline");
         }
     }

@@ -2,7 +2,6 @@
 //! other: values one capability [provides](crate::capability::Setup::provide) at build time
 //! and another reads, or values on the call context. This module imports no capability.
 
-use harness_core::{Msg, Turn};
 use std::sync::Arc;
 
 /// Provided when plan mode is enabled: the permission check is then on even without
@@ -19,13 +18,7 @@ pub struct TaskListRequested;
 #[derive(Debug, Clone)]
 pub struct IsolatedParent(pub harness_fs::CallScope);
 
-/// Told of the messages a compaction is about to replace (memory flushes them into
-/// extraction first).
-#[async_trait::async_trait]
-pub trait CompactionHook: Send + Sync {
-    /// Called before the messages in `replaced` leave the model-visible context.
-    async fn before_compaction(&self, turn: &Turn, replaced: &[Arc<Msg>]);
-}
+pub use harness_compaction::CompactionHook;
 
 /// Provided by a capability that wants to see what compaction replaces.
 #[derive(Clone)]

@@ -22,7 +22,6 @@ pub(crate) struct MemoryOverride(pub(crate) MemoryConfig);
 /// The model extraction and consolidation use.
 pub(crate) struct MemoryModel(pub(crate) Arc<dyn ChatModel>);
 
-
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let config = match setup.take::<MemoryOverride>() {
         Some(MemoryOverride(config)) => config,

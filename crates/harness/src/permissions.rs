@@ -95,12 +95,12 @@ impl PermissionsSection {
 }
 
 /// The permissions entry of the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new("permissions", build).with_section::<PermissionsSection>();
+pub(crate) const REGISTRATION: Registration =
+    Registration::new("permissions", build).with_section::<PermissionsSection>();
 
 /// The builder's policy (overrides `[permissions]`).
 #[derive(Clone)]
 pub(crate) struct PolicyOverride(pub(crate) Policy);
-
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let policy = match setup.take::<PolicyOverride>() {

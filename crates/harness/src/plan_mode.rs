@@ -256,7 +256,6 @@ fn allowed_text(allow_shell: bool) -> String {
 /// The plan mode entry of the capability registry (it owns `[plan]`).
 pub(crate) const REGISTRATION: Registration = Registration::new("plan_mode", build).with_section::<PlanSection>();
 
-
 /// The `[plan]` this agent uses (absent = everything off).
 pub(crate) fn section(setup: &Setup<'_>) -> Result<PlanSection, CapabilityError> {
     Ok(setup.section::<PlanSection>()?.unwrap_or_default())
@@ -359,7 +358,10 @@ impl Middleware for PlanGate {
             // parent's own plan can be approved.
             return ToolOutput::error(INHERITED_EXIT);
         }
-        if hints.is_agent_local() && !harness_policy::PLAN_TOOLS.contains(&call.name.as_str()) && !inherited(&ctx.runtime) {
+        if hints.is_agent_local()
+            && !harness_policy::PLAN_TOOLS.contains(&call.name.as_str())
+            && !inherited(&ctx.runtime)
+        {
             // The children an agent-local call (a subagent tool) starts or continues plan too.
             let mut planning = ctx.clone();
             let mut inherited = ctx
@@ -397,9 +399,12 @@ mod tests {
     const READ: ToolAnnotations = ToolAnnotations::new().read_only();
     const WRITE: ToolAnnotations = ToolAnnotations::new().destructive(true).closed_world();
     const UNHINTED: ToolAnnotations = ToolAnnotations::new();
+    const LOCAL: ToolAnnotations = ToolAnnotations::new().destructive(false).agent_local();
 
-    /// Annotations, not names, decide what is read-only; the plan, task-list and subagent
-    /// tools are the named exceptions, and the shell only with `allow_shell`.
+    /// Annotations, not names, decide: read-only tools and agent-local ones (the plan,
+    /// task-list and subagent tools mark themselves so in code; a tool server cannot claim
+    /// it) run, the shell only with `allow_shell`. A tool that merely has a plan or subagent
+    /// tool's name does not.
     #[test]
     fn what_runs_while_planning() {
         let strict = PlanGate { allow_shell: false };
@@ -414,14 +419,11 @@ mod tests {
             ("write_file", WRITE, false, false),
             ("edit_file", WRITE, false, false),
             ("execute", UNHINTED, false, true),
-            ("plan_enter", WRITE, true, true),
-            ("plan_write", WRITE, true, true),
-            ("plan_exit", WRITE, true, true),
-            ("todo_write", WRITE, true, true),
-            ("agent_spawn", UNHINTED, true, true),
-            ("agent_send", UNHINTED, true, true),
-            ("task_cancel", UNHINTED, true, true),
-            ("wait_async_results", UNHINTED, true, true),
+            ("plan_write", LOCAL, true, true),
+            ("todo_write", LOCAL, true, true),
+            ("agent_spawn", LOCAL, true, true),
+            ("plan_write", WRITE, false, false),
+            ("agent_spawn", UNHINTED, false, false),
             ("task_delete", UNHINTED, false, false),
         ];
         for (tool, hints, strict_allows, shell_allows) in table {

@@ -93,7 +93,6 @@ pub(crate) struct MaxContextTokens(pub(crate) usize);
 #[derive(Default, Clone)]
 pub(crate) struct ContextFiles(pub(crate) Vec<String>);
 
-
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let extra = setup.take::<ContextFiles>().unwrap_or_default();
     setup.inherit(extra.clone());

@@ -22,20 +22,18 @@ mod remote;
 mod runtime;
 mod tools;
 
+use crate::HarnessAgent;
 use crate::HarnessAgentBuilder;
-use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
-use crate::config::HarnessConfig;
-use crate::{BuildError, HarnessAgent};
+use crate::capability::{
+    Assembly, Capability, CapabilityError, ChildAgent, ChildSpec, ConfigSection, Layer, Recipe, Registration, Setup,
+};
 pub use declaration::{DeclarationWarning, GENERAL_PURPOSE, SubagentDeclaration, WorkspaceMode, parse_user_spec};
-use harness_core::{ChatModel, Middleware, PromptPart, SessionLease, StateStore, Tool};
-use harness_fs::{Filesystem, IsolationScope};
+use harness_core::{ChatModel, Middleware, PromptPart, Tool};
 pub use records::{TaskFile, TaskProgress, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
 use runtime::Runtime;
 pub use runtime::SpawnError;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
-use std::num::NonZeroU32;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 pub use tools::ForceSync;
@@ -129,27 +127,12 @@ impl ConfigSection for SubagentsConfig {
 pub(crate) const REGISTRATION: Registration = Registration::new("subagents", build).with_section::<SubagentsConfig>();
 
 /// The builder's `[subagents]` override.
+#[derive(Clone)]
 struct ConfigOverride(SubagentsConfig);
 
 /// Declarations added on the builder, in order.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Declared(Vec<SubagentDeclaration>);
-
-/// The depth of the agent being built (set on children).
-struct ChildDepth(u32);
-
-/// What a child inherits from the parent's builder (set by `build()`).
-#[derive(Clone, Default)]
-pub(crate) struct Inherited {
-    pub(crate) tools: Vec<Arc<dyn Tool>>,
-    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
-    pub(crate) capabilities: Vec<Arc<dyn Capability>>,
-    pub(crate) extensions: Option<Arc<crate::extensions::Extensions>>,
-    pub(crate) sys_prompt: Option<String>,
-    pub(crate) max_iters: Option<NonZeroU32>,
-    pub(crate) session_lease: Option<Arc<dyn SessionLease>>,
-    pub(crate) state_store: Option<Arc<dyn StateStore>>,
-}
 
 pub(crate) use crate::capability::ToolAllowList;
 
@@ -196,6 +179,7 @@ fn default_resolver() -> ModelResolver {
 }
 
 /// The builder's resolver.
+#[derive(Clone)]
 struct ResolverSetting(ModelResolver);
 
 /// Reads a variable for `${VAR}` in remote subagents' `headers` (libraries read no
@@ -203,6 +187,7 @@ struct ResolverSetting(ModelResolver);
 pub type VariableLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// The builder's variable lookup.
+#[derive(Clone)]
 struct VariablesSetting(VariableLookup);
 
 impl HarnessAgentBuilder {
@@ -244,12 +229,15 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         None => setup.section::<SubagentsConfig>()?.unwrap_or_default(),
     };
     let declared = setup.take::<Declared>().unwrap_or_default();
-    let depth = setup.take::<ChildDepth>().map_or(0, |ChildDepth(depth)| depth);
-    let inherited = setup.take::<Inherited>().unwrap_or_default();
-    let parent_policy = setup.provided::<Arc<crate::permissions::Policy>>().cloned();
+    // A child keeps the resolved settings and the programmatic declarations.
+    setup.inherit(ConfigOverride(config.clone()));
+    setup.inherit(declared.clone());
+    let depth = setup.depth();
+    let parent_policy = setup.provided::<Arc<harness_policy::Policy>>().cloned();
     let resolver = setup
         .take::<ResolverSetting>()
         .map_or_else(default_resolver, |ResolverSetting(resolver)| resolver);
+    setup.inherit(ResolverSetting(Arc::clone(&resolver)));
     if config.child_token_budget == Some(0) {
         return Err(CapabilityError::new(
             "subagents",
@@ -275,6 +263,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         || Arc::new(|_: &str| None) as VariableLookup,
         |VariablesSetting(lookup)| lookup,
     );
+    setup.inherit(VariablesSetting(Arc::clone(&variables)));
     let (mut files, mut warnings) = declaration::load_dir(&setup.root.join("subagents"), "subagents");
     files.retain(
         |_, declaration| match declaration::substitute_headers(declaration, &*variables) {
@@ -303,14 +292,9 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     }
     let factory_policy = parent_policy.clone();
     let factory = ChildFactory {
-        model: Arc::clone(setup.model),
-        config: setup.config.clone(),
-        root: setup.root.to_path_buf(),
-        filesystem: Arc::clone(setup.workspace.filesystem()),
-        isolation: setup.isolation,
-        parent_name: setup.agent_id.to_string(),
-        depth: depth + 1,
-        inherited,
+        model: Arc::clone(setup.model()),
+        parent_name: setup.agent_id().to_string(),
+        recipe: setup.recipe(),
         parent_policy,
         resolver,
         built: Mutex::new(HashMap::new()),
@@ -431,24 +415,20 @@ impl Declarations {
     }
 }
 
-/// Builds (once per declaration) and keeps the child agents.
+/// Builds (once per declaration) and keeps the child agents, from the parent's recipe
+/// ([`Recipe`]: what every capability recorded for children) narrowed by the declaration.
 pub(crate) struct ChildFactory {
     model: Arc<dyn ChatModel>,
-    config: HarnessConfig,
-    root: PathBuf,
-    filesystem: Arc<dyn Filesystem>,
-    isolation: IsolationScope,
     parent_name: String,
-    depth: u32,
-    inherited: Inherited,
-    /// The parent's permission policy: a child keeps its deny and ask rules and its mode.
-    parent_policy: Option<Arc<crate::permissions::Policy>>,
+    recipe: Recipe,
+    /// The parent's permission policy (remote children get its rules as `inherit`).
+    pub(crate) parent_policy: Option<Arc<harness_policy::Policy>>,
     resolver: ModelResolver,
-    built: Mutex<HashMap<SubagentDeclaration, HarnessAgent>>,
+    built: Mutex<HashMap<SubagentDeclaration, Arc<dyn ChildAgent>>>,
 }
 
 impl ChildFactory {
-    fn built(&self) -> std::sync::MutexGuard<'_, HashMap<SubagentDeclaration, HarnessAgent>> {
+    fn built(&self) -> std::sync::MutexGuard<'_, HashMap<SubagentDeclaration, Arc<dyn ChildAgent>>> {
         // Only inserts happen under the lock.
         self.built.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -458,9 +438,9 @@ impl ChildFactory {
     /// # Errors
     /// The child's `model` cannot be built, or its build failed (e.g. its allow-list or
     /// configuration).
-    pub(crate) fn child(&self, declaration: &SubagentDeclaration) -> Result<HarnessAgent, SpawnError> {
+    pub(crate) fn child(&self, declaration: &SubagentDeclaration) -> Result<Arc<dyn ChildAgent>, SpawnError> {
         if let Some(agent) = self.built().get(declaration) {
-            return Ok(agent.clone());
+            return Ok(Arc::clone(agent));
         }
         let model = match &declaration.model {
             Some(spec) => (self.resolver)(spec, declaration.source).map_err(|message| SpawnError::Model {
@@ -476,9 +456,9 @@ impl ChildFactory {
         };
         let agent = self.build_child(declaration, model).map_err(|err| SpawnError::Build {
             id: declaration.id.clone(),
-            message: harness_core::error_chain(&err),
+            message: harness_core::error_chain(&*err),
         })?;
-        self.built().insert(declaration.clone(), agent.clone());
+        self.built().insert(declaration.clone(), Arc::clone(&agent));
         Ok(agent)
     }
 
@@ -486,68 +466,34 @@ impl ChildFactory {
         &self,
         declaration: &SubagentDeclaration,
         model: Arc<dyn ChatModel>,
-    ) -> Result<HarnessAgent, BuildError> {
+    ) -> Result<Arc<dyn ChildAgent>, harness_core::BoxError> {
         let name = match declaration.workspace_mode {
             WorkspaceMode::Isolated => declaration.id.clone(),
             WorkspaceMode::Shared => self.parent_name.clone(),
         };
-        let inherited = &self.inherited;
+        // The recipe is complete once the parent is built, before any call can spawn.
+        let inherited = self
+            .recipe
+            .get()
+            .cloned()
+            .ok_or("the parent agent is still being built")?;
         let prompt = if declaration.instructions.is_empty() {
-            inherited.sys_prompt.clone().unwrap_or_default()
+            inherited.sys_prompt_text()
         } else {
             declaration.instructions.clone()
         };
-        let mut builder = HarnessAgent::builder()
-            .workspace(self.root.clone())
-            .filesystem(Arc::clone(&self.filesystem))
-            .shared_model(model)
-            .config(self.config.clone())
-            .name(name)
-            .isolation(self.isolation)
-            .sys_prompt(prompt)
-            .memory(no_memory())
-            .setting(ChildDepth(self.depth));
-        if let Some(steps) = declaration.steps.or(inherited.max_iters) {
-            builder = builder.max_iters(steps);
-        }
-        for tool in &inherited.tools {
-            builder = builder.tool(Arc::clone(tool));
-        }
-        for middleware in &inherited.middleware {
-            builder = builder.middleware(Arc::clone(middleware));
-        }
-        for capability in &inherited.capabilities {
-            builder = builder.capability(Arc::clone(capability));
-        }
-        if let Some(extensions) = &inherited.extensions {
-            builder = builder.extensions(Arc::clone(extensions));
-        }
-        if let Some(lease) = &inherited.session_lease {
-            builder = builder.session_lease(Arc::clone(lease));
-        }
-        if let Some(store) = &inherited.state_store {
-            builder = builder.state_store(Arc::clone(store));
-        }
+        let mut spec = ChildSpec::new(inherited, name, model, prompt);
+        spec.max_iters = declaration.steps;
         if let Some(tools) = &declaration.tools {
-            builder = builder.setting(ToolAllowList(tools.clone()));
+            spec.settings.insert(ToolAllowList(tools.clone()));
         }
-        // A child's own children resolve their models the same way.
-        builder
-            .model_resolver(Arc::clone(&self.resolver))
-            .middleware(Arc::new(runtime::BudgetGuard))
-            .build()
+        spec.middleware.push(Arc::new(runtime::BudgetGuard));
+        self.recipe.build_child(spec)
     }
 
-    fn children(&self) -> Vec<HarnessAgent> {
+    fn children(&self) -> Vec<Arc<dyn ChildAgent>> {
         self.built().values().cloned().collect()
     }
-}
-
-/// Children run no memory extraction of their own.
-fn no_memory() -> harness_memory::MemoryConfig {
-    let mut config = harness_memory::MemoryConfig::default();
-    config.enabled = false;
-    config
 }
 
 /// The capability.

@@ -171,7 +171,6 @@ pub(crate) const REGISTRATION: Registration = Registration::new("task_list", bui
 #[derive(Clone)]
 pub(crate) struct TaskListOverride(pub(crate) bool);
 
-
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let asked = match setup.take::<TaskListOverride>() {
         Some(TaskListOverride(enabled)) => enabled,

@@ -369,7 +369,7 @@ async fn a_body_that_does_not_arrive_in_time_is_a_408() {
 
 #[tokio::test]
 async fn with_keys_allowed_hosts_applies_only_when_set() {
-    let key = harness::ServeKey {
+    let key = harness_serve::ServeKey {
         user: "alice".to_owned(),
         sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"k-alice")),
     };
@@ -514,8 +514,11 @@ async fn a_lost_session_lease_is_a_409_conflict() {
 #[test]
 fn serve_limits_and_origins_are_read_from_the_config_and_bad_values_refused() {
     let options = |text: &str| {
-        let config = harness::HarnessConfig::parse(text, std::path::Path::new("harness.toml")).unwrap();
-        ServeOptions::from_section(config.serve.as_ref()).map_err(|err| err.to_string())
+        let config =
+            harness::HarnessConfig::parse_with(text, std::path::Path::new("harness.toml"), &harness_serve::sections())
+                .unwrap();
+        let section = config.section::<harness_serve::ServeSection>().unwrap();
+        ServeOptions::from_section(section.as_ref()).map_err(|err| err.to_string())
     };
     let parsed = options(
         "[serve]\ncors_origins = [\"https://app.example\"]\nallowed_hosts = [\"api.example\"]\nheader_read_timeout = \"5s\"\n\

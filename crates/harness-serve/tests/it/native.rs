@@ -122,7 +122,7 @@ async fn cancel_ends_the_running_turn_which_is_still_saved() {
 
 #[tokio::test]
 async fn users_never_reach_each_others_sessions() {
-    let keys = [("alice", "k-a"), ("bob", "k-b")].map(|(user, key)| harness::ServeKey {
+    let keys = [("alice", "k-a"), ("bob", "k-b")].map(|(user, key)| harness_serve::ServeKey {
         user: user.into(),
         sha256: hex::encode(sha2::Sha256::digest(key)),
     });
@@ -187,7 +187,7 @@ async fn without_keys_only_loopback_binds_are_allowed() {
          harness.toml, or bind a loopback address such as 127.0.0.1:8080"
     );
     let mut options = ServeOptions::default();
-    options.keys = vec![harness::ServeKey {
+    options.keys = vec![harness_serve::ServeKey {
         user: "alice".into(),
         sha256: "ab".repeat(32),
     }];
@@ -221,12 +221,14 @@ async fn the_chat_page_is_served_at_the_root() {
 
 #[test]
 fn the_serve_section_is_checked_with_the_rest_of_harness_toml() {
-    let parse = |text: &str| harness::HarnessConfig::parse(text, std::path::Path::new("harness.toml"));
+    let parse = |text: &str| {
+        harness::HarnessConfig::parse_with(text, std::path::Path::new("harness.toml"), &harness_serve::sections())
+    };
     let config = parse(
         "[serve]\nbind = \"127.0.0.1:9000\"\nmax_queued_per_session = 3\n[[serve.keys]]\nuser = \"alice\"\nsha256 = \"ab\"\n",
     )
     .unwrap();
-    let section = config.serve.unwrap();
+    let section = config.section::<harness_serve::ServeSection>().unwrap().unwrap();
     assert_eq!(section.bind.as_deref(), Some("127.0.0.1:9000"));
     let options = ServeOptions::from_section(Some(&section)).unwrap();
     assert_eq!(options.max_queued_per_session, 3);
@@ -234,7 +236,16 @@ fn the_serve_section_is_checked_with_the_rest_of_harness_toml() {
     let unknown = parse("[serve]\nport = 80\n").unwrap_err().to_string();
     assert!(unknown.contains("unknown field `port`"), "{unknown}");
     let zero = parse("[serve]\nmax_queued_per_session = 0\n").unwrap();
-    let err = ServeOptions::from_section(zero.serve.as_ref()).unwrap_err();
+    let err = ServeOptions::from_section(zero.section::<harness_serve::ServeSection>().unwrap().as_ref()).unwrap_err();
+    // Without `[serve]`'s registration the section is unknown (harness does not own it).
+    let err_unregistered =
+        harness::HarnessConfig::parse("[serve]\nbind = \"x\"\n", std::path::Path::new("harness.toml"))
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err_unregistered.contains("unknown section `serve`"),
+        "{err_unregistered}"
+    );
     assert_eq!(err.to_string(), "[serve] max_queued_per_session must be at least 1");
     // A malformed key hash is refused when the server is built, naming the entry.
     let dir = tempfile::tempdir().unwrap();

@@ -165,7 +165,7 @@ async fn errors_use_openai_error_json_and_status() {
 async fn api_keys_decide_the_user_and_a_wrong_key_is_401() {
     let hash = hex::encode(sha2::Sha256::digest(b"secret-alice"));
     let mut options = ServeOptions::default();
-    options.keys = vec![harness::ServeKey {
+    options.keys = vec![harness_serve::ServeKey {
         user: "alice".into(),
         sha256: hash,
     }];

@@ -276,7 +276,7 @@ async fn a_remote_that_is_down_or_refuses_is_the_spawns_error_result() {
 async fn a_remote_file_with_an_authorization_header_from_a_variable_runs_as_the_keys_user() {
     use sha2::Digest;
     let mut options = ServeOptions::default();
-    options.keys = vec![harness::ServeKey {
+    options.keys = vec![harness_serve::ServeKey {
         user: "alice".to_owned(),
         sha256: hex::encode(sha2::Sha256::digest(b"k-alice")),
     }];

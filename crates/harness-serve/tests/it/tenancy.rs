@@ -13,8 +13,8 @@ const BOB_TASKS_SESSION: &str = "bobtasks1";
 /// A word only bob's conversation contains.
 const BOB_SECRET: &str = "zebrafish42";
 
-fn key(user: &str, secret: &str) -> harness::ServeKey {
-    harness::ServeKey {
+fn key(user: &str, secret: &str) -> harness_serve::ServeKey {
+    harness_serve::ServeKey {
         user: user.to_owned(),
         sha256: hex::encode(Sha256::digest(secret.as_bytes())),
     }

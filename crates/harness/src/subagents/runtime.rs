@@ -582,7 +582,7 @@ impl Runtime {
         self.tracker.spawn(async move {
             let cancel = child_ctx.cancellation().clone();
             let events = match (child, input) {
-                (Ok(child), ChildInput::Task(task)) => child.stream(task, child_ctx).boxed(),
+                (Ok(child), ChildInput::Task(task)) => child.stream(task.into(), child_ctx).boxed(),
                 (Ok(child), ChildInput::Resume(resume)) => child.resume_stream(resume.decisions, child_ctx).boxed(),
                 (Err(target), ChildInput::Task(task)) => {
                     super::remote::events(target, super::remote::Send::Task(task), cancel.clone(), source.clone())

@@ -32,10 +32,7 @@ const WAITS: ToolAnnotations = ToolAnnotations::new()
     .closed_world()
     .concurrency_safe(true)
     .agent_local();
-const READS: ToolAnnotations = ToolAnnotations::new()
-    .read_only()
-    .concurrency_safe(true)
-    .agent_local();
+const READS: ToolAnnotations = ToolAnnotations::new().read_only().concurrency_safe(true).agent_local();
 
 /// Every subagent tool.
 pub(crate) fn all(runtime: &Arc<Runtime>, declarations: &Arc<Declarations>) -> Vec<Arc<dyn harness_core::Tool>> {

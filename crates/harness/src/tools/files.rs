@@ -622,7 +622,9 @@ pub fn file_tools() -> Vec<Arc<dyn Tool>> {
 
 /// The file tools' entry in the capability registry: always on.
 pub(crate) const REGISTRATION: crate::capability::Registration =
-    crate::capability::Registration::new("file_tools", |_| Ok(Some(Arc::new(FileTools) as Arc<dyn crate::capability::Capability>)));
+    crate::capability::Registration::new("file_tools", |_| {
+        Ok(Some(Arc::new(FileTools) as Arc<dyn crate::capability::Capability>))
+    });
 
 /// The file tools as a capability.
 struct FileTools;

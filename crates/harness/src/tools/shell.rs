@@ -160,14 +160,15 @@ pub fn shell_tool() -> Arc<dyn Tool> {
 
 /// The shell's entry in the capability registry: on when the workspace filesystem has a
 /// shell.
-pub(crate) const REGISTRATION: crate::capability::Registration = crate::capability::Registration::new("shell", |setup| {
-    Ok(setup
-        .workspace()
-        .filesystem()
-        .shell()
-        .is_some()
-        .then(|| Arc::new(HostShell) as Arc<dyn crate::capability::Capability>))
-});
+pub(crate) const REGISTRATION: crate::capability::Registration =
+    crate::capability::Registration::new("shell", |setup| {
+        Ok(setup
+            .workspace()
+            .filesystem()
+            .shell()
+            .is_some()
+            .then(|| Arc::new(HostShell) as Arc<dyn crate::capability::Capability>))
+    });
 
 /// The shell tool as a capability.
 struct HostShell;

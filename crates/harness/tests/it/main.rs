@@ -17,6 +17,7 @@ mod mcp;
 mod memory;
 mod permissions;
 mod plan_mode;
+mod recipe;
 mod scope;
 mod sessions;
 mod skills;

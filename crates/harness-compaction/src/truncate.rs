@@ -111,7 +111,7 @@ fn cut_strings(value: &mut Value, config: &TruncateArgsConfig, cut: &mut u64, ou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compaction::estimate::estimate_msg_tokens;
+    use crate::estimate::estimate_msg_tokens;
 
     fn write_call(content: &str) -> Msg {
         Msg::new(

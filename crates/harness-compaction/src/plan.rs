@@ -158,7 +158,7 @@ fn pair_safe_cut(messages: &[Arc<Msg>], desired: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compaction::estimate::estimate_msg_tokens;
+    use crate::estimate::estimate_msg_tokens;
     use harness_core::Block;
 
     fn call(id: &str) -> Msg {
@@ -278,7 +278,7 @@ mod tests {
         let mut summary = Msg::user("old summary");
         summary
             .metadata
-            .insert(crate::compaction::SUMMARY_META.into(), serde_json::json!({}));
+            .insert(crate::SUMMARY_META.into(), serde_json::json!({}));
         let alone = vec![summary.clone(), Msg::user("u"), Msg::assistant("a")];
         assert_eq!(check(alone, keep(2)), None);
         let with_raw = vec![summary, Msg::assistant("raw"), Msg::user("u"), Msg::assistant("a")];
