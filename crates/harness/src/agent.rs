@@ -18,10 +18,7 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The workspace used when neither the builder nor the caller names one.
-pub const DEFAULT_WORKSPACE: &str = ".harness/workspace";
-/// The agent name used when none is set.
-pub const DEFAULT_AGENT_NAME: &str = "harness";
+use crate::config::{DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE};
 
 /// Why a [`HarnessAgent`] could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -4,13 +4,15 @@
 //! [`Registration`] type ([`HarnessAgentBuilder::register`]).
 
 use crate::HarnessAgentBuilder;
-use crate::capability::{ConfigSection, Registration};
+use crate::capability::{ConfigSection, Registration, Sections};
 use crate::compaction::CompactionConfig;
+use crate::config::{ConfigError, HarnessConfig};
 use crate::eviction::ToolResultEvictionConfig;
 use crate::plan_mode::PlanSection;
 use harness_core::ChatModel;
 use harness_memory::MemoryConfig;
 use harness_policy::Policy;
+use std::path::Path;
 use std::sync::Arc;
 
 /// The built-in capabilities, in build order (the onion order is each middleware's
@@ -36,6 +38,33 @@ pub(crate) fn registrations() -> [Registration; 11] {
         crate::prompt::REGISTRATION,
         crate::task_list::REGISTRATION,
     ]
+}
+
+impl Sections {
+    /// The built-in capabilities' sections (what [`HarnessConfig::parse`](crate::HarnessConfig::parse)
+    /// accepts beside the agent's own).
+    pub fn builtin() -> Self {
+        Self::of(registrations())
+    }
+}
+
+/// Parsing with the built-in capabilities' sections.
+impl HarnessConfig {
+    /// Parses a configuration text; `path` is only used in messages.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the offending key.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        Self::parse_with(text, path, &Sections::builtin())
+    }
+
+    /// Loads `<workspace>/harness.toml`; a missing file is the default configuration.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unreadable or invalid file.
+    pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
+        Self::load_with(workspace, &Sections::builtin())
+    }
 }
 
 /// The built-in capabilities' builder settings.

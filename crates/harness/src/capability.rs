@@ -265,11 +265,6 @@ impl Sections {
         Self(registrations.into_iter().filter(|r| r.section.is_some()).collect())
     }
 
-    /// The built-in capabilities' sections.
-    pub fn builtin() -> Self {
-        Self::of(crate::builtins::registrations())
-    }
-
     /// These sections and `registration`'s.
     #[must_use]
     pub fn with(mut self, registration: Registration) -> Self {

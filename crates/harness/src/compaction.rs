@@ -10,7 +10,12 @@ use harness_core::{ChatModel, Middleware};
 use std::sync::Arc;
 
 /// Compaction's entry in the capability registry.
-pub(crate) const REGISTRATION: Registration = Registration::new("compaction", build);
+pub(crate) const REGISTRATION: Registration = Registration::new("compaction", build).with_section::<CompactionConfig>();
+
+/// `[compaction]`: present = compaction on (off when absent).
+impl crate::capability::ConfigSection for CompactionConfig {
+    const KEY: &'static str = "compaction";
+}
 
 /// The builder's compaction settings (override `[compaction]`).
 #[derive(Clone)]
@@ -21,10 +26,10 @@ pub(crate) struct CompactionOverride(pub(crate) CompactionConfig);
 pub(crate) struct SummaryModel(pub(crate) Arc<dyn ChatModel>);
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
-    let config = setup
-        .take::<CompactionOverride>()
-        .map(|CompactionOverride(config)| config)
-        .or_else(|| setup.config.compaction.clone());
+    let config = match setup.take::<CompactionOverride>() {
+        Some(CompactionOverride(config)) => Some(config),
+        None => setup.section::<CompactionConfig>()?,
+    };
     let summary_model = setup.take::<SummaryModel>().map(|SummaryModel(model)| model);
     let Some(config) = config else {
         return Ok(None);

@@ -15,7 +15,6 @@
 //! override the file.
 
 use crate::capability::{ConfigSection, Sections};
-use crate::compaction::CompactionConfig;
 use crate::filesystem::FilesystemKind;
 use crate::state::StateKind;
 use harness_fs::IsolationScope;
@@ -108,6 +107,11 @@ pub enum ConfigError {
     },
 }
 
+/// The workspace used when neither the builder nor the caller names one.
+pub const DEFAULT_WORKSPACE: &str = ".harness/workspace";
+/// The agent name used when none is set.
+pub const DEFAULT_AGENT_NAME: &str = "harness";
+
 /// The whole file.
 ///
 /// Sections owned by a registered [`Capability`](crate::capability::Capability) are kept as
@@ -118,9 +122,6 @@ pub struct HarnessConfig {
     /// `[agent]`.
     #[serde(default)]
     pub agent: AgentConfig,
-    /// `[compaction]`: present = compaction on (off when absent).
-    #[serde(default)]
-    pub compaction: Option<CompactionConfig>,
     /// `[memory]`: long-term memory (on by default).
     #[serde(default)]
     pub memory: Option<harness_memory::MemoryConfig>,
@@ -165,14 +166,6 @@ pub struct AgentConfig {
 }
 
 impl HarnessConfig {
-    /// Parses a configuration text; `path` is only used in messages.
-    ///
-    /// # Errors
-    /// [`ConfigError::Invalid`] naming the offending key.
-    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        Self::parse_with(text, path, &Sections::builtin())
-    }
-
     /// Parses a configuration text whose capability sections are those of `sections` (the
     /// built-in ones plus, e.g., `harness-serve`'s `[serve]` or a caller's own); `path` is
     /// only used in messages.
@@ -301,14 +294,6 @@ impl HarnessConfig {
         Ok(())
     }
 
-    /// Loads `<workspace>/harness.toml`; a missing file is the default configuration.
-    ///
-    /// # Errors
-    /// [`ConfigError`] for an unreadable or invalid file.
-    pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
-        Self::load_with(workspace, &Sections::builtin())
-    }
-
     /// [`load`](Self::load) with the capability sections of `sections`
     /// ([`parse_with`](Self::parse_with)).
     ///
@@ -416,7 +401,8 @@ mod tests {
             Path::new("t"),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(config.compaction.map(|c| c.trigger_messages), Some(30));
+        let compaction = config.section::<harness_compaction::CompactionConfig>().unwrap();
+        assert_eq!(compaction.map(|c| c.trigger_messages), Some(30));
         for bad in ["[compaction]\ntriger = 1\n", "[tool_result_eviction]\nmax_char = 1\n"] {
             let message = HarnessConfig::parse(bad, Path::new("t"))
                 .err()

@@ -19,8 +19,9 @@
 //! ([`WINDOW_TRIGGER_PERCENT`] of it); a model with no known window keeps the default
 //! trigger, and nothing is refused for its size.
 
-use crate::agent::{DEFAULT_AGENT_NAME, HarnessAgent, HarnessAgentBuilder};
+use crate::agent::{HarnessAgent, HarnessAgentBuilder};
 use crate::capability::{Registration, Sections};
+use crate::config::DEFAULT_AGENT_NAME;
 use crate::config::{CONFIG_FILE, ConfigError, HarnessConfig};
 use crate::extensions::{Extensions, ExtensionsConfig};
 use crate::mcp::{HostEnv, INHERITED_VARS};
@@ -238,7 +239,8 @@ impl<'a> WorkspaceLoader<'a> {
         if let Some(spec) = config.memory.as_ref().and_then(|m| m.model.as_deref()) {
             builder = builder.memory_model(build(spec, format!("{} [memory] model", file.display()))?);
         }
-        if let Some(spec) = config.compaction.as_ref().and_then(|c| c.model.as_deref()) {
+        let compaction = config.section::<crate::compaction::CompactionConfig>()?;
+        if let Some(spec) = compaction.as_ref().and_then(|c| c.model.as_deref()) {
             builder = builder.compaction_model(build(spec, format!("{} [compaction] model", file.display()))?);
         }
         let main = match (&self.model, self.lookup(MODEL_VARIABLE), &config.agent.model) {
@@ -258,9 +260,11 @@ impl<'a> WorkspaceLoader<'a> {
                     model = Arc::new(WithContextWindow::new(model, tokens));
                 }
                 if !sets_token_trigger(text.as_deref())
-                    && let (Some(compaction), Some(tokens)) = (config.compaction.as_mut(), model.context_window())
+                    && let (Some(toml::Value::Table(section)), Some(tokens)) =
+                        (config.capabilities.get_mut("compaction"), model.context_window())
                 {
-                    compaction.trigger_tokens = window_trigger(tokens);
+                    let tokens = i64::try_from(window_trigger(tokens)).unwrap_or(i64::MAX);
+                    section.insert("trigger_tokens".to_owned(), toml::Value::Integer(tokens));
                 }
                 builder = builder.shared_model(model);
                 Some((spec, source))
@@ -389,7 +393,8 @@ mod tests {
             .load()
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        loaded.config.compaction.map(|c| c.trigger_tokens)
+        let section = loaded.config.section::<crate::compaction::CompactionConfig>();
+        section.unwrap_or_else(|e| panic!("{e}")).map(|c| c.trigger_tokens)
     }
 
     #[tokio::test]

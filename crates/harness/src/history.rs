@@ -105,7 +105,7 @@ impl SessionReader {
         let name = name
             .map(str::to_owned)
             .or_else(|| config.agent.name.clone())
-            .unwrap_or_else(|| crate::DEFAULT_AGENT_NAME.to_owned());
+            .unwrap_or_else(|| crate::config::DEFAULT_AGENT_NAME.to_owned());
         let agent = AgentId::parse(name.as_str()).map_err(|err| ConfigError::Value {
             path: path.clone(),
             section: "agent",
