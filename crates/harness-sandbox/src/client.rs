@@ -113,7 +113,12 @@ impl Drop for Connection {
     }
 }
 
-async fn read_loop(mut stdout: ChildStdout, mut decoder: Decoder, routes: Routes, closed: tokio_util::sync::CancellationToken) {
+async fn read_loop(
+    mut stdout: ChildStdout,
+    mut decoder: Decoder,
+    routes: Routes,
+    closed: tokio_util::sync::CancellationToken,
+) {
     let mut chunk = vec![0u8; 64 * 1024];
     'outer: loop {
         loop {
@@ -143,7 +148,11 @@ async fn read_loop(mut stdout: ChildStdout, mut decoder: Decoder, routes: Routes
             let last = matches!(event, Event::Exited(_) | Event::Failed(_));
             let route = {
                 let mut routes = routes.lock().unwrap_or_else(PoisonError::into_inner);
-                if last { routes.remove(&frame.id) } else { routes.get(&frame.id).cloned() }
+                if last {
+                    routes.remove(&frame.id)
+                } else {
+                    routes.get(&frame.id).cloned()
+                }
             };
             if let Some(route) = route {
                 // A consumer that went away (its request was dropped) just loses its events.

@@ -7,8 +7,7 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -99,7 +98,11 @@ fn apply_landlock(confinement: &Confinement) -> Result<u8, String> {
         .map_err(|err| fail("scopes (needs ABI 6)", &err))?
         .create()
         .map_err(|err| fail("create ruleset", &err))?;
-    for (paths, access) in [(&confinement.read, read), (&confinement.write, all), (&confinement.files, file)] {
+    for (paths, access) in [
+        (&confinement.read, read),
+        (&confinement.write, all),
+        (&confinement.files, file),
+    ] {
         for path in paths {
             let fd = PathFd::new(path).map_err(|err| fail(&format!("open {path}"), &err))?;
             ruleset = ruleset
@@ -210,12 +213,22 @@ pub(crate) fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
         deny.insert(nr | X32_SYSCALL_BIT, Vec::new());
     }
     deny.insert(libc::SYS_socket, socket_rules()?);
-    let deny = SeccompFilter::new(deny, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
-        .map_err(|err| format!("seccomp: {err}"))?;
+    let deny = SeccompFilter::new(
+        deny,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|err| format!("seccomp: {err}"))?;
     let mut clone3 = BTreeMap::new();
     clone3.insert(libc::SYS_clone3, Vec::new());
-    let clone3 = SeccompFilter::new(clone3, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch)
-        .map_err(|err| format!("seccomp: {err}"))?;
+    let clone3 = SeccompFilter::new(
+        clone3,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(|err| format!("seccomp: {err}"))?;
     [deny, clone3]
         .into_iter()
         .map(|filter| BpfProgram::try_from(filter).map_err(|err| format!("seccomp: {err}")))

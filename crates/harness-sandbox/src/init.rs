@@ -146,10 +146,7 @@ fn serve() -> std::io::Result<()> {
     let host = rustix::stdio::stdin();
     loop {
         let mut slots = vec![Slot::Host, Slot::Reaper];
-        let mut fds = vec![
-            PollFd::new(&host, PollFlags::IN),
-            PollFd::new(&reaped, PollFlags::IN),
-        ];
+        let mut fds = vec![PollFd::new(&host, PollFlags::IN), PollFd::new(&reaped, PollFlags::IN)];
         for (id, process) in &server.processes {
             if let Some(fd) = &process.stdout {
                 slots.push(Slot::Stdout(*id));

@@ -523,7 +523,9 @@ impl Sandbox for NamespaceSandbox {
 
 /// Whether `path` lies under one of the host directories a sandbox must never see.
 pub(crate) fn is_forbidden_host_dir(path: &Path) -> bool {
-    ["/root", "/home", "/run", "/var", "/tmp", "/proc", "/sys", "/dev", "/etc", "/boot"]
-        .iter()
-        .any(|forbidden| path == Path::new(forbidden) || path.starts_with(forbidden))
+    [
+        "/root", "/home", "/run", "/var", "/tmp", "/proc", "/sys", "/dev", "/etc", "/boot",
+    ]
+    .iter()
+    .any(|forbidden| path == Path::new(forbidden) || path.starts_with(forbidden))
 }

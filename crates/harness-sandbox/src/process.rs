@@ -265,7 +265,9 @@ pub struct SandboxProcess {
 
 impl std::fmt::Debug for SandboxProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SandboxProcess").field("pid", &self.pid).finish_non_exhaustive()
+        f.debug_struct("SandboxProcess")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
     }
 }
 
@@ -295,7 +297,11 @@ impl SandboxProcess {
         };
         let pid = match events.recv().await {
             Some(Event::Started(started)) => started.pid,
-            Some(Event::Failed(failed)) => return Err(SandboxError::Spawn { message: failed.message }),
+            Some(Event::Failed(failed)) => {
+                return Err(SandboxError::Spawn {
+                    message: failed.message,
+                });
+            }
             Some(_) | None => return Err(SandboxError::Gone),
         };
         let (stdout_tx, stdout_rx) = mpsc::channel(64);

@@ -119,13 +119,20 @@ impl Decoder {
         }
         let len = u32::from_be_bytes([self.buffer[0], self.buffer[1], self.buffer[2], self.buffer[3]]) as usize;
         if !(HEADER..=MAX_FRAME).contains(&len) {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad frame length {len}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad frame length {len}"),
+            ));
         }
         if self.buffer.len() < 4 + len {
             return Ok(None);
         }
-        let kind = Kind::from_byte(self.buffer[4])
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("unknown frame kind {}", self.buffer[4])))?;
+        let kind = Kind::from_byte(self.buffer[4]).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unknown frame kind {}", self.buffer[4]),
+            )
+        })?;
         let mut id = [0u8; 8];
         id.copy_from_slice(&self.buffer[5..13]);
         let payload = self.buffer[13..4 + len].to_vec();
@@ -153,7 +160,10 @@ pub(crate) fn read_frame(reader: &mut impl Read, decoder: &mut Decoder) -> io::R
             return if decoder.buffer.is_empty() {
                 Ok(None)
             } else {
-                Err(io::Error::new(io::ErrorKind::UnexpectedEof, "stream cut inside a frame"))
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "stream cut inside a frame",
+                ))
             };
         }
         decoder.push(&chunk[..read]);
@@ -225,7 +235,14 @@ mod tests {
     fn frames_round_trip_through_a_split_stream() {
         let frames = [
             Frame::new(Kind::Stdout, 7, b"hello".to_vec()),
-            Frame::json(Kind::Exited, u64::MAX, &Exited { code: Some(3), signal: None }),
+            Frame::json(
+                Kind::Exited,
+                u64::MAX,
+                &Exited {
+                    code: Some(3),
+                    signal: None,
+                },
+            ),
             Frame::new(Kind::CloseStdin, 0, Vec::new()),
         ];
         let wire: Vec<u8> = frames.iter().flat_map(Frame::encode).collect();
@@ -238,15 +255,21 @@ mod tests {
             }
         }
         assert_eq!(seen, frames);
-        assert_eq!(seen[1].parse::<Exited>().unwrap(), Exited { code: Some(3), signal: None });
+        assert_eq!(
+            seen[1].parse::<Exited>().unwrap(),
+            Exited {
+                code: Some(3),
+                signal: None
+            }
+        );
     }
 
     #[test]
     fn malformed_frames_are_refused() {
         for bad in [
-            vec![0, 0, 0, 1, 12],                           // shorter than the header
+            vec![0, 0, 0, 1, 12],                            // shorter than the header
             vec![0, 0x20, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0], // longer than MAX_FRAME
-            vec![0, 0, 0, 9, 99, 0, 0, 0, 0, 0, 0, 0, 0],   // unknown kind
+            vec![0, 0, 0, 9, 99, 0, 0, 0, 0, 0, 0, 0, 0],    // unknown kind
         ] {
             let mut decoder = Decoder::default();
             decoder.push(&bad);

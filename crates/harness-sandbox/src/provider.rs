@@ -168,7 +168,9 @@ pub enum ProbeError {
         detail: String,
     },
     /// A configured read-only directory is one a sandbox must never see.
-    #[error("{path} may not be offered read-only to a sandbox (it holds host state or sockets): offer a narrower directory outside /root, /home, /run, /var, /tmp, /etc")]
+    #[error(
+        "{path} may not be offered read-only to a sandbox (it holds host state or sockets): offer a narrower directory outside /root, /home, /run, /var, /tmp, /etc"
+    )]
     ForbiddenReadOnly {
         /// The configured directory.
         path: PathBuf,
@@ -339,6 +341,8 @@ pub trait Sandbox: Send + Sync + 'static {
 
 impl std::fmt::Debug for dyn Sandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandbox").field("instance", &self.state().instance).finish_non_exhaustive()
+        f.debug_struct("Sandbox")
+            .field("instance", &self.state().instance)
+            .finish_non_exhaustive()
     }
 }

@@ -3,7 +3,9 @@
 //! sandbox can change what the file tools wrote.
 
 use async_trait::async_trait;
-use harness_fs::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, LocalFs, TextPage, WriteMode, WsPath};
+use harness_fs::{
+    FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, LocalFs, TextPage, WriteMode, WsPath,
+};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::path::PathBuf;
 

@@ -50,7 +50,12 @@ pub(crate) struct Plan<'a> {
 
 /// What the init confines itself to, for this mount view.
 pub(crate) fn confinement(read_only: &[PathBuf], rlimits: &Rlimits) -> Confinement {
-    let mut read = vec!["/usr".to_owned(), "/etc".to_owned(), "/proc".to_owned(), "/dev".to_owned()];
+    let mut read = vec![
+        "/usr".to_owned(),
+        "/etc".to_owned(),
+        "/proc".to_owned(),
+        "/dev".to_owned(),
+    ];
     for dir in SYSTEM_DIRS {
         if Path::new(dir).symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
             read.push((*dir).to_owned());
@@ -76,7 +81,11 @@ pub(crate) fn command(plan: &Plan<'_>, uid: u32, drop_to_uid: bool) -> Command {
     if drop_to_uid {
         command.uid(uid).gid(uid);
     }
-    command.env_clear().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let arg = |command: &mut Command, args: &[&str]| {
         command.args(args);
     };
@@ -118,7 +127,10 @@ pub(crate) fn command(plan: &Plan<'_>, uid: u32, drop_to_uid: bool) -> Command {
     }
     arg(&mut command, &["--dir", "/etc"]);
     for name in ["passwd", "group", "hosts", "nsswitch.conf", "hostname"] {
-        command.arg("--ro-bind").arg(plan.etc.join(name)).arg(format!("/etc/{name}"));
+        command
+            .arg("--ro-bind")
+            .arg(plan.etc.join(name))
+            .arg(format!("/etc/{name}"));
     }
     if plan.network == Network::Full {
         arg(&mut command, &["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]);
@@ -127,7 +139,10 @@ pub(crate) fn command(plan: &Plan<'_>, uid: u32, drop_to_uid: bool) -> Command {
         command.args(["--ro-bind-try", path, path]);
     }
     arg(&mut command, &["--dev", "/dev", "--proc", "/proc"]);
-    command.arg("--size").arg(plan.tmp_bytes.to_string()).args(["--tmpfs", "/tmp"]);
+    command
+        .arg("--size")
+        .arg(plan.tmp_bytes.to_string())
+        .args(["--tmpfs", "/tmp"]);
     command.arg("--bind").arg(plan.work_tree).arg(WORK_TREE_MOUNT);
     for path in plan.read_only {
         command.arg("--ro-bind").arg(path).arg(path);
@@ -148,8 +163,14 @@ pub(crate) fn etc_files(uid: u32) -> Vec<(&'static str, String)> {
             ),
         ),
         ("group", format!("root:x:0:\nsandbox:x:{uid}:\nnogroup:x:65534:\n")),
-        ("hosts", "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_owned()),
-        ("nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n".to_owned()),
+        (
+            "hosts",
+            "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_owned(),
+        ),
+        (
+            "nsswitch.conf",
+            "passwd: files\ngroup: files\nhosts: files dns\n".to_owned(),
+        ),
         ("hostname", "sandbox\n".to_owned()),
     ]
 }
@@ -169,7 +190,11 @@ pub(crate) fn version(bwrap: &Path) -> Result<String, ProbeError> {
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     if (major, minor) < (0, 8) {
         return Err(ProbeError::BwrapTooOld {
-            found: if version.is_empty() { text.trim().to_owned() } else { version },
+            found: if version.is_empty() {
+                text.trim().to_owned()
+            } else {
+                version
+            },
         });
     }
     Ok(version)
@@ -200,9 +225,14 @@ mod tests {
     #[test]
     fn userns_failures_are_named() {
         assert!(matches!(
-            classify_failure("bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces"),
+            classify_failure(
+                "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces"
+            ),
             ProbeError::UserNamespaces { .. }
         ));
-        assert!(matches!(classify_failure("bwrap: Can't find source path /x"), ProbeError::Bwrap { .. }));
+        assert!(matches!(
+            classify_failure("bwrap: Can't find source path /x"),
+            ProbeError::Bwrap { .. }
+        ));
     }
 }

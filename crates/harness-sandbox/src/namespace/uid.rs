@@ -28,7 +28,12 @@ fn make_dir(dir: &Path, mode: u32) -> Result<(), SandboxError> {
 }
 
 fn open_lock(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(path)
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
 }
 
 /// Takes the lock without waiting; `Ok(None)` when someone else holds it.
@@ -150,7 +155,10 @@ impl UidLease {
 fn process_uid(pid: &str) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     // A zombie runs nothing; it is gone once its parent (outside the sandbox) reaps it.
-    if status.lines().any(|line| line.starts_with("State:") && line.contains('Z')) {
+    if status
+        .lines()
+        .any(|line| line.starts_with("State:") && line.contains('Z'))
+    {
         return None;
     }
     let line = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;

@@ -8,7 +8,11 @@ use std::path::{Path, PathBuf};
 
 fn failed(path: &Path, operation: &'static str) -> impl FnOnce(std::io::Error) -> SandboxError {
     let path = path.to_owned();
-    move |source| SandboxError::WorkTree { path, operation, source }
+    move |source| SandboxError::WorkTree {
+        path,
+        operation,
+        source,
+    }
 }
 
 /// Creates and hands over the work tree; returns its canonical path.

@@ -80,7 +80,12 @@ impl Canaries {
             .unwrap();
         // A descriptor without close-on-exec, open for writing on the canary file: it must not
         // be usable inside the sandbox.
-        let leaked = rustix::fs::open(&canary, rustix::fs::OFlags::RDWR | rustix::fs::OFlags::APPEND, rustix::fs::Mode::empty()).unwrap();
+        let leaked = rustix::fs::open(
+            &canary,
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::APPEND,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
         Self {
             _scratch: scratch,
             canary,
@@ -103,8 +108,14 @@ impl Canaries {
             ("CANARY_FILE", self.canary.display().to_string()),
             ("SECRET_FILE", self.secret_file.display().to_string()),
             ("DATA_DIR", self.data.display().to_string()),
-            ("HOST_TMP_MARKER", self.tmp_marker.file_name().unwrap().to_string_lossy().into_owned()),
-            ("HOST_SOCKET", self._scratch.join("host/canary.sock").display().to_string()),
+            (
+                "HOST_TMP_MARKER",
+                self.tmp_marker.file_name().unwrap().to_string_lossy().into_owned(),
+            ),
+            (
+                "HOST_SOCKET",
+                self._scratch.join("host/canary.sock").display().to_string(),
+            ),
             ("ABSTRACT_NAME", self.abstract_name.clone()),
             ("TCP_PORT", self.tcp.local_addr().unwrap().port().to_string()),
             ("UDP_PORT", self.udp.local_addr().unwrap().port().to_string()),
@@ -165,8 +176,29 @@ fn rand_suffix() -> u64 {
 
 /// Names a sandboxed command may find in its environment.
 const ALLOWED_ENV: &[&str] = &[
-    "PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
-    "TZ", "TERM", "PWD", "SHLVL", "_", "OLDPWD", "IFS", "PS1", "PS2", "PS4", "PPID", "OPTIND",
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TERM",
+    "PWD",
+    "SHLVL",
+    "_",
+    "OLDPWD",
+    "IFS",
+    "PS1",
+    "PS2",
+    "PS4",
+    "PPID",
+    "OPTIND",
 ];
 
 #[tokio::test]
@@ -209,7 +241,9 @@ async fn the_escape_corpus_breaks_no_canary() {
         }
         if name == "filesystem/environment.sh" {
             for line in output.stdout.lines().filter(|line| !line.starts_with(' ')) {
-                let Some((variable, _)) = line.split_once('=') else { continue };
+                let Some((variable, _)) = line.split_once('=') else {
+                    continue;
+                };
                 let passed = env.iter().any(|(key, _)| key == variable);
                 if !passed && !ALLOWED_ENV.contains(&variable) {
                     failures.push(format!("{name}: unexpected variable {variable} in the sandbox"));
@@ -220,12 +254,20 @@ async fn the_escape_corpus_breaks_no_canary() {
             failures.push(format!("{name}: {broken}"));
         }
     }
-    assert_eq!(std::fs::read_to_string(other.state().work_tree.join("private.txt")).unwrap(), "private\n");
+    assert_eq!(
+        std::fs::read_to_string(other.state().work_tree.join("private.txt")).unwrap(),
+        "private\n"
+    );
     // After `kill -9 -1` and the rest, the sandbox still serves.
     assert_eq!(fixture.ok("echo alive").await.stdout, "alive\n");
     other.shutdown().await.unwrap();
     fixture.stop().await;
-    assert!(failures.is_empty(), "{} escapes:\n{}", failures.len(), failures.join("\n---\n"));
+    assert!(
+        failures.is_empty(),
+        "{} escapes:\n{}",
+        failures.len(),
+        failures.join("\n---\n")
+    );
 }
 
 #[tokio::test]
@@ -268,9 +310,16 @@ async fn memory_and_file_size_limits_hold() {
         Network::Offline,
     )
     .await;
-    let balloon = fixture.sh("python3 -c \"b = bytearray(1 << 30); print('ESCAPED', len(b))\"").await;
-    assert!(!balloon.stdout.contains("ESCAPED") && balloon.stderr.contains("MemoryError"), "{balloon:?}");
-    let big = fixture.sh("dd if=/dev/zero of=big bs=1M count=4 2>&1; stat -c %s big").await;
+    let balloon = fixture
+        .sh("python3 -c \"b = bytearray(1 << 30); print('ESCAPED', len(b))\"")
+        .await;
+    assert!(
+        !balloon.stdout.contains("ESCAPED") && balloon.stderr.contains("MemoryError"),
+        "{balloon:?}"
+    );
+    let big = fixture
+        .sh("dd if=/dev/zero of=big bs=1M count=4 2>&1; stat -c %s big")
+        .await;
     assert!(big.stdout.trim_end().ends_with("1048576"), "{big:?}");
     fixture.stop().await;
 }
@@ -279,7 +328,9 @@ async fn memory_and_file_size_limits_hold() {
 async fn full_network_is_the_hosts_and_offline_is_not() {
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let probe = format!("python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), 2); print('connected')\" 2>&1");
+    let probe = format!(
+        "python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), 2); print('connected')\" 2>&1"
+    );
     let full = Fixture::with(|config| config, Network::Full).await;
     assert_eq!(full.sh(&probe).await.stdout.trim(), "connected");
     full.stop().await;

@@ -3,7 +3,9 @@
 
 use crate::support::{Fixture, Scratch, UID_RANGE, config, processes_of};
 use harness_fs::{Filesystem, Shell, ShellRequest, WriteMode, WsPath};
-use harness_sandbox::{CreateRequest, NamespaceConfig, NamespaceProvider, ProbeError, SandboxError, SandboxProvider, SpawnRequest};
+use harness_sandbox::{
+    CreateRequest, NamespaceConfig, NamespaceProvider, ProbeError, SandboxError, SandboxProvider, SpawnRequest,
+};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -11,9 +13,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 async fn probe_proves_every_mechanism() {
     let scratch = Scratch::new();
     let provider = NamespaceProvider::new(config(&scratch));
-    let caps = provider.probe().await.expect("the host must provide the namespace sandbox");
+    let caps = provider
+        .probe()
+        .await
+        .expect("the host must provide the namespace sandbox");
     assert!(caps.landlock_abi >= 6, "{caps:?}");
-    assert!(caps.seccomp && caps.pid_namespace && caps.unprivileged && caps.per_sandbox_uid, "{caps:?}");
+    assert!(
+        caps.seccomp && caps.pid_namespace && caps.unprivileged && caps.per_sandbox_uid,
+        "{caps:?}"
+    );
     assert!(caps.bwrap_version.starts_with("0."), "{caps:?}");
 }
 
@@ -27,7 +35,9 @@ async fn a_command_runs_as_the_sandbox_uid_without_privileges() {
         .await;
     assert_eq!(
         output.stdout,
-        format!("{uid}\n{uid}\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n/workspace\n/workspace\n")
+        format!(
+            "{uid}\n{uid}\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n/workspace\n/workspace\n"
+        )
     );
     fixture.stop().await;
 }
@@ -36,16 +46,27 @@ async fn a_command_runs_as_the_sandbox_uid_without_privileges() {
 async fn exit_codes_output_and_working_directories() {
     let fixture = Fixture::new().await;
     let shell = fixture.sandbox.shell();
-    let output = shell.execute(ShellRequest::new("echo out; echo err >&2; exit 7")).await.unwrap();
-    assert_eq!((output.stdout.as_str(), output.stderr.as_str(), output.exit_code), ("out\n", "err\n", Some(7)));
+    let output = shell
+        .execute(ShellRequest::new("echo out; echo err >&2; exit 7"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (output.stdout.as_str(), output.stderr.as_str(), output.exit_code),
+        ("out\n", "err\n", Some(7))
+    );
     fixture.ok("mkdir -p sub/dir").await;
     let output = shell
         .execute(ShellRequest::new("pwd").cwd(WsPath::parse("sub/dir").unwrap()))
         .await
         .unwrap();
     assert_eq!(output.stdout, "/workspace/sub/dir\n");
-    let missing = shell.execute(ShellRequest::new("pwd").cwd(WsPath::parse("nope").unwrap())).await;
-    assert!(matches!(missing, Err(harness_fs::ShellError::WorkingDirectory(_))), "{missing:?}");
+    let missing = shell
+        .execute(ShellRequest::new("pwd").cwd(WsPath::parse("nope").unwrap()))
+        .await;
+    assert!(
+        matches!(missing, Err(harness_fs::ShellError::WorkingDirectory(_))),
+        "{missing:?}"
+    );
     let killed = shell.execute(ShellRequest::new("kill -9 $$")).await.unwrap();
     assert_eq!((killed.exit_code, killed.signal), (None, Some(9)));
     fixture.stop().await;
@@ -59,7 +80,10 @@ async fn a_timeout_kills_the_command_group_and_the_sandbox_serves_on() {
         .execute(ShellRequest::new("sleep 60 & sleep 60; echo never").timeout(Duration::from_millis(300)))
         .await
         .unwrap();
-    assert!(output.timed_out && output.exit_code.is_none() && output.stdout.is_empty(), "{output:?}");
+    assert!(
+        output.timed_out && output.exit_code.is_none() && output.stdout.is_empty(),
+        "{output:?}"
+    );
     // Both sleeps were in the command's group: none is left.
     let left = fixture.ok("ps -eo comm | grep -c '^sleep' || true").await;
     assert_eq!(left.stdout.trim(), "0");
@@ -80,7 +104,9 @@ async fn a_timeout_kills_the_command_group_and_the_sandbox_serves_on() {
 async fn background_processes_live_between_commands_and_die_with_the_sandbox() {
     let fixture = Fixture::new().await;
     let uid = fixture.sandbox.state().uid;
-    fixture.ok("setsid sh -c 'sleep 300' >/dev/null 2>&1 < /dev/null & echo started").await;
+    fixture
+        .ok("setsid sh -c 'sleep 300' >/dev/null 2>&1 < /dev/null & echo started")
+        .await;
     fixture.ok("(sleep 300 &) ; true").await;
     let running = fixture.ok("ps -eo comm | grep -c '^sleep'").await;
     assert_eq!(running.stdout.trim(), "2");
@@ -102,7 +128,9 @@ async fn output_is_capped_and_a_flood_does_not_block() {
         harness_sandbox::Network::Offline,
     )
     .await;
-    let output = fixture.ok("head -c 20000000 /dev/zero | tr '\\0' x; echo; echo tail-marker").await;
+    let output = fixture
+        .ok("head -c 20000000 /dev/zero | tr '\\0' x; echo; echo tail-marker")
+        .await;
     assert!(output.stdout_truncated);
     assert_eq!(output.stdout_bytes, 20_000_000 + 1 + 12);
     assert!(output.stdout.ends_with("tail-marker\n") && output.stdout.len() < 1200);
@@ -114,7 +142,11 @@ async fn spawned_processes_have_piped_stdio() {
     let fixture = Fixture::new().await;
     let mut process = fixture
         .sandbox
-        .spawn(SpawnRequest::new(["sh", "-c", "while read line; do echo \"got $line\"; done; echo bye >&2; exit 4"]))
+        .spawn(SpawnRequest::new([
+            "sh",
+            "-c",
+            "while read line; do echo \"got $line\"; done; echo bye >&2; exit 4",
+        ]))
         .await
         .unwrap();
     let mut stdin = process.take_stdin().unwrap();
@@ -135,7 +167,13 @@ async fn spawned_processes_have_piped_stdio() {
     let mut err = String::new();
     stderr.read_to_string(&mut err).await.unwrap();
     assert_eq!(err, "bye\n");
-    let missing = fixture.sandbox.spawn(SpawnRequest::new(["no-such-program"])).await.unwrap().wait().await;
+    let missing = fixture
+        .sandbox
+        .spawn(SpawnRequest::new(["no-such-program"]))
+        .await
+        .unwrap()
+        .wait()
+        .await;
     assert_eq!(missing.code, Some(127));
     fixture.stop().await;
 }
@@ -144,16 +182,32 @@ async fn spawned_processes_have_piped_stdio() {
 async fn the_file_tools_and_the_shell_see_one_work_tree() {
     let fixture = Fixture::new().await;
     let fs = fixture.sandbox.filesystem();
-    fs.write(&WsPath::parse("notes/from-host.txt").unwrap(), b"host\n", WriteMode::CreateNew)
-        .await
-        .unwrap();
+    fs.write(
+        &WsPath::parse("notes/from-host.txt").unwrap(),
+        b"host\n",
+        WriteMode::CreateNew,
+    )
+    .await
+    .unwrap();
     // Written as root on the host, yet the sandbox uid may change it.
-    fixture.ok("echo sandbox >> notes/from-host.txt && echo made > notes/from-sandbox.txt").await;
-    assert_eq!(fs.read(&WsPath::parse("notes/from-host.txt").unwrap()).await.unwrap(), b"host\nsandbox\n");
-    assert_eq!(fs.read(&WsPath::parse("notes/from-sandbox.txt").unwrap()).await.unwrap(), b"made\n");
+    fixture
+        .ok("echo sandbox >> notes/from-host.txt && echo made > notes/from-sandbox.txt")
+        .await;
+    assert_eq!(
+        fs.read(&WsPath::parse("notes/from-host.txt").unwrap()).await.unwrap(),
+        b"host\nsandbox\n"
+    );
+    assert_eq!(
+        fs.read(&WsPath::parse("notes/from-sandbox.txt").unwrap())
+            .await
+            .unwrap(),
+        b"made\n"
+    );
     // A symlink planted inside cannot redirect a host-side write (LocalFs refuses it).
     fixture.ok("ln -s /etc planted").await;
-    let planted = fs.write(&WsPath::parse("planted/x").unwrap(), b"x", WriteMode::Overwrite).await;
+    let planted = fs
+        .write(&WsPath::parse("planted/x").unwrap(), b"x", WriteMode::Overwrite)
+        .await;
     assert!(planted.is_err());
     fixture.stop().await;
 }
@@ -165,8 +219,13 @@ async fn a_host_without_a_uid_range_is_refused_as_root() {
     config.uid_range = None;
     let provider = NamespaceProvider::new(config);
     assert_eq!(provider.probe().await.unwrap_err(), ProbeError::UidRangeRequired);
-    let created = provider.create(CreateRequest::new(scratch.join("work"), "t", "k")).await;
-    assert!(matches!(created, Err(SandboxError::Probe(ProbeError::UidRangeRequired))), "{created:?}");
+    let created = provider
+        .create(CreateRequest::new(scratch.join("work"), "t", "k"))
+        .await;
+    assert!(
+        matches!(created, Err(SandboxError::Probe(ProbeError::UidRangeRequired))),
+        "{created:?}"
+    );
     assert!(ProbeError::UidRangeRequired.to_string().contains("uid range"));
 }
 
@@ -192,7 +251,12 @@ async fn missing_pieces_fail_closed_with_their_cause() {
     let mut old = config(&scratch);
     old.bwrap = fake;
     let error = NamespaceProvider::new(old).probe().await.unwrap_err();
-    assert_eq!(error, ProbeError::BwrapTooOld { found: "0.4.0".to_owned() });
+    assert_eq!(
+        error,
+        ProbeError::BwrapTooOld {
+            found: "0.4.0".to_owned()
+        }
+    );
 
     let mut exposed = config(&scratch);
     exposed.read_only = vec!["/root/.rustup".into()];
@@ -228,9 +292,15 @@ async fn orphans_of_a_dead_owner_are_listed_and_destroyed() {
     let scratch = Scratch::new();
     let provider = NamespaceProvider::new(config(&scratch));
     // Simulate a harness killed mid-call: an instance record whose lock nobody holds.
-    let sandbox = provider.create(CreateRequest::new(scratch.join("work"), "orphan-test-a", "k")).await.unwrap();
+    let sandbox = provider
+        .create(CreateRequest::new(scratch.join("work"), "orphan-test-a", "k"))
+        .await
+        .unwrap();
     let state = sandbox.state();
-    assert!(provider.list_orphans("orphan-test-a").await.unwrap().is_empty(), "a live instance is no orphan");
+    assert!(
+        provider.list_orphans("orphan-test-a").await.unwrap().is_empty(),
+        "a live instance is no orphan"
+    );
     let record = crate::support::state_dir().join("instances").join(&state.instance);
     let copy = crate::support::state_dir().join("instances/ns-orphan-copy");
     std::fs::create_dir_all(&copy).unwrap();
@@ -253,13 +323,22 @@ async fn orphans_of_a_dead_owner_are_listed_and_destroyed() {
 async fn two_sandboxes_get_different_uids_and_never_see_each_other() {
     let scratch = Scratch::new();
     let provider = NamespaceProvider::new(NamespaceConfig { ..config(&scratch) });
-    let a = provider.create(CreateRequest::new(scratch.join("a"), "t", "a")).await.unwrap();
-    let b = provider.create(CreateRequest::new(scratch.join("b"), "t", "b")).await.unwrap();
+    let a = provider
+        .create(CreateRequest::new(scratch.join("a"), "t", "a"))
+        .await
+        .unwrap();
+    let b = provider
+        .create(CreateRequest::new(scratch.join("b"), "t", "b"))
+        .await
+        .unwrap();
     assert_ne!(a.state().uid, b.state().uid);
     let a_tree = a.state().work_tree;
     let output = b
         .shell()
-        .execute(ShellRequest::new(format!("ls {} 2>&1; ls /proc | grep -c '^[0-9]'", a_tree.display())))
+        .execute(ShellRequest::new(format!(
+            "ls {} 2>&1; ls /proc | grep -c '^[0-9]'",
+            a_tree.display()
+        )))
         .await
         .unwrap();
     assert!(output.stdout.contains("No such file"), "{output:?}");

@@ -34,18 +34,34 @@ async fn concurrent_acquirers_share_one_sandbox_and_it_stays_warm() {
     let busy = CancellationToken::new();
     busy.cancel();
     assert!(lease.acquire(key.lease_key(), &busy).await.is_err());
-    a.sandbox().shell().execute(ShellRequest::new("(sleep 300 &); echo warm > marker")).await.unwrap();
+    a.sandbox()
+        .shell()
+        .execute(ShellRequest::new("(sleep 300 &); echo warm > marker"))
+        .await
+        .unwrap();
     let instance = a.state().instance.clone();
     drop((a, b));
     // Released: the lease is free, the state recorded, the instance warm.
     let guard = lease.acquire(key.lease_key(), &cancel).await.unwrap();
     drop(guard);
-    let stored: SandboxState =
-        serde_json::from_slice(&states.get(&format!("sandboxes/{}", key.as_str())).await.unwrap().unwrap().value).unwrap();
+    let stored: SandboxState = serde_json::from_slice(
+        &states
+            .get(&format!("sandboxes/{}", key.as_str()))
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+    )
+    .unwrap();
     assert_eq!(stored.instance, instance);
     let again = manager.acquire(&key, &work, Network::Offline, &cancel).await.unwrap();
     assert_eq!(again.state().instance, instance, "the warm instance is reused");
-    let out = again.sandbox().shell().execute(ShellRequest::new("cat marker; pgrep -c sleep")).await.unwrap();
+    let out = again
+        .sandbox()
+        .shell()
+        .execute(ShellRequest::new("cat marker; pgrep -c sleep"))
+        .await
+        .unwrap();
     assert_eq!(out.stdout, "warm\n1\n");
     let sandbox = again.sandbox().clone();
     drop(again);
@@ -54,7 +70,12 @@ async fn concurrent_acquirers_share_one_sandbox_and_it_stays_warm() {
     // Gone: the next acquisition creates a new instance on the same work tree.
     let fresh = manager.acquire(&key, &work, Network::Offline, &cancel).await.unwrap();
     assert_ne!(fresh.state().instance, instance);
-    let out = fresh.sandbox().shell().execute(ShellRequest::new("cat marker")).await.unwrap();
+    let out = fresh
+        .sandbox()
+        .shell()
+        .execute(ShellRequest::new("cat marker"))
+        .await
+        .unwrap();
     assert_eq!(out.stdout, "warm\n");
     fresh.sandbox().shutdown().await.unwrap();
 }
@@ -79,13 +100,24 @@ async fn a_stale_fence_cannot_take_over_the_state() {
         created_ms: 0,
     };
     states
-        .put(&format!("sandboxes/{}", key.as_str()), &serde_json::to_vec(&newer).unwrap(), None)
+        .put(
+            &format!("sandboxes/{}", key.as_str()),
+            &serde_json::to_vec(&newer).unwrap(),
+            None,
+        )
         .await
         .unwrap();
     let manager = SandboxManager::new(provider, Arc::new(FencedLease(5)), states, "manager-test");
-    let refused = manager.acquire(&key, scratch.join("w"), Network::Offline, &CancellationToken::new()).await;
+    let refused = manager
+        .acquire(&key, scratch.join("w"), Network::Offline, &CancellationToken::new())
+        .await;
     assert!(
-        matches!(refused, Err(harness_sandbox::SandboxError::Store(harness_store::StoreError::Fenced { .. }))),
+        matches!(
+            refused,
+            Err(harness_sandbox::SandboxError::Store(
+                harness_store::StoreError::Fenced { .. }
+            ))
+        ),
         "{refused:?}"
     );
 }

@@ -10,7 +10,9 @@ async fn git_heredocs_make_and_mktemp() {
     fixture
         .ok("git init -q repo && cd repo && git config user.email t@example.invalid && git config user.name t && cat > notes.md <<'DOC'\n# héllo\nline two\nDOC\ngit add notes.md && git commit -qm first && git log --oneline | wc -l")
         .await;
-    fixture.ok("f=$(mktemp) && echo tmp > \"$f\" && cat \"$f\" && echo x > /dev/null && head -c 4 /dev/urandom | wc -c").await;
+    fixture
+        .ok("f=$(mktemp) && echo tmp > \"$f\" && cat \"$f\" && echo x > /dev/null && head -c 4 /dev/urandom | wc -c")
+        .await;
     let make = fixture
         .ok("mkdir -p mk && cd mk && printf 'all: out.txt\\nout.txt:\\n\\techo built > out.txt\\n' > Makefile && make -s && cat out.txt")
         .await;

@@ -63,7 +63,10 @@ impl Fixture {
         let scratch = Scratch::new();
         let provider = NamespaceProvider::new(edit(config(&scratch)));
         let request = CreateRequest::new(scratch.join("work"), "tests", "test/key").network(network);
-        let sandbox = provider.create(request).await.expect("the host must provide the namespace sandbox");
+        let sandbox = provider
+            .create(request)
+            .await
+            .expect("the host must provide the namespace sandbox");
         Self {
             scratch,
             provider,
@@ -86,7 +89,13 @@ impl Fixture {
     /// Runs `command` and asserts it exits 0, showing its output otherwise.
     pub async fn ok(&self, command: &str) -> ShellOutput {
         let output = self.sh(command).await;
-        assert_eq!(output.exit_code, Some(0), "{command}\nstdout: {}\nstderr: {}", output.stdout, output.stderr);
+        assert_eq!(
+            output.exit_code,
+            Some(0),
+            "{command}\nstdout: {}\nstderr: {}",
+            output.stdout,
+            output.stderr
+        );
         output
     }
 
@@ -103,12 +112,14 @@ pub fn processes_of(uid: u32) -> usize {
         .filter(|entry| entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
         .filter(|entry| {
             std::fs::read_to_string(entry.path().join("status")).is_ok_and(|status| {
-                !status.lines().any(|line| line.starts_with("State:") && line.contains('Z'))
-                    && status
+                !status
                     .lines()
-                    .find_map(|line| line.strip_prefix("Uid:"))
-                    .and_then(|ids| ids.split_whitespace().next().map(str::to_owned))
-                    == Some(uid.to_string())
+                    .any(|line| line.starts_with("State:") && line.contains('Z'))
+                    && status
+                        .lines()
+                        .find_map(|line| line.strip_prefix("Uid:"))
+                        .and_then(|ids| ids.split_whitespace().next().map(str::to_owned))
+                        == Some(uid.to_string())
             })
         })
         .count()
