@@ -243,6 +243,7 @@ fn apply_seccomp() -> Result<(), String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

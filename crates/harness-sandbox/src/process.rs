@@ -499,6 +499,7 @@ impl AsyncRead for ProcessOutput {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -228,6 +228,7 @@ pub(crate) struct InitReport {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -219,6 +219,7 @@ pub(crate) fn classify_failure(stderr: &str) -> ProbeError {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -7,7 +7,7 @@
 //! descriptor leaked into the sandbox on purpose — and checks all of them after the corpus.
 
 use crate::support::{Fixture, Scratch, config, processes_of};
-use harness_fs::{Shell, ShellRequest};
+use harness_fs::ShellRequest;
 use harness_sandbox::{CreateRequest, Limits, NamespaceProvider, Network, SandboxProvider};
 use std::io::{ErrorKind, Read};
 use std::os::linux::net::SocketAddrExt;

@@ -2,7 +2,7 @@
 //! shutdown, fail-closed refusals, orphans.
 
 use crate::support::{Fixture, Scratch, UID_RANGE, config, processes_of};
-use harness_fs::{Filesystem, Shell, ShellRequest, WriteMode, WsPath};
+use harness_fs::{ShellRequest, WriteMode, WsPath};
 use harness_sandbox::{
     CreateRequest, NamespaceConfig, NamespaceProvider, ProbeError, SandboxError, SandboxProvider, SpawnRequest,
 };

@@ -3,7 +3,7 @@
 
 use crate::support::{Scratch, config};
 use harness_core::{CancellationToken, SessionLease};
-use harness_fs::{CallScope, IsolationScope, Shell, ShellRequest};
+use harness_fs::{CallScope, IsolationScope, ShellRequest};
 use harness_sandbox::{NamespaceProvider, Network, SandboxManager, SandboxScope, SandboxState, ScopeKey};
 use harness_store::{InMemoryKv, KvStore, LocalLease};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! sandbox, with Debian's toolchains under /usr.
 
 use crate::support::Fixture;
-use harness_fs::{Shell, ShellRequest};
+use harness_fs::ShellRequest;
 
 #[tokio::test]
 async fn git_heredocs_make_and_mktemp() {

@@ -1,7 +1,7 @@
 //! Shared fixtures: a provider on a private state directory, work trees the sandbox uid can
 //! reach, and a scratch directory for host-side canaries.
 
-use harness_fs::{Shell, ShellOutput, ShellRequest};
+use harness_fs::{ShellOutput, ShellRequest};
 use harness_sandbox::{CreateRequest, NamespaceConfig, NamespaceProvider, Network, Sandbox, SandboxProvider};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
