@@ -39,8 +39,12 @@ pub fn init_binary() -> PathBuf {
 /// The state directory every provider of this test binary shares: uid locks live there, so
 /// two providers on different state directories would hand out the same uid.
 pub fn state_dir() -> PathBuf {
-    static STATE: std::sync::OnceLock<Scratch> = std::sync::OnceLock::new();
-    STATE.get_or_init(Scratch::new).join("state")
+    // One fixed directory, reused by every run (instance records are removed at release), so
+    // runs do not leave directories behind.
+    let dir = PathBuf::from("/var/tmp/harness-sandbox-test-state");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    dir
 }
 
 pub fn config(_scratch: &Scratch) -> NamespaceConfig {
