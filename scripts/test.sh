@@ -13,6 +13,8 @@ export HARNESS_TEST_MCP_DIR
 # the repository).
 HARNESS_TEST_PYTHON="$(bash scripts/python-env.sh)"
 export HARNESS_TEST_PYTHON
+# Debian's bubblewrap and the toolchains of the sandbox's normal-work suite (harness-sandbox tests).
+bash scripts/sandbox-deps.sh
 # Debian's chromium, the browser of the web page's headless test.
 bash scripts/chromium.sh
 cargo fmt --all -- --check

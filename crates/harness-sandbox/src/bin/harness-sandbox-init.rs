@@ -1,0 +1,5 @@
+//! `harness-sandbox-init`: pid 1 of every namespace sandbox (see `harness_sandbox::init_main`).
+
+fn main() -> std::process::ExitCode {
+    harness_sandbox::init_main()
+}
