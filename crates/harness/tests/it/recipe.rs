@@ -290,3 +290,64 @@ fn an_agent_built_without_the_registration_has_no_greeter() {
         .unwrap();
     assert!(!agent.capabilities().contains(&"greeter"));
 }
+
+#[tokio::test]
+async fn the_parents_builder_settings_reach_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("NOTES.md"), "NOTES-MARKER: the team's notes").unwrap();
+    let model = ScriptedModel::new()
+        .reply_tool_call(
+            "agent_spawn",
+            json!({"agent_id": "general-purpose", "task": "read the notes", "label": "n", "timeout_seconds": 60}),
+        )
+        .reply_text("child done")
+        .reply_text("parent done");
+    let agent = crate::support::builder()
+        .workspace(dir.path())
+        .additional_context_file("NOTES.md")
+        .max_context_tokens(1234)
+        .permissions(crate::support::unattended())
+        .model(model.clone())
+        .build()
+        .unwrap();
+    agent.call("delegate", ctx("dave", "s1")).await.unwrap();
+    let requests = model.requests();
+    let system = |request: &harness_core::ChatRequest| request.system.render();
+    assert!(
+        system(&requests[0]).contains("NOTES-MARKER"),
+        "the parent sees its file"
+    );
+    // The child was built from the parent's recipe: the builder's context file reaches it
+    // (before, a child was built from harness.toml alone and lost it).
+    assert!(
+        system(&requests[1]).contains("NOTES-MARKER"),
+        "{}",
+        system(&requests[1])
+    );
+    agent.shutdown(std::time::Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn background_children_stop_before_the_mcp_servers_they_call() {
+    // Capabilities shut down last registered first: subagents (which wait for background
+    // children) must come after extensions (which stop the MCP servers) in build order.
+    let dir = tempfile::tempdir().unwrap();
+    let env = harness::mcp::HostEnv::from_vars(Vec::new());
+    let extensions = harness::extensions::Extensions::start(Default::default(), &env, dir.path(), false)
+        .await
+        .unwrap();
+    let agent = crate::support::builder()
+        .workspace(dir.path())
+        .extensions(Arc::new(extensions))
+        .model(ScriptedModel::new())
+        .build()
+        .unwrap();
+    let order = agent.capabilities();
+    let position = |name: &str| {
+        order
+            .iter()
+            .position(|c| *c == name)
+            .unwrap_or_else(|| panic!("{name}: {order:?}"))
+    };
+    assert!(position("extensions") < position("subagents"), "{order:?}");
+}
