@@ -9,6 +9,7 @@ const LAYERS: &[&str] = &[
     "harness-store",
     "harness-fs",
     "harness-memory",
+    "harness-compaction",
     "harness-policy",
     "harness-sandbox",
     "harness",
