@@ -89,6 +89,8 @@ pub struct HarnessAgentBuilder {
     tools: Vec<Arc<dyn Tool>>,
     middleware: Vec<Arc<dyn Middleware>>,
     capabilities: Vec<Arc<dyn Capability>>,
+    /// Capabilities a parent shares with this child: used, never shut down by the child.
+    shared_capabilities: Vec<Arc<dyn Capability>>,
     registrations: Vec<Registration>,
     filesystem: Option<Arc<dyn Filesystem>>,
     state_store: Option<Arc<dyn StateStore>>,
@@ -198,7 +200,7 @@ impl HarnessAgentBuilder {
         self.isolation = Some(from.isolation);
         self.tools.extend(from.tools.iter().cloned());
         self.middleware.extend(from.middleware.iter().cloned());
-        self.capabilities.extend(from.capabilities.iter().cloned());
+        self.shared_capabilities.extend(from.capabilities.iter().cloned());
         self.registrations.extend(from.registrations.iter().copied());
         self.sys_prompt = from.sys_prompt.clone();
         self.max_iters = from.max_iters;
@@ -321,7 +323,12 @@ impl HarnessAgentBuilder {
         let mut inherited = Inherited {
             tools: self.tools.clone(),
             middleware: self.middleware.clone(),
-            capabilities: self.capabilities.clone(),
+            capabilities: self
+                .capabilities
+                .iter()
+                .chain(&self.shared_capabilities)
+                .cloned()
+                .collect(),
             registrations: self.registrations.clone(),
             sys_prompt: sys_prompt.clone(),
             max_iters,
@@ -356,6 +363,7 @@ impl HarnessAgentBuilder {
             },
             &registrations,
             self.capabilities,
+            self.shared_capabilities,
         )?;
         recipe.set(inherited);
         let mut kernel = ReActAgent::builder()
@@ -364,12 +372,12 @@ impl HarnessAgentBuilder {
             .sys_prompt(sys_prompt.unwrap_or_default())
             .state_store(store);
         let mut tools = self.tools;
-        for capability in capabilities.0.iter() {
+        for capability in capabilities.all.iter() {
             tools.extend(capability.tools());
         }
         // Filters (tools.json's allow/deny) apply after every tool is registered, built-ins
         // included.
-        for capability in capabilities.0.iter() {
+        for capability in capabilities.all.iter() {
             capability.filter_tools(&mut tools);
         }
         // A child's declared allow-list narrows what it inherited.
@@ -387,8 +395,8 @@ impl HarnessAgentBuilder {
         let sessions = Arc::new(SessionPersistence::default());
         let mut layers: Vec<(Layer, Arc<dyn Middleware>)> =
             vec![(Layer::Session, Arc::clone(&sessions) as Arc<dyn Middleware>)];
-        let assembly = Assembly::new(capabilities.0.iter().flat_map(|c| c.prompt_parts()).collect());
-        for capability in capabilities.0.iter() {
+        let assembly = Assembly::new(capabilities.all.iter().flat_map(|c| c.prompt_parts()).collect());
+        for capability in capabilities.all.iter() {
             layers.extend(capability.middleware(&assembly));
         }
         // A stable sort: one layer keeps registration order.
@@ -458,6 +466,7 @@ fn assemble_capabilities(
     mut setup: Setup<'_>,
     registrations: &[Registration],
     extra: Vec<Arc<dyn Capability>>,
+    shared: Vec<Arc<dyn Capability>>,
 ) -> Result<(Capabilities, Settings), BuildError> {
     let mut built = Vec::new();
     for registration in registrations {
@@ -466,6 +475,8 @@ fn assemble_capabilities(
         }
     }
     built.extend(extra);
+    let owned = built.len();
+    built.extend(shared);
     let mut slots: std::collections::HashMap<&'static str, &'static str> = std::collections::HashMap::new();
     for capability in &built {
         for slot in capability.session_slots() {
@@ -479,7 +490,13 @@ fn assemble_capabilities(
             }
         }
     }
-    Ok((Capabilities(built.into()), setup.provided))
+    Ok((
+        Capabilities {
+            all: built.into(),
+            owned,
+        },
+        setup.provided,
+    ))
 }
 
 /// A ReAct agent with a file-based workspace, durable sessions and per-user isolation.

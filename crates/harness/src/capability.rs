@@ -634,12 +634,19 @@ impl Setup<'_> {
 
 /// The capabilities of one agent, in registration order.
 #[derive(Clone, Default)]
-pub(crate) struct Capabilities(pub(crate) Arc<[Arc<dyn Capability>]>);
+pub(crate) struct Capabilities {
+    /// Every capability, in registration order: the agent's own, then those its parent
+    /// shares with it.
+    pub(crate) all: Arc<[Arc<dyn Capability>]>,
+    /// How many of `all` are the agent's own (the rest belong to its parent).
+    pub(crate) owned: usize,
+}
 
 impl Capabilities {
-    /// Shuts every capability down, last registered first, each within `deadline`.
+    /// Shuts the agent's own capabilities down, last registered first, each within
+    /// `deadline` (what a parent shares with it is the parent's to stop).
     pub(crate) async fn shutdown(&self, deadline: tokio::time::Instant) {
-        for capability in self.0.iter().rev() {
+        for capability in self.all[..self.owned].iter().rev() {
             if tokio::time::timeout_at(deadline, capability.shutdown(deadline))
                 .await
                 .is_err()
@@ -654,6 +661,6 @@ impl Capabilities {
 
     /// The names, for `Debug`.
     pub(crate) fn names(&self) -> Vec<&'static str> {
-        self.0.iter().map(|capability| capability.name()).collect()
+        self.all.iter().map(|capability| capability.name()).collect()
     }
 }

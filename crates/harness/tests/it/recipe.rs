@@ -351,3 +351,43 @@ async fn background_children_stop_before_the_mcp_servers_they_call() {
     };
     assert!(position("extensions") < position("subagents"), "{order:?}");
 }
+
+/// Counts its shutdowns.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait]
+impl Capability for Counted {
+    fn name(&self) -> &'static str {
+        "counted"
+    }
+
+    async fn shutdown(&self, _deadline: tokio::time::Instant) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_capability_shared_with_children_is_shut_down_once_by_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let stops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let model = ScriptedModel::new()
+        .reply_tool_call(
+            "agent_spawn",
+            json!({"agent_id": "general-purpose", "task": "t", "label": "c", "timeout_seconds": 60}),
+        )
+        .reply_text("child done")
+        .reply_text("parent done");
+    let agent = crate::support::builder()
+        .workspace(dir.path())
+        .capability(Arc::new(Counted(Arc::clone(&stops))))
+        .permissions(crate::support::unattended())
+        .model(model.clone())
+        .build()
+        .unwrap();
+    agent.call("delegate", ctx("erin", "s1")).await.unwrap();
+    assert_eq!(model.requests().len(), 3, "the child ran");
+    agent.shutdown(std::time::Duration::from_secs(5)).await;
+    // The child (shut down by the parent's subagents capability) shares the capability and
+    // leaves it to its owner.
+    assert_eq!(stops.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
