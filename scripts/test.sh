@@ -13,6 +13,9 @@ export HARNESS_TEST_MCP_DIR
 # the repository).
 HARNESS_TEST_PYTHON="$(bash scripts/python-env.sh)"
 export HARNESS_TEST_PYTHON
+# mockllm (shared/bench), the scripted provider of the binary's subagent delegation test.
+HARNESS_TEST_MOCKLLM="$(bash scripts/mockllm.sh)"
+export HARNESS_TEST_MOCKLLM
 # Debian's chromium, the browser of the web page's headless test.
 bash scripts/chromium.sh
 cargo fmt --all -- --check

@@ -38,6 +38,17 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// Every status, in the order of the type.
+    pub(crate) const ALL: [Self; 7] = [
+        Self::Running,
+        Self::Completed,
+        Self::Failed,
+        Self::Timeout,
+        Self::Cancelled,
+        Self::Lost,
+        Self::AwaitingApproval,
+    ];
+
     /// Whether the task's runner has finished (`awaiting_approval` included: nothing runs
     /// until a person decides, and a resume runs the child again).
     pub fn is_terminal(self) -> bool {
@@ -68,8 +79,21 @@ pub struct TaskRecord {
     /// The spawn's label, if any.
     #[serde(default)]
     pub label: Option<String>,
-    /// The child's session id.
+    /// The child's session id (`sub.<agent id>.<digest>`; records written before the
+    /// bounded shape hold `sub.<parent session>.<agent id>.<instance>`, which stay in use).
     pub child_session: String,
+    /// The session of the parent that spawned the task, readable (the child's own session id
+    /// is a digest); `None` for records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    /// The child's depth in the delegation tree (a direct child of a top-level agent is 1);
+    /// `None` for records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// The slash-separated agent ids from the root agent to the child (`assistant/researcher`);
+    /// `None` for records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// The state.
     pub status: TaskStatus,
     /// The child's answer (completed) or what went wrong (the other terminal states).
