@@ -15,7 +15,7 @@ pub(crate) struct SpawnCounter {
     in_step: AtomicU32,
     in_call: AtomicU32,
     /// Programmatic spawns outside a call: a finished task frees its fan-out slot.
-    pub(super) programmatic: bool,
+    programmatic: bool,
 }
 
 impl SpawnCounter {

@@ -38,7 +38,8 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
-    /// Every status, in the order of the type.
+    /// Every status, in the order of the type (for messages that list them; a unit test
+    /// keeps it complete).
     pub(crate) const ALL: [Self; 7] = [
         Self::Running,
         Self::Completed,
@@ -291,5 +292,32 @@ impl TaskStore {
         Err(TaskStoreError::Contended {
             path: self.path.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskStatus;
+
+    #[test]
+    fn every_status_is_listed_once_under_its_wire_name() {
+        for status in TaskStatus::ALL {
+            // A new variant fails to compile here until it is listed in `ALL`.
+            match status {
+                TaskStatus::Running
+                | TaskStatus::Completed
+                | TaskStatus::Failed
+                | TaskStatus::Timeout
+                | TaskStatus::Cancelled
+                | TaskStatus::Lost
+                | TaskStatus::AwaitingApproval => {}
+            }
+            let wire = serde_json::to_value(status).unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(wire, serde_json::Value::String(status.as_str().to_owned()));
+        }
+        let mut names: Vec<&str> = TaskStatus::ALL.iter().map(|status| status.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TaskStatus::ALL.len());
     }
 }

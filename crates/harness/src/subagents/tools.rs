@@ -636,16 +636,19 @@ impl TypedTool for TaskList {
 
     async fn call(&self, args: ListArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let filter = args.status_filter.unwrap_or_else(|| "all".to_owned());
-        // Every status the records can hold is a filter (an exhaustive list, not a copy).
-        let known: Vec<&str> = std::iter::once("all")
-            .chain(TaskStatus::ALL.iter().map(|status| status.as_str()))
-            .collect();
-        if !known.contains(&filter.as_str()) {
-            return Err(ToolError::failed(format!(
-                "status_filter `{filter}` is not one of {}",
-                known.join(", ")
-            )));
-        }
+        // A filter is any status the records can hold, read with the records' own decoder
+        // (so a new status is a filter without a list to keep in step), or `all`.
+        let wanted = match filter.as_str() {
+            "all" => None,
+            name => Some(
+                serde_json::from_value::<TaskStatus>(serde_json::Value::String(name.to_owned())).map_err(|_| {
+                    let known: Vec<&str> = std::iter::once("all")
+                        .chain(TaskStatus::ALL.iter().map(|status| status.as_str()))
+                        .collect();
+                    ToolError::failed(format!("status_filter `{filter}` is not one of {}", known.join(", ")))
+                })?,
+            ),
+        };
         let now = now_ms();
         let runtime = &self.0.runtime;
         let file = store(ctx)?
@@ -661,7 +664,7 @@ impl TypedTool for TaskList {
         let lines: Vec<String> = file
             .tasks
             .values()
-            .filter(|record| filter == "all" || record.status.as_str() == filter)
+            .filter(|record| wanted.is_none_or(|status| record.status == status))
             .map(|record| {
                 format!(
                     "- {} agent={} status={}{}",
