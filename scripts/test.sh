@@ -15,6 +15,9 @@ HARNESS_TEST_PYTHON="$(bash scripts/python-env.sh)"
 export HARNESS_TEST_PYTHON
 # Debian's bubblewrap and the toolchains of the sandbox's normal-work suite (harness-sandbox tests).
 bash scripts/sandbox-deps.sh
+# mockllm (shared/bench), the scripted provider of the binary's subagent delegation test.
+HARNESS_TEST_MOCKLLM="$(bash scripts/mockllm.sh)"
+export HARNESS_TEST_MOCKLLM
 # Debian's chromium, the browser of the web page's headless test.
 bash scripts/chromium.sh
 cargo fmt --all -- --check

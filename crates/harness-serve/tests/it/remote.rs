@@ -148,7 +148,7 @@ async fn a_sync_remote_spawn_returns_the_answer_and_forwards_events_with_their_s
         (source.agent_id.as_str(), source.depth, source.path.as_str()),
         ("remote", 1, "main/remote")
     );
-    assert!(source.session_id.starts_with("sub.s1.remote."), "{source:?}");
+    assert!(source.session_id.starts_with("sub.remote."), "{source:?}");
     // The child session lives on the remote side, as the parent's user.
     let history = remote_history(&server, "u1", &source.session_id).await;
     assert_eq!(history["messages"].as_array().unwrap().len(), 2, "{history}");

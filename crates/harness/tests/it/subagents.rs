@@ -170,7 +170,7 @@ async fn a_sync_spawn_returns_the_childs_answer_and_streams_its_events_with_sour
     assert_eq!(source.depth, 1);
     assert_eq!(source.path, "harness/researcher");
     assert!(
-        source.session_id.starts_with("sub.s1.researcher."),
+        source.session_id.starts_with("sub.researcher."),
         "{}",
         source.session_id
     );
@@ -729,9 +729,10 @@ async fn an_isolated_child_gets_its_own_layer_per_parent_session() {
     );
     // Each child's transcript lives in its own layer.
     for session in ["s1", "s2"] {
-        let transcript = layer(session).join(format!(
-            "agents/researcher/sessions/sub.{session}.researcher.same.log.jsonl"
-        ));
+        let file = task_file(dir.path(), "u1", session);
+        let child = &file.tasks.values().next().unwrap().child_session;
+        assert!(child.starts_with("sub.researcher."), "{child}");
+        let transcript = layer(session).join(format!("agents/researcher/sessions/{child}.log.jsonl"));
         assert!(transcript.exists(), "{}", transcript.display());
     }
     // A second spawn of the same label in s1 continues s1's child only.
