@@ -8,9 +8,15 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-SRC="${HARNESS_MOCKLLM_SRC:-$ROOT/../shared/bench/mockllm}"
+SRC="${HARNESS_MOCKLLM_SRC:-}"
+if [ -z "$SRC" ]; then
+    # Beside the checkout, else where the team's shared folder lives on the build machines.
+    for candidate in "$ROOT/../shared/bench/mockllm" /work/shared/bench/mockllm; do
+        if [ -f "$candidate/Cargo.toml" ]; then SRC="$candidate"; break; fi
+    done
+fi
 DIR="${HARNESS_TEST_MOCKLLM_DIR:-/var/tmp/harness-mockllm}"
-if [ ! -f "$SRC/Cargo.toml" ]; then
+if [ -z "$SRC" ] || [ ! -f "$SRC/Cargo.toml" ]; then
     echo "mockllm: no source at $SRC (set HARNESS_MOCKLLM_SRC to shared/bench/mockllm)" >&2
     exit 1
 fi
