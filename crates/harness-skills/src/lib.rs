@@ -26,7 +26,7 @@
 //! std::fs::write(dir.path().join("skills/pdf/SKILL.md"), "---\nname: pdf\ndescription: Use for PDFs\n---\nSteps.\n")?;
 //! let skills = Skills::start(SkillsConfig::default(), dir.path(), false).await?;
 //! let fs: std::sync::Arc<dyn harness_fs::Filesystem> = std::sync::Arc::new(harness_fs::LocalFs::new(dir.path())?);
-//! let workspace = harness_fs::CallWorkspace { shared: fs.clone(), user: fs };
+//! let workspace = harness_fs::CallWorkspace { user: fs.clone(), layered: fs.clone(), shared: fs.clone(), unfenced: fs };
 //! let set = skills.resolve(&workspace, None).await;
 //! assert_eq!(set.names(), ["pdf"]);
 //! assert!(set.catalogue().contains("<description>Use for PDFs</description>"));
