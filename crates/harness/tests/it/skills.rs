@@ -6,9 +6,12 @@ use harness::extensions::{Extensions, ExtensionsConfig};
 use harness_core::{Block, ChatRequest};
 use harness_mcp::HostEnv;
 use harness_models::ScriptedModel;
-use harness_skills::{CATALOGUE_PART, SyncOutcome};
+use harness_skills::CATALOGUE_PART;
+#[cfg(feature = "git")]
+use harness_skills::SyncOutcome;
 use serde_json::json;
 use std::path::Path;
+#[cfg(feature = "git")]
 use std::process::Command;
 use std::sync::Arc;
 
@@ -298,6 +301,7 @@ async fn files_root_is_shown_only_with_a_shell() {
     assert!(!text.contains(&dir.path().display().to_string()), "{text}");
 }
 
+#[cfg(feature = "git")]
 fn git(dir: &Path, args: &[&str]) {
     let output = Command::new("git")
         .args([
@@ -319,6 +323,7 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
+#[cfg(feature = "git")]
 #[tokio::test]
 async fn a_git_repository_skill_updates_when_a_commit_lands() {
     let origin = tempfile::tempdir().unwrap();
@@ -397,6 +402,7 @@ async fn a_git_repository_skill_updates_when_a_commit_lands() {
     );
 }
 
+#[cfg(feature = "git")]
 /// A git:// server that accepts connections and never answers (held until the task ends).
 async fn silent_git_server() -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -410,6 +416,7 @@ async fn silent_git_server() -> (String, tokio::task::JoinHandle<()>) {
     (format!("git://127.0.0.1:{port}/skills.git"), task)
 }
 
+#[cfg(feature = "git")]
 /// Turns never fetch skill repositories: a repository that never answers and one that does
 /// not exist cost the agent's start one bounded sync each, and no turn waits for them, fails
 /// because of them, or fetches at all; the skills of the working repository are served from
