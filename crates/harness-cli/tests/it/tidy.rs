@@ -10,6 +10,8 @@ const LAYERS: &[&str] = &[
     "harness-fs",
     "harness-memory",
     "harness-policy",
+    "harness-mcp",
+    "harness-skills",
     "harness-sandbox",
     "harness",
     "harness-serve", // DESIGN.md §2 calls it harness-gateway

@@ -1,9 +1,9 @@
 //! An MCP server's tool as a harness [`Tool`].
 
-use super::annotations::McpToolAnnotations;
-use super::connection::Connection;
-use super::content::to_output;
-use super::naming::tool_name;
+use crate::annotations::McpToolAnnotations;
+use crate::connection::Connection;
+use crate::content::to_output;
+use crate::naming::tool_name;
 use async_trait::async_trait;
 use harness_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use rmcp::model::CallToolRequestParams;
@@ -87,34 +87,17 @@ impl McpTool {
     }
 }
 
-/// How a call's transport failed, for the decision to send it once more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TransportFailure {
-    /// The request could not be sent (the server went away, or came back without our
-    /// session): it never arrived.
-    NotSent,
-    /// The transport closed with the request possibly delivered.
-    Closed,
+/// Whether `err` says the transport failed (the request could not be sent or its answer
+/// never came): the call may or may not have reached the server and run.
+fn transport_failed(err: &ServiceError) -> bool {
+    matches!(err, ServiceError::TransportSend(_) | ServiceError::TransportClosed)
 }
 
-impl TransportFailure {
-    fn of(err: &ServiceError) -> Option<Self> {
-        match err {
-            ServiceError::TransportSend(_) => Some(Self::NotSent),
-            ServiceError::TransportClosed => Some(Self::Closed),
-            _ => None,
-        }
-    }
-
-    /// Whether to send the call again: always when it never arrived; after a close only
-    /// when the hints the harness acts on (a trusted server's, see
-    /// [`McpToolAnnotations::effective`]) say repeating it is harmless.
-    fn resend(self, hints: harness_core::ToolAnnotations) -> bool {
-        match self {
-            Self::NotSent => true,
-            Self::Closed => hints.is_idempotent(),
-        }
-    }
+/// Whether a call whose transport failed may be sent again: only when the hints the harness
+/// acts on (a trusted server's, see [`McpToolAnnotations::effective`]) say running it twice
+/// is harmless — it is read-only, or idempotent.
+fn safe_to_repeat(hints: harness_core::ToolAnnotations) -> bool {
+    hints.is_read_only() || hints.is_idempotent()
 }
 
 #[async_trait]
@@ -146,21 +129,20 @@ impl Tool for McpTool {
         let peer = self.server.peer_for_call().await.map_err(unavailable)?;
         let mut outcome = tokio::time::timeout(after, peer.call_tool(params.clone())).await;
         if let Ok(Err(err)) = &outcome
-            && let Some(failure) = TransportFailure::of(err)
+            && transport_failed(err)
         {
             // The transport is gone either way: have it reconnected.
             self.server.mark_broken(&err.to_string());
-            if failure.resend(self.spec.annotations) {
-                let peer = self.server.peer_for_call().await.map_err(unavailable)?;
-                outcome = tokio::time::timeout(after, peer.call_tool(params)).await;
-            } else {
+            if !safe_to_repeat(self.spec.annotations) {
                 return Err(ToolError::failed(format!(
-                    "MCP server `{}`: the connection closed while the call was in flight, so it may or may not have \
-                     run; it was not sent again because the server's hints for this tool are not trusted (or do not \
-                     say repeating it is harmless). Check its effect before calling it again.",
+                    "MCP server `{}`: the connection to the server failed during the call ({err}), so the call may \
+                     or may not have run. It was not sent again: the server's hints for this tool are not trusted, \
+                     or do not say it is read-only or idempotent. Check its effect before calling it again.",
                     self.server.name()
                 )));
             }
+            let peer = self.server.peer_for_call().await.map_err(unavailable)?;
+            outcome = tokio::time::timeout(after, peer.call_tool(params)).await;
         }
         match outcome {
             Ok(Ok(result)) => Ok(to_output(result)),
@@ -180,28 +162,34 @@ impl Tool for McpTool {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use super::{McpToolAnnotations, TransportFailure};
+    use super::{McpToolAnnotations, safe_to_repeat, transport_failed};
     use rmcp::service::ServiceError;
 
-    #[test]
-    fn a_call_cut_off_in_flight_is_sent_again_only_on_a_trusted_hint() {
-        let claims = McpToolAnnotations {
-            read_only: Some(true),
-            idempotent: Some(true),
+    fn hints(read_only: Option<bool>, idempotent: Option<bool>) -> McpToolAnnotations {
+        McpToolAnnotations {
+            read_only,
+            idempotent,
             ..McpToolAnnotations::default()
-        };
-        let closed = TransportFailure::of(&ServiceError::TransportClosed).unwrap();
-        assert_eq!(closed, TransportFailure::Closed);
+        }
+    }
+
+    #[test]
+    fn a_failed_call_is_sent_again_only_when_trusted_hints_say_it_is_safe() {
+        assert!(safe_to_repeat(hints(Some(true), None).effective(true)), "read-only");
         assert!(
-            !closed.resend(claims.effective(false)),
+            safe_to_repeat(hints(Some(false), Some(true)).effective(true)),
+            "idempotent"
+        );
+        assert!(!safe_to_repeat(hints(None, None).effective(true)), "unhinted");
+        assert!(
+            !safe_to_repeat(hints(Some(false), Some(false)).effective(true)),
+            "writes"
+        );
+        assert!(
+            !safe_to_repeat(hints(Some(true), Some(true)).effective(false)),
             "an untrusted claim is not enough"
         );
-        assert!(closed.resend(claims.effective(true)));
-        assert!(
-            !closed.resend(McpToolAnnotations::default().effective(true)),
-            "unhinted"
-        );
-        assert!(TransportFailure::NotSent.resend(McpToolAnnotations::default().effective(false)));
-        assert_eq!(TransportFailure::of(&ServiceError::Cancelled { reason: None }), None);
+        assert!(transport_failed(&ServiceError::TransportClosed));
+        assert!(!transport_failed(&ServiceError::Cancelled { reason: None }));
     }
 }

@@ -1,6 +1,6 @@
 //! The `<available_skills>` block of the system prompt.
 
-use super::skill::Skill;
+use crate::skill::Skill;
 use harness_fs::WsPath;
 use std::path::{Path, PathBuf};
 

@@ -9,14 +9,21 @@
 //!   { path = "../shared-skills", ref = "stable" },  # a local git repository, a branch of it
 //!   { url = "https://example.com/x.git", ref = "v1.2.0" },  # a tag (or a full commit id)
 //! ]
+//! sync_interval_seconds = 300             # repositories are synced in the background this often
+//! sync_timeout_seconds = 60               # the most one repository's sync may take
 //! ```
 //!
 //! A repository is staged from its remote HEAD, or from `ref`: a branch follows its new
-//! commits at every sync, a tag or a commit id stays where it is.
+//! commits at every sync, a tag or a commit id stays where it is. Syncs happen when the
+//! agent starts and then every `sync_interval_seconds`, never inside a turn.
 
-use super::library::{SkillRepositorySource, SkillsConfig};
+use crate::library::{SkillRepositorySource, SkillsConfig, SyncSchedule};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The longest `sync_interval_seconds` / `sync_timeout_seconds`: one day.
+const MAX_SECONDS: u64 = 86_400;
 
 /// `[skills]`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -28,14 +35,21 @@ pub struct SkillsSection {
     pub global_dir: Option<PathBuf>,
     /// Git skill repositories, in priority order (a later one shadows an earlier).
     pub repositories: Vec<SkillRepositoryEntry>,
+    /// Seconds between background syncs of the repositories. Default 300.
+    pub sync_interval_seconds: u64,
+    /// The most one repository's sync may take, in seconds. Default 60.
+    pub sync_timeout_seconds: u64,
 }
 
 impl Default for SkillsSection {
     fn default() -> Self {
+        let schedule = SyncSchedule::default();
         Self {
             enabled: true,
             global_dir: None,
             repositories: Vec::new(),
+            sync_interval_seconds: schedule.interval.as_secs(),
+            sync_timeout_seconds: schedule.timeout.as_secs(),
         }
     }
 }
@@ -54,8 +68,20 @@ pub struct SkillRepositoryEntry {
 }
 
 impl SkillsSection {
-    /// What is out of range, as `key: reason`.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    /// What is out of range, as `key: reason` (the caller names the file and the section).
+    ///
+    /// # Errors
+    /// The first entry without exactly one of `url` / `path`, an empty `ref`, or a sync
+    /// interval or timeout outside 1..=86400 seconds.
+    pub fn check(&self) -> Result<(), String> {
+        for (key, seconds) in [
+            ("sync_interval_seconds", self.sync_interval_seconds),
+            ("sync_timeout_seconds", self.sync_timeout_seconds),
+        ] {
+            if !(1..=MAX_SECONDS).contains(&seconds) {
+                return Err(format!("{key} must be between 1 and {MAX_SECONDS}, got {seconds}"));
+            }
+        }
         for (index, entry) in self.repositories.iter().enumerate() {
             if entry.url.is_some() == entry.path.is_some() {
                 return Err(format!("repositories[{index}] needs exactly one of `url` or `path`"));
@@ -97,6 +123,10 @@ impl SkillsSection {
         Some(SkillsConfig {
             global_dir: self.global_dir.as_ref().map(|dir| workspace_root.join(dir)),
             repositories,
+            sync: SyncSchedule {
+                interval: Duration::from_secs(self.sync_interval_seconds),
+                timeout: Duration::from_secs(self.sync_timeout_seconds),
+            },
         })
     }
 }
@@ -132,5 +162,28 @@ mod tests {
         let empty: SkillsSection =
             toml::from_str("repositories = [{ url = \"u\", ref = \"\" }]\n").unwrap_or_else(|e| panic!("{e}"));
         assert!(empty.check().is_err_and(|e| e.contains("repositories[0].ref")));
+    }
+
+    #[test]
+    fn the_sync_schedule_has_defaults_and_bounds() {
+        let config = SkillsSection::default().resolve(Path::new("/ws")).unwrap_or_default();
+        assert_eq!(config.sync, SyncSchedule::default());
+        assert_eq!(config.sync.interval, Duration::from_secs(300));
+        let set: SkillsSection =
+            toml::from_str("sync_interval_seconds = 30\nsync_timeout_seconds = 5\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(set.check(), Ok(()));
+        let config = set.resolve(Path::new("/ws")).unwrap_or_default();
+        assert_eq!(
+            config.sync,
+            SyncSchedule {
+                interval: Duration::from_secs(30),
+                timeout: Duration::from_secs(5)
+            }
+        );
+        for text in ["sync_interval_seconds = 0\n", "sync_timeout_seconds = 86401\n"] {
+            let bad: SkillsSection = toml::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+            let key = text.split(' ').next().unwrap_or_default();
+            assert!(bad.check().is_err_and(|e| e.contains(key)), "{text}");
+        }
     }
 }

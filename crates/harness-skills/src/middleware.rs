@@ -1,9 +1,10 @@
-//! The skills middleware: syncs repositories once per call and puts the
-//! `<available_skills>` catalogue into every step's system prompt.
+//! The skills middleware: puts the `<available_skills>` catalogue into every step's system
+//! prompt. It never syncs a repository (that is [`Skills::start`]'s schedule): a turn reads
+//! the last staged copy.
 
-use super::library::Skills;
+use crate::library::Skills;
 use async_trait::async_trait;
-use harness_core::{AgentError, AgentNext, Hooks, Middleware, SystemPrompt, Turn};
+use harness_core::{Hooks, Middleware, SystemPrompt, Turn};
 use harness_fs::{CallScope, CallWorkspace};
 use std::sync::Arc;
 
@@ -29,12 +30,7 @@ impl Middleware for SkillsContext {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::AGENT | Hooks::SYSTEM_PROMPT
-    }
-
-    async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
-        self.skills.sync().await;
-        next.run(turn).await
+        Hooks::SYSTEM_PROMPT
     }
 
     async fn system_prompt(&self, prompt: &mut SystemPrompt, turn: &Turn) {

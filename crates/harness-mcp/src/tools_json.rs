@@ -22,7 +22,7 @@
 //! when it sets them and adds or replaces servers by name. A caller's own `<user>/tools.json`
 //! (its layer in the workspace) is different: it can only narrow — its `deny` is added, its
 //! `allow` intersected, and `mcpServers` is refused ([`ToolsConfig::parse_user_layer`],
-//! applied per call by [`crate::user_tools`]).
+//! applied per call by the `harness` crate's `user_tools` layer).
 //!
 //! [`ToolFilter`] applies `allow` / `deny` to the full tool list, after every tool (built-ins
 //! included) is registered.
@@ -515,8 +515,14 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-/// Replaces every `${VAR}` in `value`.
-pub(crate) fn substitute(
+/// Replaces every `${VAR}` in `value` through `lookup`, for the string at `field` (a JSON
+/// path, e.g. `mcpServers.docs.url`) of the file `origin`. Every substituted value, and a
+/// whole header or `env` value, is remembered for redaction ([`harness_core::redact`]).
+///
+/// # Errors
+/// [`ToolsConfigError::MissingVariable`] or [`ToolsConfigError::UnterminatedPlaceholder`],
+/// naming the file and the field.
+pub fn substitute(
     value: &str,
     origin: &str,
     field: &str,

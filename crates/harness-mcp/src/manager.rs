@@ -1,9 +1,9 @@
 //! [`McpManager`]: every configured server, connected concurrently, owned until shutdown.
 
-use super::connection::{ConnectError, Connection, RestartPolicy, ServerStatus};
-use super::env::HostEnv;
-use super::naming::{group_name, sanitize};
-use super::tool::McpTool;
+use crate::connection::{ConnectError, Connection, RestartPolicy, ServerStatus};
+use crate::env::HostEnv;
+use crate::naming::{group_name, sanitize};
+use crate::tool::McpTool;
 use crate::tools_json::McpServerConfig;
 use harness_core::Tool;
 use std::collections::{BTreeMap, HashMap};

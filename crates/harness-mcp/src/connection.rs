@@ -13,7 +13,7 @@
 //! read the current peer from it (a call during an outage fails at once) and tests wait on
 //! it instead of sleeping.
 
-use super::env::HostEnv;
+use crate::env::HostEnv;
 use crate::tools_json::{McpServerConfig, McpTransport};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;

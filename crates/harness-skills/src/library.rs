@@ -1,12 +1,15 @@
-//! [`Skills`]: the configured layers, merged per call into a [`SkillSet`].
+//! [`Skills`]: the configured layers, merged per call into a [`SkillSet`], and the schedule
+//! that keeps the git repositories' staged copies fresh.
 
-use super::catalogue;
-use super::git::{GitSkillRepository, SKILLS_CACHE, source_name};
-use super::skill::{ScanSite, Skill, SkillFileCache, SkillLayer, scan};
+use crate::catalogue;
+use crate::repository::{DEFAULT_SYNC_TIMEOUT, GitSkillRepository, SKILLS_CACHE, source_name};
+use crate::skill::{ScanSite, Skill, SkillFileCache, SkillLayer, scan};
 use harness_fs::{CallWorkspace, Filesystem, FsError, LocalFs, WsPath};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::task::JoinHandle;
 
 /// The skills directory of the workspace and of each user namespace.
 pub const SKILLS_DIR: &str = "skills";
@@ -18,6 +21,33 @@ pub struct SkillsConfig {
     pub global_dir: Option<PathBuf>,
     /// Git repositories by URL or path, in priority order (a later one shadows an earlier).
     pub repositories: Vec<SkillRepositorySource>,
+    /// When the repositories are synced, and how long one sync may take.
+    pub sync: SyncSchedule,
+}
+
+/// How often git skill repositories are synced, and how long one sync may take. Syncs run
+/// in the background ([`Skills::start`]); a turn never waits for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncSchedule {
+    /// Between the end of one round of syncs and the start of the next.
+    pub interval: Duration,
+    /// The most one repository's sync may take; past it the sync is an error (logged) and
+    /// the previously staged copy stays.
+    pub timeout: Duration,
+}
+
+impl SyncSchedule {
+    /// The default interval: five minutes.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+}
+
+impl Default for SyncSchedule {
+    fn default() -> Self {
+        Self {
+            interval: Self::DEFAULT_INTERVAL,
+            timeout: DEFAULT_SYNC_TIMEOUT,
+        }
+    }
 }
 
 /// One skill repository: where it is, and what to stage from it.
@@ -61,12 +91,27 @@ pub enum SkillsError {
         #[source]
         source: FsError,
     },
+    /// Git repositories are configured, but this build cannot sync them.
+    #[error(
+        "skill repository `{url}`: this build has no git support (the `git` feature of harness-skills); \
+         remove `repositories` from [skills] or build with the feature"
+    )]
+    GitFeatureOff {
+        /// The first configured repository.
+        url: String,
+    },
 }
 
-/// The skill layers of one agent. Cheap to share; reads happen per call.
+/// The skill layers of one agent. Cheap to share; reads happen per call. Dropping it (or
+/// [`stop`](Self::stop)) ends the background syncs.
 pub struct Skills {
     global: Option<(Arc<dyn Filesystem>, PathBuf)>,
-    repositories: Vec<GitSkillRepository>,
+    repositories: Arc<[GitSkillRepository]>,
+    schedule: SyncSchedule,
+    /// The background syncs started by [`start`](Self::start).
+    syncing: Mutex<Option<JoinHandle<()>>>,
+    /// Completed rounds of syncs (every repository once).
+    rounds: Arc<tokio::sync::watch::Sender<u64>>,
     /// The workspace root on the host, when skills' files can be reached by a shell there.
     host_root: Option<PathBuf>,
     /// Parsed `SKILL.md` files, re-read only when their size or modification time changes.
@@ -79,7 +124,16 @@ impl std::fmt::Debug for Skills {
             .field("global", &self.global.as_ref().map(|(_, path)| path))
             .field("repositories", &self.repositories)
             .field("host_root", &self.host_root)
+            .field("schedule", &self.schedule)
             .finish()
+    }
+}
+
+impl Drop for Skills {
+    fn drop(&mut self) {
+        if let Some(task) = self.syncing.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            task.abort();
+        }
     }
 }
 
@@ -93,10 +147,16 @@ impl Skills {
     /// under its `.skills-cache/`). `shell` says whether the agent has a shell on that
     /// directory; only then is `<files-root>` shown.
     ///
+    /// Nothing is synced: call [`sync`](Self::sync), or use [`start`](Self::start).
+    ///
     /// # Errors
     /// [`SkillsError::GlobalDir`] when the configured global directory exists but cannot be
-    /// opened.
+    /// opened; [`SkillsError::GitFeatureOff`] when repositories are configured in a build
+    /// without the `git` feature.
     pub fn new(config: SkillsConfig, workspace_root: &Path, shell: bool) -> Result<Self, SkillsError> {
+        if let (false, Some(first)) = (crate::git::AVAILABLE, config.repositories.first()) {
+            return Err(SkillsError::GitFeatureOff { url: first.url.clone() });
+        }
         let global = match config.global_dir {
             Some(dir) if dir.is_dir() => {
                 let fs = LocalFs::new(&dir).map_err(|source| SkillsError::GlobalDir {
@@ -125,11 +185,18 @@ impl Skills {
             if source != base {
                 tracing::warn!(%url, %source, "two skill repositories share a source name; renamed");
             }
-            repositories.push(GitSkillRepository::new(url, source, &cache_root).pinned(reference));
+            repositories.push(
+                GitSkillRepository::new(url, source, &cache_root)
+                    .pinned(reference)
+                    .with_timeout(config.sync.timeout),
+            );
         }
         Ok(Self {
             global,
-            repositories,
+            repositories: repositories.into(),
+            schedule: config.sync,
+            syncing: Mutex::new(None),
+            rounds: Arc::new(tokio::sync::watch::Sender::new(0)),
             host_root: shell.then(|| workspace_root.to_owned()),
             files: SkillFileCache::default(),
         })
@@ -140,20 +207,59 @@ impl Skills {
         &self.repositories
     }
 
-    /// Syncs every repository (each only restages when its HEAD moved). Failures are
-    /// warnings: the previously staged skills stay.
+    /// [`new`](Self::new), then one sync of every repository (each bounded by the schedule's
+    /// timeout; a failure is a warning and that repository's previously staged copy, if any,
+    /// is used), then a sync every [`SyncSchedule::interval`] in the background until
+    /// [`stop`](Self::stop) or drop. Turns never sync: they read the last staged copy.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub async fn start(config: SkillsConfig, workspace_root: &Path, shell: bool) -> Result<Self, SkillsError> {
+        let skills = Self::new(config, workspace_root, shell)?;
+        if !skills.repositories.is_empty() {
+            skills.sync().await;
+            let repositories = Arc::clone(&skills.repositories);
+            let rounds = Arc::clone(&skills.rounds);
+            let interval = skills.schedule.interval;
+            let task = tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(interval).await;
+                    sync_all(&repositories).await;
+                    rounds.send_modify(|n| *n += 1);
+                }
+            });
+            *skills.syncing.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        }
+        Ok(skills)
+    }
+
+    /// Ends the background syncs and waits until the running one, if any, has stopped
+    /// waiting (its fetch is told to stop).
+    pub async fn stop(&self) {
+        let task = self.syncing.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(task) = task {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// The schedule the repositories are synced on.
+    pub fn schedule(&self) -> SyncSchedule {
+        self.schedule
+    }
+
+    /// Syncs every repository now, concurrently (each only restages when its commit moved,
+    /// each bounded by its timeout). Failures are warnings: the previously staged skills stay.
     pub async fn sync(&self) {
-        let syncs = self.repositories.iter().map(|repo| async move {
-            match repo.sync().await {
-                Ok(outcome) => tracing::debug!(source = repo.source(), ?outcome, "skill repository synced"),
-                Err(err) => tracing::warn!(
-                    source = repo.source(),
-                    error = %harness_core::error_chain(&err),
-                    "skill repository sync failed"
-                ),
-            }
-        });
-        futures::future::join_all(syncs).await;
+        sync_all(&self.repositories).await;
+        self.rounds.send_modify(|n| *n += 1);
+    }
+
+    /// Follows the completed rounds of syncs (every repository synced once, successfully or
+    /// not): [`start`](Self::start)'s first round makes it 1, each scheduled round and each
+    /// [`sync`](Self::sync) adds one.
+    pub fn sync_rounds(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.rounds.subscribe()
     }
 
     /// How many times a `SKILL.md` was read and parsed since these skills were made (a
@@ -179,7 +285,7 @@ impl Skills {
             };
             set.add(scan(site, cache).await);
         }
-        for repo in &self.repositories {
+        for repo in self.repositories.iter() {
             // Staged on the host by the sync (not part of the callers' shared layer, which
             // holds only the workspace's shared entries); nothing staged yet → no skills.
             let Ok(staged) = LocalFs::new(repo.stage_dir()) else {
@@ -220,6 +326,20 @@ impl Skills {
         }
         set
     }
+}
+
+async fn sync_all(repositories: &[GitSkillRepository]) {
+    let syncs = repositories.iter().map(|repo| async move {
+        match repo.sync().await {
+            Ok(outcome) => tracing::debug!(source = repo.source(), ?outcome, "skill repository synced"),
+            Err(err) => tracing::warn!(
+                source = repo.source(),
+                error = %harness_core::error_chain(&err),
+                "skill repository sync failed; the last staged copy stays"
+            ),
+        }
+    });
+    futures::future::join_all(syncs).await;
 }
 
 /// The merged skills of one call, by name.

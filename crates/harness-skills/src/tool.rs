@@ -1,7 +1,7 @@
 //! `load_skill_through_path(skillId, path)`.
 
-use super::library::Skills;
-use super::skill::SKILL_FILE;
+use crate::library::Skills;
+use crate::skill::SKILL_FILE;
 use async_trait::async_trait;
 use harness_core::{JsonSchema, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
 use harness_fs::{CallScope, CallWorkspace, WsPath};
