@@ -111,17 +111,27 @@ impl RedisPrefix {
     /// # Panics
     /// When the dump is not of that shape or Redis does not answer.
     pub fn restore(&self, dump: &serde_json::Value) -> usize {
-        let old = dump["prefix"].as_str().unwrap_or_else(|| panic!("the dump names no `prefix`"));
-        let keys = dump["keys"].as_array().unwrap_or_else(|| panic!("the dump has no `keys` list"));
+        let old = dump["prefix"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the dump names no `prefix`"));
+        let keys = dump["keys"]
+            .as_array()
+            .unwrap_or_else(|| panic!("the dump has no `keys` list"));
         let mut connection = self.connect();
         for entry in keys {
-            let key = entry["key"].as_str().unwrap_or_else(|| panic!("a dump entry without `key`: {entry}"));
-            let rest = key.strip_prefix(old).unwrap_or_else(|| panic!("{key} is not under {old}"));
+            let key = entry["key"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a dump entry without `key`: {entry}"));
+            let rest = key
+                .strip_prefix(old)
+                .unwrap_or_else(|| panic!("{key} is not under {old}"));
             let key = format!("{}{rest}", self.prefix);
             let strings = |value: &serde_json::Value| -> Vec<String> {
                 match value {
                     serde_json::Value::Array(items) => items.iter().map(plain).collect(),
-                    serde_json::Value::Object(fields) => fields.iter().flat_map(|(k, v)| [k.clone(), plain(v)]).collect(),
+                    serde_json::Value::Object(fields) => {
+                        fields.iter().flat_map(|(k, v)| [k.clone(), plain(v)]).collect()
+                    }
                     other => vec![plain(other)],
                 }
             };

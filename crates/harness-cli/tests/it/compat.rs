@@ -72,10 +72,7 @@ fn restore(backend: Backend) -> Restored {
             let tables = PgPrefix::new("compat");
             let sql = std::fs::read_to_string(fixture.join("tables.sql")).unwrap();
             let made = tables.restore(&sql, OLD_PG_PREFIX);
-            assert!(
-                made.iter().any(|name| name.ends_with("_states")),
-                "{made:?}"
-            );
+            assert!(made.iter().any(|name| name.ends_with("_states")), "{made:?}");
             let config = config
                 .replace(OLD_PG_URL, tables.url())
                 .replace(OLD_PG_PREFIX, tables.prefix());
@@ -102,7 +99,10 @@ impl Restored {
 
     /// A scripted model of `replies` (JSON objects), with nothing left for anything unplanned.
     fn model(&self, replies: &str) -> String {
-        script(self.dir.path(), &format!(r#"{{"fallback": "fail", "replies": [{replies}]}}"#))
+        script(
+            self.dir.path(),
+            &format!(r#"{{"fallback": "fail", "replies": [{replies}]}}"#),
+        )
     }
 
     /// The messages of a session as `harness sessions show ID --json` prints them.
@@ -155,7 +155,11 @@ fn an_old_workspace_loads_and_continues(backend: Backend) {
     let reply = old.cli(&["run", "--session", "s1", "--model", &model, "What is my name?"], 0);
     assert_eq!(reply.trim(), "Your name is Ada.", "{backend:?}");
     let after = old.messages("s1");
-    assert_eq!(after[..before.len()], before[..], "{backend:?}: the old messages are kept as they were");
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "{backend:?}: the old messages are kept as they were"
+    );
     assert_eq!(
         texts(&after[before.len()..]),
         ["user: What is my name?", "assistant: Your name is Ada."],
@@ -188,13 +192,22 @@ fn an_old_workspace_loads_and_continues(backend: Backend) {
         Some("assistant: Noted: buy tea."),
         "{backend:?}"
     );
-    assert_eq!(find_text(&old.ws, "todo.md").as_deref(), Some("buy tea\n"), "{backend:?}: the held-back write ran");
+    assert_eq!(
+        find_text(&old.ws, "todo.md").as_deref(),
+        Some("buy tea\n"),
+        "{backend:?}: the held-back write ran"
+    );
     let output = harness()
         .args(["approve", "--session", "s4", "--model", &model, "--workspace"])
         .arg(&old.ws)
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2), "{backend:?}: decided once: {:?}", text(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{backend:?}: decided once: {:?}",
+        text(&output)
+    );
 }
 
 /// The text of the first file called `name` under `dir`.

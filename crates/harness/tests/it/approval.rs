@@ -8,8 +8,6 @@ use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 
-
-
 fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .map(|text| text.lines().count())
@@ -164,7 +162,7 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
     let model = ScriptedModel::new()
         .reply_tool_call("execute", json!({"command": "touch third"}))
         .reply_text("done");
-    let agent = self::agent(dir.path(), config, &model);
+    let agent = shell_agent(dir.path(), config, &model);
     agent.call("go", ctx("alice", "s2")).await.unwrap();
     let id = agent.pending_approval(ctx("alice", "s2")).await.unwrap().calls[0]
         .id
@@ -202,7 +200,7 @@ async fn approve_always_covers_later_calls_of_the_session() {
 
     // Another session still asks.
     let model = ScriptedModel::new().reply_tool_call("execute", json!({"command": "echo z >> count"}));
-    let other = self::agent(dir.path(), ASK, &model);
+    let other = shell_agent(dir.path(), ASK, &model);
     other.call("go", ctx("alice", "s2")).await.unwrap();
     assert_eq!(other.pending_approval(ctx("alice", "s2")).await.unwrap().calls.len(), 1);
     assert_eq!(lines(&count_file(dir.path())), 2);

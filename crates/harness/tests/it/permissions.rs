@@ -4,10 +4,6 @@
 use crate::support::{builder, ctx, last_tool_results, parse, shell_agent};
 use harness_models::ScriptedModel;
 use serde_json::json;
-use std::sync::Arc;
-
-
-
 
 /// In mode `default` the shell asks: the command does not run and the turn waits for a
 /// person, with the rule that would allow it (the approval tests resume such turns).

@@ -2,7 +2,7 @@
 //! file in the caller's layer, `plan_exit` waiting for approval, state across a restart, the
 //! banner in the volatile tail only, and children planning with their parent.
 
-use crate::support::{builder, ctx, parse, shell_agent};
+use crate::support::{builder, ctx, shell_agent};
 use harness::HarnessAgent;
 use harness::plan_mode::{PlanSection, PlanState};
 use harness::subagents::SubagentDeclaration;
@@ -11,8 +11,6 @@ use harness_models::{Reply, ScriptedModel};
 use serde_json::json;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-
 
 /// The tool results the model saw in `request`, in order: (text, is_error).
 fn results(request: &ChatRequest) -> Vec<(String, bool)> {
