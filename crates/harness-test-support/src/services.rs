@@ -128,7 +128,14 @@ impl RedisPrefix {
             let key = format!("{}{rest}", self.prefix);
             let strings = |value: &serde_json::Value| -> Vec<String> {
                 match value {
-                    serde_json::Value::Array(items) => items.iter().map(plain).collect(),
+                    // A sorted set's `[[member, score], …]` (or a flat list) is one flat list.
+                    serde_json::Value::Array(items) => items
+                        .iter()
+                        .flat_map(|item| match item {
+                            serde_json::Value::Array(pair) => pair.iter().map(plain).collect::<Vec<_>>(),
+                            other => vec![plain(other)],
+                        })
+                        .collect(),
                     serde_json::Value::Object(fields) => {
                         fields.iter().flat_map(|(k, v)| [k.clone(), plain(v)]).collect()
                     }
@@ -227,7 +234,7 @@ impl PgPrefix {
     /// # Panics
     /// When PostgreSQL does not answer.
     pub fn relations(&self) -> Vec<String> {
-        self.blocking(|pool, prefix| async move { names(&pool, &prefix).await })
+        pg_relations(&self.prefix)
     }
 
     /// Drops every table and sequence under the prefix; returns how many there were.
@@ -275,39 +282,59 @@ impl PgPrefix {
         })
     }
 
-    /// Runs `work` on a pool, on a thread of its own (so it works inside and outside a tokio
-    /// runtime, and from `Drop`).
     fn blocking<T, F, Fut>(&self, work: F) -> T
     where
         T: Send + 'static,
         F: FnOnce(sqlx::PgPool, String) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = T>,
     {
-        let (url, prefix) = (self.url.clone(), self.prefix.clone());
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap_or_else(|err| panic!("a runtime for the PostgreSQL cleanup: {err}"));
-            runtime.block_on(async move {
-                let pool = sqlx::postgres::PgPoolOptions::new()
-                    .max_connections(1)
-                    .connect(&url)
-                    .await
-                    .unwrap_or_else(|err| {
-                        panic!(
-                            "the test PostgreSQL at {url} does not answer (set HARNESS_TEST_POSTGRES_URL; scripts/services.sh starts it): {err}"
-                        )
-                    });
-                let out = work(pool.clone(), prefix).await;
-                pool.close().await;
-                out
-            })
-        });
-        match thread.join() {
-            Ok(out) => out,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        on_pool(self.url.clone(), self.prefix.clone(), work)
+    }
+}
+
+/// The tables and sequences of the test database whose names start with `prefix`, sorted.
+///
+/// # Panics
+/// When PostgreSQL does not answer.
+#[cfg(feature = "postgres")]
+pub fn pg_relations(prefix: &str) -> Vec<String> {
+    on_pool(postgres_url(), prefix.to_owned(), |pool, prefix| async move {
+        names(&pool, &prefix).await
+    })
+}
+
+/// Runs `work` on a pool of `url`, on a thread of its own (so it works inside and outside a
+/// tokio runtime, and from `Drop`).
+#[cfg(feature = "postgres")]
+fn on_pool<T, F, Fut>(url: String, prefix: String, work: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(sqlx::PgPool, String) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+{
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|err| panic!("a runtime for the PostgreSQL cleanup: {err}"));
+        runtime.block_on(async move {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&url)
+                .await
+                .unwrap_or_else(|err| {
+                    panic!(
+                        "the test PostgreSQL at {url} does not answer (set HARNESS_TEST_POSTGRES_URL; scripts/services.sh starts it): {err}"
+                    )
+                });
+            let out = work(pool.clone(), prefix).await;
+            pool.close().await;
+            out
+        })
+    });
+    match thread.join() {
+        Ok(out) => out,
+        Err(panic) => std::panic::resume_unwind(panic),
     }
 }
 

@@ -5,6 +5,7 @@
 //! and plan are seen.
 
 use crate::cli::{harness, script, text};
+use harness_test_support::openai::FakeOpenAi;
 use harness_test_support::services::{PgPrefix, RedisPrefix};
 use std::path::{Path, PathBuf};
 
@@ -150,10 +151,49 @@ fn an_old_workspace_loads_and_continues(backend: Backend) {
         "{backend:?}"
     );
 
-    // One more turn appends to the old session.
-    let model = old.model(r#"{"text": "Your name is Ada."}, {"text": "NO_REPLY"}"#);
-    let reply = old.cli(&["run", "--session", "s1", "--model", &model, "What is my name?"], 0);
-    assert_eq!(reply.trim(), "Your name is Ada.", "{backend:?}");
+    // One more turn continues the old context (the model is sent the old messages) and
+    // appends to the old session.
+    let server = FakeOpenAi::replying("Your name is Ada.");
+    let output = harness()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", server.base_url())
+        .args(["run", "--session", "s1", "--model", "openai:fake", "--workspace"])
+        .arg(&old.ws)
+        .arg("What is my name?")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{backend:?}: {stdout}\n{stderr}");
+    assert_eq!(stdout.trim(), "Your name is Ada.", "{backend:?}");
+    let requests = server.requests();
+    let turn = requests
+        .iter()
+        .find(|request| request["tools"].as_array().is_some_and(|tools| !tools.is_empty()))
+        .unwrap_or_else(|| panic!("{backend:?}: no turn request in {requests:?}"));
+    let sent: Vec<String> = turn["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap_or("?"),
+                m["content"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "user: Hi, I am Ada and I drink green tea every morning.",
+            "assistant: Nice to meet you, Ada.",
+            "user: What do I drink?",
+            "assistant: You drink green tea.",
+            "user: What is my name?",
+        ],
+        "{backend:?}: the old context is continued"
+    );
     let after = old.messages("s1");
     assert_eq!(
         after[..before.len()],
@@ -173,9 +213,14 @@ fn an_old_workspace_loads_and_continues(backend: Backend) {
 
     // The subagent task recorded then is listed to the model now.
     let model = old.model(r#"{"tool_calls": [{"id": "t1", "name": "task_list", "arguments": {}}]}, {"text": "one task"}, {"text": "NO_REPLY"}"#);
+    let earlier = old.messages("s2").len();
     old.cli(&["run", "--session", "s2", "--model", &model, "Which tasks ran?"], 0);
-    let s2 = serde_json::to_string(&old.messages("s2")).unwrap();
-    assert!(s2.contains("researcher") && s2.contains("tides"), "{backend:?}: {s2}");
+    // Only the new messages: the old ones name the task too.
+    let listed = serde_json::to_string(&old.messages("s2")[earlier..]).unwrap();
+    assert!(
+        listed.contains("researcher") && listed.contains("tides") && listed.contains("completed"),
+        "{backend:?}: {listed}"
+    );
 
     // Plan mode, the plan and the task list of then are shown now.
     let shown = old.cli(&["sessions", "show", "s3"], 0);
