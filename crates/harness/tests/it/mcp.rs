@@ -172,18 +172,32 @@ async fn a_servers_read_only_claim_counts_only_when_tools_json_trusts_it() {
 }
 
 /// Starts server-everything over streamable HTTP on a free port and waits for its
-/// "listening" line (a readiness signal, not a sleep).
+/// "listening" line (a readiness signal, not a sleep). The node server takes a port number,
+/// not a listener, so the port is one the system just gave out; should another process take
+/// it first, the server reports the port in use and another one is tried.
 async fn http_server() -> (tokio::process::Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    (http_server_on(port).await, port)
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if let Some(child) = try_http_server_on(port).await {
+            return (child, port);
+        }
+    }
+    panic!("server-everything did not start on any of five free ports");
 }
 
-/// Starts server-everything over streamable HTTP on `port`.
+/// Starts server-everything over streamable HTTP on `port` (the port it had before).
 async fn http_server_on(port: u16) -> tokio::process::Child {
+    try_http_server_on(port)
+        .await
+        .unwrap_or_else(|| panic!("server-everything exited before listening on port {port}"))
+}
+
+/// The server listening on `port`, or `None` when it exited first (the port was taken).
+async fn try_http_server_on(port: u16) -> Option<tokio::process::Child> {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new("node")
         .arg(everything_js())
@@ -196,18 +210,21 @@ async fn http_server_on(port: u16) -> tokio::process::Child {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    tokio::time::timeout(Duration::from_secs(30), async {
+    let listening = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
             if line.contains("listening on port") {
-                return;
+                return true;
             }
         }
-        panic!("server exited before listening");
+        false
     })
     .await
     .unwrap();
+    if !listening {
+        return None;
+    }
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    child
+    Some(child)
 }
 
 #[tokio::test]
