@@ -1,7 +1,7 @@
 //! [`Jail`]: maps a [`WsPath`] to a real host path after resolving every symlink, and refuses
 //! any result outside the jail's root.
 
-use crate::filesystem::FsError;
+use crate::error::FsError;
 use crate::path::WsPath;
 use std::collections::VecDeque;
 use std::ffi::OsString;
