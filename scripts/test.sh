@@ -15,12 +15,29 @@ HARNESS_TEST_PYTHON="$(bash scripts/python-env.sh)"
 export HARNESS_TEST_PYTHON
 # Debian's bubblewrap and the toolchains of the sandbox's normal-work suite (harness-sandbox tests).
 bash scripts/sandbox-deps.sh
+# mockllm (shared/bench), the scripted provider of the binary's subagent delegation test.
+HARNESS_TEST_MOCKLLM="$(bash scripts/mockllm.sh)"
+export HARNESS_TEST_MOCKLLM
 # Debian's chromium, the browser of the web page's headless test.
 bash scripts/chromium.sh
 cargo fmt --all -- --check
+# Warnings fail the script in both configurations (clippy's `-D warnings` reaches only our
+# crates, so dependencies keep their build cache).
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-cargo check --workspace --all-targets --no-default-features --locked
+cargo clippy --workspace --all-targets --no-default-features --locked -- -D warnings
 # The binaries the CLI tests run (harness, mock-llm, bench-driver), built with the same features
 # as the tests so no test has to build them itself.
 cargo build --workspace --all-features --bins --locked
-cargo test --workspace --all-features --locked --no-fail-fast
+# Every test removes what it creates in Redis, PostgreSQL and the temporary folder: the run
+# fails if it left more behind than there was before it.
+before=$(bash scripts/leftovers.sh)
+status=0
+cargo test --workspace --all-features --locked --no-fail-fast || status=$?
+after=$(bash scripts/leftovers.sh)
+if [ "$before" != "$after" ] && [ "$(paste -d' ' <(echo "$before") <(echo "$after") | awk '$4 > $2' | wc -l)" -gt 0 ]; then
+  echo "test.sh: the tests left things behind (kind before / after):" >&2
+  paste -d' ' <(echo "$before") <(echo "$after") | awk '{print "  " $1 ": " $2 " -> " $4}' >&2
+  bash scripts/leftovers.sh --list >&2
+  status=1
+fi
+exit "$status"

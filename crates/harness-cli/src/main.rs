@@ -204,7 +204,7 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(progress::retry_observer()))
-        .host_env(harness::mcp::HostEnv::from_vars(std::env::vars()))
+        .host_env(harness_mcp::HostEnv::from_vars(std::env::vars()))
         .load()
         .await
         .map_err(|err| usage(harness_core::error_chain(&err)))?;

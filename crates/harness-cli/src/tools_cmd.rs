@@ -4,8 +4,8 @@
 
 use harness::HarnessConfig;
 use harness::extensions::{Extensions, ToolSource};
-use harness::mcp::{HostEnv, McpToolAnnotations};
 use harness_core::Tool as _;
+use harness_mcp::{HostEnv, McpToolAnnotations};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -79,7 +79,7 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
 async fn caller_filter(
     agent: &harness::HarnessAgent,
     user: Option<harness_core::UserId>,
-) -> anyhow::Result<Option<harness::tools_json::ToolFilter>> {
+) -> anyhow::Result<Option<harness_mcp::tools_json::ToolFilter>> {
     let Some(user) = user else {
         return Ok(None);
     };
@@ -103,7 +103,7 @@ fn annotations_of(extensions: &Extensions, name: &str) -> Option<McpToolAnnotati
 fn print(
     agent: &harness::HarnessAgent,
     extensions: &Extensions,
-    caller: Option<&harness::tools_json::ToolFilter>,
+    caller: Option<&harness_mcp::tools_json::ToolFilter>,
     json: bool,
 ) -> anyhow::Result<()> {
     let specs = agent.kernel().tool_specs();

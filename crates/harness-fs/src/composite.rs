@@ -1,6 +1,7 @@
 //! [`CompositeFs`]: routes paths to backends by longest prefix.
 
-use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode};
+use crate::error::FsError;
+use crate::filesystem::{FileInfo, FileVersion, Filesystem, GrepMatch, GrepOptions, WriteMode};
 use crate::path::WsPath;
 use crate::search::{FileFilter, compile_glob, finish_matches, union_by_path};
 use crate::shell::Shell;

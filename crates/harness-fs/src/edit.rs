@@ -3,8 +3,19 @@
 //! similarity match. Every step is linear in the file size except the last, which only scores
 //! a handful of candidate windows.
 
-use crate::filesystem::EditOutcome;
 use std::hash::{DefaultHasher, Hash, Hasher};
+
+/// What an edit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditOutcome {
+    /// How many replacements were made.
+    pub replacements: usize,
+    /// When the exact text was not found and a whitespace-tolerant match was used: a
+    /// description of what was matched (lines and similarity).
+    pub fuzzy: Option<String>,
+    /// 1-based line of the first replacement.
+    pub line: usize,
+}
 
 /// Minimum similarity (normalised Levenshtein over whitespace-collapsed text) for a fuzzy
 /// replacement.

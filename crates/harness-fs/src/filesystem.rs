@@ -1,5 +1,7 @@
 //! The [`Filesystem`] trait and its data types.
 
+use crate::edit::EditOutcome;
+use crate::error::FsError;
 use crate::path::WsPath;
 use crate::shell::Shell;
 use crate::text::TextPage;
@@ -9,152 +11,6 @@ use std::sync::Arc;
 /// How many times [`Filesystem::edit`] re-reads and retries after another writer changed the
 /// file between its read and its conditional write.
 pub const EDIT_CAS_RETRIES: usize = 5;
-
-/// Why a filesystem operation failed. Messages are written for the model: they say what to
-/// do differently.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum FsError {
-    /// The path was refused before any IO.
-    #[error("invalid path {path:?}: {reason}")]
-    InvalidPath {
-        /// The path as given (cut to 200 characters).
-        path: String,
-        /// Why.
-        reason: String,
-    },
-    /// Nothing exists at the path.
-    #[error("{path}: not found")]
-    NotFound {
-        /// The path.
-        path: WsPath,
-    },
-    /// Something already exists where a new file was to be created.
-    #[error("{path}: already exists; use edit_file to change it, or choose another path")]
-    AlreadyExists {
-        /// The path.
-        path: WsPath,
-    },
-    /// A file operation was given a directory.
-    #[error("{path}: is a directory")]
-    IsDirectory {
-        /// The path.
-        path: WsPath,
-    },
-    /// A directory operation was given a file.
-    #[error("{path}: is not a directory")]
-    NotDirectory {
-        /// The path.
-        path: WsPath,
-    },
-    /// The path resolves (through a symlink or a namespace rule) outside what this caller may
-    /// touch, or the backend refused it.
-    #[error("{path}: permission denied ({reason})")]
-    PermissionDenied {
-        /// The path.
-        path: WsPath,
-        /// Why.
-        reason: String,
-    },
-    /// Text was expected but the file is binary.
-    #[error("{path}: is a binary file ({size} bytes); it cannot be shown as text")]
-    Binary {
-        /// The path.
-        path: WsPath,
-        /// Its size.
-        size: u64,
-    },
-    /// A conditional write found a different version (another writer was first).
-    #[error("{path}: changed by another writer; read it again and retry")]
-    Conflict {
-        /// The path.
-        path: WsPath,
-    },
-    /// `edit` found no match for the old text.
-    #[error("{path}: old_string not found{hint}")]
-    NoMatch {
-        /// The path.
-        path: WsPath,
-        /// Extra guidance (e.g. the closest line), starting with `; ` when present.
-        hint: String,
-    },
-    /// `edit` found the old text more than once without `replace_all`.
-    #[error(
-        "{path}: old_string occurs {count} times (at lines {lines:?}); add surrounding lines to make it unique, or set replace_all"
-    )]
-    NotUnique {
-        /// The path.
-        path: WsPath,
-        /// How many matches.
-        count: usize,
-        /// 1-based line numbers of the matches.
-        lines: Vec<usize>,
-    },
-    /// The arguments make no sense (e.g. an empty `old_string`). Fix the call.
-    #[error("{reason}")]
-    InvalidArgument {
-        /// What is wrong and what to do instead.
-        reason: String,
-    },
-    /// The backend cannot do this (e.g. a shell on a KV store).
-    #[error("{operation} is not supported by this filesystem")]
-    Unsupported {
-        /// The operation.
-        operation: &'static str,
-    },
-    /// An IO or network failure.
-    #[error("{path}: {operation} failed")]
-    Io {
-        /// The path.
-        path: WsPath,
-        /// The operation.
-        operation: &'static str,
-        /// The cause.
-        #[source]
-        source: harness_core::BoxError,
-    },
-}
-
-impl FsError {
-    /// The same error with its path rewritten by `map` (used by wrappers that present a
-    /// backend's paths under another root, so messages show the caller's paths).
-    #[must_use]
-    pub fn map_path(self, map: impl Fn(&WsPath) -> WsPath) -> Self {
-        match self {
-            Self::NotFound { path } => Self::NotFound { path: map(&path) },
-            Self::AlreadyExists { path } => Self::AlreadyExists { path: map(&path) },
-            Self::IsDirectory { path } => Self::IsDirectory { path: map(&path) },
-            Self::NotDirectory { path } => Self::NotDirectory { path: map(&path) },
-            Self::PermissionDenied { path, reason } => Self::PermissionDenied {
-                path: map(&path),
-                reason,
-            },
-            Self::Binary { path, size } => Self::Binary { path: map(&path), size },
-            Self::Conflict { path } => Self::Conflict { path: map(&path) },
-            Self::NoMatch { path, hint } => Self::NoMatch { path: map(&path), hint },
-            Self::NotUnique { path, count, lines } => Self::NotUnique {
-                path: map(&path),
-                count,
-                lines,
-            },
-            Self::Io {
-                path,
-                operation,
-                source,
-            } => Self::Io {
-                path: map(&path),
-                operation,
-                source,
-            },
-            other @ (Self::InvalidPath { .. } | Self::InvalidArgument { .. } | Self::Unsupported { .. }) => other,
-        }
-    }
-
-    /// Whether nothing exists at the path.
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::NotFound { .. })
-    }
-}
 
 /// Metadata of one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,18 +85,6 @@ pub struct GrepMatch {
     pub before: Vec<String>,
     /// Context lines after.
     pub after: Vec<String>,
-}
-
-/// What an edit did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditOutcome {
-    /// How many replacements were made.
-    pub replacements: usize,
-    /// When the exact text was not found and a whitespace-tolerant match was used: a
-    /// description of what was matched (lines and similarity).
-    pub fuzzy: Option<String>,
-    /// 1-based line of the first replacement.
-    pub line: usize,
 }
 
 /// A filesystem rooted somewhere. All paths are relative to that root.
@@ -447,93 +291,5 @@ pub trait Filesystem: Send + Sync + 'static {
             Err(FsError::NotFound { .. }) => Ok(false),
             Err(other) => Err(other),
         }
-    }
-}
-
-/// The filesystems of one call, put into the call's
-/// [`RuntimeContext`](harness_core::RuntimeContext) by the harness when the call is bound,
-/// next to its [`CallScope`](crate::CallScope). Tools and middlewares read it with
-/// `ctx.get::<CallWorkspace>()`; build it only with [`CallWorkspace::new`].
-#[derive(Clone)]
-pub struct CallWorkspace {
-    /// The caller's own layer (its namespace): runtime data (sessions, memory, large tool
-    /// results, the caller's files) is written here and only here.
-    pub user: Arc<dyn Filesystem>,
-    /// What the model reads and writes through: under scopes `user` and `session` the
-    /// caller's layer over the read-only shared layer (a shared file shows through unless
-    /// the caller has its own copy; a write creates the caller's copy, the shared file is
-    /// never changed); under `agent` and `global` the workspace root with its shared files
-    /// read-only. Every read path the model has (file tools, memory tools, the prompt) uses it.
-    pub layered: Arc<dyn Filesystem>,
-    /// The shared layer: only the shared entries of the workspace root
-    /// ([`SHARED_ENTRIES`](crate::SHARED_ENTRIES)), read-only.
-    pub shared: Arc<dyn Filesystem>,
-    /// The caller's layer without the turn's fence, for writes that may happen after the
-    /// turn's lease is released. The same `Arc` as [`user`](Self::user) when the call is
-    /// not fenced, so `Arc::ptr_eq(&user, &unfenced)` says whether it is. (The harness
-    /// writes a fenced call's session index under the lease, through `user`.)
-    pub unfenced: Arc<dyn Filesystem>,
-}
-
-impl CallWorkspace {
-    /// The view of `root` (the whole workspace) for the call `scope`. `template`, when the
-    /// workspace filesystem is not the local disk, is the local workspace directory: its
-    /// shared files show through under the workspace's own.
-    pub fn new(root: &Arc<dyn Filesystem>, scope: &crate::CallScope, template: Option<&Arc<dyn Filesystem>>) -> Self {
-        let mut shared: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::read_only(Arc::clone(root)));
-        if let Some(template) = template {
-            let below: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::read_only(Arc::clone(template)));
-            shared = Arc::new(crate::OverlayFs::new(shared, below));
-        }
-        if scope.is_shared_namespace() {
-            let own: Arc<dyn Filesystem> = Arc::new(crate::SharedLayer::protected(Arc::clone(root)));
-            let layered: Arc<dyn Filesystem> = match template {
-                Some(_) => Arc::new(crate::OverlayFs::new(own, Arc::clone(&shared))),
-                None => own,
-            };
-            return Self {
-                user: Arc::clone(root),
-                unfenced: Arc::clone(root),
-                layered,
-                shared,
-            };
-        }
-        let user: Arc<dyn Filesystem> = Arc::new(crate::Namespaced::new(Arc::clone(root), scope.namespace().clone()));
-        Self {
-            layered: Arc::new(crate::OverlayFs::new(Arc::clone(&user), Arc::clone(&shared))),
-            unfenced: Arc::clone(&user),
-            user,
-            shared,
-        }
-    }
-
-    /// [`new`](Self::new) with every write of the caller's layer (and of the model's view of
-    /// it) carrying `fence`, when `root` can check fences ([`Filesystem::fenced`]); else the
-    /// same as `new`. [`unfenced`](Self::unfenced) stays without the fence.
-    pub fn fenced(
-        root: &Arc<dyn Filesystem>,
-        scope: &crate::CallScope,
-        template: Option<&Arc<dyn Filesystem>>,
-        fence: &harness_store::KvFence,
-    ) -> Self {
-        let Some(fenced_root) = root.fenced(fence) else {
-            return Self::new(root, scope, template);
-        };
-        let plain = Self::new(root, scope, template);
-        Self {
-            unfenced: plain.user,
-            ..Self::new(&fenced_root, scope, template)
-        }
-    }
-}
-
-impl std::fmt::Debug for CallWorkspace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallWorkspace")
-            .field("user", &self.user.describe())
-            .field("layered", &self.layered.describe())
-            .field("shared", &self.shared.describe())
-            .field("unfenced", &self.unfenced.describe())
-            .finish()
     }
 }

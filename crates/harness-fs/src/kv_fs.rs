@@ -1,6 +1,7 @@
 //! [`KvFs`]: files as items of a [`KvStore`], for state shared by many replicas.
 
-use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode};
+use crate::error::FsError;
+use crate::filesystem::{FileInfo, FileVersion, Filesystem, GrepMatch, GrepOptions, WriteMode};
 use crate::path::WsPath;
 use crate::search::{GrepPlan, SmallestPaths, compile_glob, finish_matches, grep_bytes};
 use async_trait::async_trait;

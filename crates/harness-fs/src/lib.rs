@@ -31,7 +31,9 @@
 
 mod composite;
 mod edit;
+mod error;
 mod filesystem;
+mod jail;
 mod kv_fs;
 mod local;
 mod namespace;
@@ -42,12 +44,12 @@ mod search;
 mod shared;
 mod shell;
 mod text;
+mod workspace;
 
 pub use composite::CompositeFs;
-pub use filesystem::{
-    CallWorkspace, EDIT_CAS_RETRIES, EditOutcome, FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions,
-    WriteMode,
-};
+pub use edit::EditOutcome;
+pub use error::FsError;
+pub use filesystem::{EDIT_CAS_RETRIES, FileInfo, FileVersion, Filesystem, GrepMatch, GrepOptions, WriteMode};
 pub use kv_fs::KvFs;
 pub use local::LocalFs;
 pub use namespace::{IsolationScope, Namespaced, RESERVED_NAMES};
@@ -59,3 +61,4 @@ pub use shell::{
     CallShell, DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig, Shell, ShellError, ShellOutput, ShellRequest,
 };
 pub use text::{TextPage, looks_binary, truncate_chars};
+pub use workspace::CallWorkspace;

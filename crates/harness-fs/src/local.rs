@@ -1,10 +1,8 @@
 //! [`LocalFs`]: a directory on the host, symlink-safe and binary-safe, optionally with a shell.
 
-mod resolve;
-
-pub(crate) use resolve::{Jail, io_error};
-
-use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode};
+use crate::error::FsError;
+use crate::filesystem::{FileInfo, FileVersion, Filesystem, GrepMatch, GrepOptions, WriteMode};
+use crate::jail::{Jail, Known, io_error};
 use crate::path::WsPath;
 use crate::search::{Collector, GrepPlan, SmallestPaths, compile_glob, finish_matches};
 use crate::shell::{LocalShell, LocalShellConfig, Shell, ShellSettings};
@@ -265,9 +263,9 @@ impl LocalFs {
         let (real, known) = self.jail.resolve_known(path)?;
         let meta = match known {
             // The walk already looked at the entry itself.
-            resolve::Known::Found(meta) => meta,
-            resolve::Known::Missing => return Err(FsError::NotFound { path: path.clone() }),
-            resolve::Known::Unknown => std::fs::metadata(&real).map_err(|err| io_error(err, path, "stat"))?,
+            Known::Found(meta) => meta,
+            Known::Missing => return Err(FsError::NotFound { path: path.clone() }),
+            Known::Unknown => std::fs::metadata(&real).map_err(|err| io_error(err, path, "stat"))?,
         };
         Ok(info(path.clone(), &meta))
     }

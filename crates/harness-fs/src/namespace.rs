@@ -1,7 +1,8 @@
 //! [`IsolationScope`]: how runtime data is partitioned (a call's [`CallScope`](crate::CallScope)
 //! derives its namespace from it); [`Namespaced`]: a filesystem seen from a fixed prefix.
 
-use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode};
+use crate::error::FsError;
+use crate::filesystem::{FileInfo, FileVersion, Filesystem, GrepMatch, GrepOptions, WriteMode};
 use crate::path::WsPath;
 use crate::shell::{NamespacedShell, Shell};
 use crate::text::TextPage;

@@ -1,6 +1,7 @@
 //! [`OverlayFs`]: a writable upper layer over a read-only lower one.
 
-use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode};
+use crate::error::FsError;
+use crate::filesystem::{FileInfo, FileVersion, Filesystem, GrepMatch, GrepOptions, WriteMode};
 use crate::path::WsPath;
 use crate::search::{finish_matches, union_by_path};
 use crate::shell::Shell;

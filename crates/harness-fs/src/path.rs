@@ -1,6 +1,6 @@
 //! [`WsPath`]: a checked workspace path.
 
-use crate::filesystem::FsError;
+use crate::error::FsError;
 use std::fmt;
 
 /// The longest path accepted, in bytes.

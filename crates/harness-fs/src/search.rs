@@ -1,7 +1,8 @@
 //! Shared pieces of `glob` and `grep` for every backend: pattern compilation, ripgrep's
 //! searcher with a collecting sink, and bounded merging of results.
 
-use crate::filesystem::{FileInfo, FsError, GrepMatch, GrepOptions};
+use crate::error::FsError;
+use crate::filesystem::{FileInfo, GrepMatch, GrepOptions};
 use crate::path::WsPath;
 use crate::text::truncate_chars;
 use globset::{GlobBuilder, GlobMatcher};

@@ -2,7 +2,8 @@
 //! subagents/) as a read-only layer, or a filesystem whose shared files the model may not
 //! write.
 
-use crate::filesystem::{FileInfo, FileVersion, Filesystem, FsError, GrepMatch, GrepOptions, WriteMode};
+use crate::error::FsError;
+use crate::filesystem::{FileInfo, FileVersion, Filesystem, GrepMatch, GrepOptions, WriteMode};
 use crate::path::WsPath;
 use crate::search::{finish_matches, union_by_path};
 use crate::shell::Shell;

@@ -8,7 +8,7 @@ mod local;
 pub(crate) use local::ShellSettings;
 pub use local::{DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig};
 
-use crate::filesystem::FsError;
+use crate::error::FsError;
 use crate::path::WsPath;
 use async_trait::async_trait;
 use harness_core::CancellationToken;

@@ -57,14 +57,20 @@ fn parse_agent(raw: &str) -> Result<AgentId, ToolError> {
     AgentId::parse(raw).map_err(|err| ToolError::failed(format!("agentId: {err}")))
 }
 
-/// The agent whose sessions are meant: the one named, else the agent serving the call (when
-/// the harness put its id into the context), else the only agent with sessions here.
+/// The agent whose sessions are meant: the one named, else the agent serving the call (its
+/// id in the context, or the agent of the call's [`StateKey`], which the harness binds to
+/// every call), else the only agent with sessions here. The serving agent comes before the
+/// directory listing: once a subagent has kept state beside the parent's, the listing holds
+/// two agents and could not tell which one calls.
 async fn resolve_agent(fs: &dyn Filesystem, ctx: &ToolContext, given: Option<&str>) -> Result<AgentId, ToolError> {
     if let Some(raw) = given.filter(|raw| !raw.trim().is_empty()) {
         return parse_agent(raw.trim());
     }
     if let Some(agent) = ctx.runtime.get::<AgentId>() {
         return Ok(agent.clone());
+    }
+    if let Some(key) = ctx.runtime.get::<StateKey>() {
+        return Ok(key.agent_id.clone());
     }
     let agents: Vec<String> = match fs.list(&path(AGENTS_DIR)).await {
         Ok(entries) => entries

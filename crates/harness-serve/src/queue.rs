@@ -317,7 +317,7 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
     };
     // A remote parent's plan mode and rules narrow what this turn may do.
     let ctx = match delegation.inherit {
-        Some(inherited) => harness::subagents::inherited_from_remote(ctx, agent, inherited),
+        Some(inherited) => agent.inherited_from_remote(ctx, inherited),
         None => ctx,
     };
     let span = tracing::info_span!("serve_turn", agent = %key.agent, user_id = %key.user, session_id = %key.session);

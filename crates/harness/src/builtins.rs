@@ -147,4 +147,38 @@ impl HarnessAgentBuilder {
     pub fn task_list(self, enabled: bool) -> Self {
         self.setting(crate::task_list::TaskListOverride(enabled))
     }
+
+    /// Subagent settings (also `[subagents]` in harness.toml; on by default).
+    pub fn subagents(self, config: crate::subagents::SubagentsConfig) -> Self {
+        self.setting(crate::subagents::ConfigOverride(config))
+    }
+
+    /// How subagents' `model` spec strings are turned into models ([`from_workspace`]
+    /// sets one that reads the provider variables it was given and the `[model]` transport
+    /// settings; without one, specs are built with no environment).
+    ///
+    /// [`from_workspace`]: HarnessAgentBuilder::from_workspace
+    pub fn model_resolver(self, resolver: crate::subagents::ModelResolver) -> Self {
+        self.setting(crate::subagents::ResolverSetting(resolver))
+    }
+
+    /// Where `${VAR}` in the `headers` of remote subagent files (`subagents/<id>.md` with
+    /// `url`) is read from ([`from_workspace`] passes the variables those files name);
+    /// without one, every placeholder is unset and such a file is skipped with a warning
+    /// naming the file and the `headers.<Name>` key. Programmatic declarations are used as
+    /// given.
+    ///
+    /// [`from_workspace`]: HarnessAgentBuilder::from_workspace
+    pub fn subagent_variables(self, lookup: crate::subagents::VariableLookup) -> Self {
+        self.setting(crate::subagents::VariablesSetting(lookup))
+    }
+
+    /// Declares a subagent (replaces a workspace file or the built-in of the same id).
+    pub fn subagent(mut self, declaration: crate::subagents::SubagentDeclaration) -> Self {
+        self.settings_mut()
+            .get_or_default::<crate::subagents::Declared>()
+            .0
+            .push(declaration);
+        self
+    }
 }

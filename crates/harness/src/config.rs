@@ -77,7 +77,7 @@ pub enum ConfigError {
     },
     /// `tools.json` is invalid (names the file and the line, the key or the variable).
     #[error(transparent)]
-    ToolsJson(#[from] crate::tools_json::ToolsConfigError),
+    ToolsJson(#[from] harness_mcp::tools_json::ToolsConfigError),
     /// The `[skills]` layers cannot be set up.
     #[error("{path} [skills]")]
     Skills {
@@ -85,7 +85,7 @@ pub enum ConfigError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: crate::skills::SkillsError,
+        source: harness_skills::SkillsError,
     },
     /// The `[filesystem]` section cannot be opened.
     #[error("{path} [filesystem]")]
@@ -141,7 +141,7 @@ pub struct HarnessConfig {
     /// `[skills]`: the global skills directory and git skill repositories (skills are on,
     /// with only the workspace's and the user's `skills/`, when absent).
     #[serde(default)]
-    pub skills: Option<crate::skills::SkillsSection>,
+    pub skills: Option<harness_skills::SkillsSection>,
 }
 
 /// `[agent]`.

@@ -4,8 +4,8 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use harness::extensions::{Extensions, ExtensionsConfig};
-//! use harness::mcp::HostEnv;
-//! use harness::tools_json::ToolsConfig;
+//! use harness_mcp::HostEnv;
+//! use harness_mcp::tools_json::ToolsConfig;
 //! let root = std::path::Path::new("./workspace");
 //! let env = HostEnv::from_vars(std::env::vars());
 //! let text = std::fs::read_to_string(root.join("tools.json")).ok();
@@ -23,11 +23,11 @@
 //! # Ok(()) }
 //! ```
 
-use crate::mcp::{HostEnv, McpManager, RestartPolicy, ServerFailure};
-use crate::skills::{LoadSkill, Skills, SkillsConfig, SkillsContext, SkillsError};
 use crate::tool_groups::{ToolGroup, ToolGroups, ToolGroupsLayer};
-use crate::tools_json::{ToolFilter, ToolsConfig};
 use harness_core::{Middleware, Tool};
+use harness_mcp::tools_json::{ToolFilter, ToolsConfig};
+use harness_mcp::{HostEnv, McpManager, RestartPolicy, ServerFailure};
+use harness_skills::{LoadSkill, Skills, SkillsConfig, SkillsContext, SkillsError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -81,20 +81,23 @@ impl std::fmt::Debug for Extensions {
 impl Extensions {
     /// Connects the MCP servers (concurrently; a broken one is a warning, see
     /// [`McpManager::failures`]) and sets up the skill layers of the workspace at
-    /// `workspace_root` (`shell`: whether the agent has a shell there, for `<files-root>`).
+    /// `workspace_root` (`shell`: whether the agent has a shell there, for `<files-root>`):
+    /// the skill repositories are synced once, then on their schedule in the background
+    /// ([`Skills::start`]), never inside a turn.
     ///
     /// # Errors
-    /// [`SkillsError`] when the global skills directory cannot be opened.
+    /// [`SkillsError`] when the global skills directory cannot be opened, or repositories
+    /// are configured in a build without git support.
     pub async fn start(
         config: ExtensionsConfig,
         env: &HostEnv,
         workspace_root: &Path,
         shell: bool,
     ) -> Result<Self, SkillsError> {
-        let skills = config
-            .skills
-            .map(|skills| Skills::new(skills, workspace_root, shell).map(Arc::new))
-            .transpose()?;
+        let skills = match config.skills {
+            Some(skills) => Some(Arc::new(Skills::start(skills, workspace_root, shell).await?)),
+            None => None,
+        };
         let filter = config.tools.filter();
         let mcp = McpManager::start(config.tools.mcp_servers.into_values(), env, config.restart).await;
         let mut groups = ToolGroups::new();
@@ -184,14 +187,18 @@ impl Extensions {
             };
         }
         match name {
-            crate::skills::LOAD_SKILL if self.skills.is_some() => ToolSource::Skills,
+            harness_skills::LOAD_SKILL if self.skills.is_some() => ToolSource::Skills,
             crate::tool_groups::ACTIVATE_TOOL_GROUP if !self.groups.is_empty() => ToolSource::ToolGroups,
             _ => ToolSource::BuiltIn,
         }
     }
 
-    /// Stops the MCP servers (their process groups are gone when this returns).
+    /// Stops the skill repositories' background syncs and the MCP servers (their process
+    /// groups are gone when this returns).
     pub async fn shutdown(&self) {
+        if let Some(skills) = &self.skills {
+            skills.stop().await;
+        }
         self.mcp.shutdown().await;
     }
 }

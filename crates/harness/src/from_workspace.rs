@@ -24,9 +24,9 @@ use crate::capability::{Registration, Sections};
 use crate::config::DEFAULT_AGENT_NAME;
 use crate::config::{CONFIG_FILE, ConfigError, HarnessConfig};
 use crate::extensions::{Extensions, ExtensionsConfig};
-use crate::mcp::{HostEnv, INHERITED_VARS};
-use crate::tools_json::{TOOLS_JSON, ToolsConfig};
 use harness_core::ChatModel;
+use harness_mcp::tools_json::{TOOLS_JSON, ToolsConfig};
+use harness_mcp::{HostEnv, INHERITED_VARS};
 use harness_models::{ModelSpec, RetryObserver, TransportOptions, WithContextWindow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -457,7 +457,7 @@ mod tests {
         let agent = loaded.builder.build().unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<String> = agent.kernel().tool_specs().iter().map(|s| s.name.clone()).collect();
         assert!(!names.contains(&"write_file".to_owned()), "{names:?}");
-        assert!(names.contains(&crate::skills::LOAD_SKILL.to_owned()), "{names:?}");
+        assert!(names.contains(&harness_skills::LOAD_SKILL.to_owned()), "{names:?}");
         let skills = extensions.skills().unwrap_or_else(|| panic!("skills on"));
         assert!(format!("{skills:?}").contains("global-skills"), "{skills:?}");
         // Off: nothing is read or started.

@@ -23,9 +23,10 @@
 //! tools (`memory_search`, `memory_get`, `session_search`, `session_history`, `session_list`)
 //! while memory is on.
 //!
-//! Extensions without Rust ([`extensions`]): `tools.json` ([`tools_json`]: allow/deny, MCP
-//! servers through [`mcp`]), skills ([`skills`]) and on-demand tool groups ([`tool_groups`]),
-//! handed to [`HarnessAgentBuilder::extensions`].
+//! Extensions without Rust ([`extensions`]): `tools.json` (`harness_mcp::tools_json`:
+//! allow/deny, MCP servers through `harness_mcp`), skills (`harness_skills`), the caller's
+//! own `tools.json` ([`user_tools`]) and on-demand tool groups ([`tool_groups`]), handed to
+//! [`HarnessAgentBuilder::extensions`].
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -53,20 +54,18 @@ pub mod facts;
 pub mod filesystem;
 pub mod from_workspace;
 pub mod history;
-pub mod mcp;
 mod memory;
 pub mod model_config;
 pub mod permissions;
 pub mod plan_mode;
 pub mod prompt;
 pub mod session;
-pub mod skills;
 pub mod state;
+mod subagent_control;
 pub mod subagents;
 pub mod task_list;
 pub mod tool_groups;
 pub mod tools;
-pub mod tools_json;
 pub mod user_tools;
 pub mod workspace;
 

@@ -28,9 +28,17 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         None => setup.config.memory.clone().unwrap_or_default(),
     };
     let model = setup.take::<MemoryModel>().map(|MemoryModel(model)| model);
-    // Children run no memory extraction of their own: what they learn reaches the parent's
-    // memory through the parent's turn.
-    if !config.enabled || setup.depth() > 0 {
+    if setup.depth() > 0 {
+        // Children run no memory of their own (no second extraction or consolidation of
+        // the parent's facts) but search the parent's with its memory and session tools.
+        let Some(ParentMemory(memory)) = setup.take::<ParentMemory>() else {
+            return Ok(None);
+        };
+        setup.inherit(ParentMemory(memory.clone()));
+        setup.provide(memory.clone());
+        return Ok(Some(Arc::new(MemoryTools(memory))));
+    }
+    if !config.enabled {
         return Ok(None);
     }
     let index_dir = config
@@ -42,7 +50,25 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let memory = Memory::new(config, model, index_dir);
     setup.provide(memory.clone());
     setup.provide(BeforeCompaction(Arc::new(MemoryFlush(memory.clone()))));
+    setup.inherit(ParentMemory(memory.clone()));
     Ok(Some(Arc::new(MemoryCapability(memory))))
+}
+
+/// A child's view of its parent's memory: the tools, nothing that writes.
+#[derive(Clone)]
+struct ParentMemory(Memory);
+
+/// A child's memory capability: the parent's memory and session tools only.
+struct MemoryTools(Memory);
+
+impl Capability for MemoryTools {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.0.tools()
+    }
 }
 
 /// The capability: wraps the shared [`Memory`].

@@ -8,10 +8,10 @@
 //! [`CallerToolsLayer`] narrows the step's `Turn::tools`, so the kernel neither offers a
 //! removed tool to the model nor runs a guessed call to one.
 
-use crate::tools_json::{TOOLS_JSON, ToolFilter, ToolsConfig, ToolsConfigError};
 use async_trait::async_trait;
 use harness_core::{AgentError, Hooks, Middleware, ReasoningNext, RuntimeContext, Turn};
 use harness_fs::{CallScope, CallWorkspace, FsError, WsPath};
+use harness_mcp::tools_json::{TOOLS_JSON, ToolFilter, ToolsConfig, ToolsConfigError};
 use std::sync::Arc;
 
 /// The caller's own filter, when the call has a caller's layer with a `tools.json` in it.

@@ -317,7 +317,7 @@ fn a_subagents_ask_waits_on_the_parent_and_approve_resumes_the_child() {
     assert!(find(&ws, "marker").is_none(), "nothing ran");
     assert!(stdout.contains(": agent_spawn "), "{stdout}");
     assert!(
-        stdout.contains("subagent general-purpose (session sub.s1.general-purpose.task-")
+        stdout.contains("subagent general-purpose (session sub.general-purpose.")
             && stdout.contains("wants: execute {\"command\":\"touch marker\"}"),
         "{stdout}"
     );

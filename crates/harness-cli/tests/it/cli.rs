@@ -212,61 +212,21 @@ fn two_processes_on_one_session_take_turns() {
 }
 
 pub mod openai_server {
-    //! A tiny OpenAI-compatible server on 127.0.0.1:0.
+    //! The shared fake OpenAI-compatible server, answering "hello from fake".
 
-    use axum::Router;
-    use axum::body::Body;
-    use axum::extract::State;
-    use axum::http::header;
-    use axum::response::Response;
-    use axum::routing::post;
-    use std::sync::{Arc, Mutex};
+    use harness_test_support::openai::FakeOpenAi;
+    pub use harness_test_support::openai::Seen;
 
-    pub type Seen = Arc<Mutex<Vec<serde_json::Value>>>;
-
-    async fn completions(State(seen): State<Seen>, body: String) -> Response {
-        let request: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        let stream = request["stream"].as_bool().unwrap_or(false);
-        seen.lock().unwrap().push(request);
-        if stream {
-            let body = [
-                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"hello "}}]}"#,
-                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"from fake"},"finish_reason":"stop"}]}"#,
-                r#"{"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
-            ]
-            .iter()
-            .map(|data| format!("data: {data}\n\n"))
-            .collect::<String>()
-                + "data: [DONE]\n\n";
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from(body))
-                .unwrap()
-        } else {
-            let body = r#"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello from fake"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}"#;
-            Response::builder()
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(body))
-                .unwrap()
-        }
-    }
-
-    pub fn start() -> (String, Seen, tokio::runtime::Runtime) {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let seen: Seen = Arc::default();
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-        let address = listener.local_addr().unwrap();
-        let app = Router::new()
-            .route("/v1/chat/completions", post(completions))
-            .with_state(seen.clone());
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        (format!("http://{address}/v1"), seen, runtime)
+    /// The base URL, the record of requests, and the server (stopped when dropped).
+    pub fn start() -> (String, Seen, FakeOpenAi) {
+        let server = FakeOpenAi::replying("hello from fake");
+        (server.base_url().to_owned(), server.seen(), server)
     }
 }
 
 #[test]
 fn openai_compatible_servers_work_streaming_and_not() {
-    let (base, seen, _runtime) = openai_server::start();
+    let (base, seen, _server) = openai_server::start();
     let dir = tempfile::tempdir().unwrap();
     for json in [false, true] {
         let mut command = harness();

@@ -341,13 +341,8 @@ fn a_connection_error_names_the_base_url_and_its_variable() {
         "[model]\nmax_retries = 0\n[memory]\nenabled = false\n",
     )
     .unwrap();
-    // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let base = format!("http://127.0.0.1:{port}/v1");
+    // A port nothing listens on (not one freed and hoped to stay free).
+    let base = format!("{}/v1", harness_test_support::net::REFUSED_URL);
     let output = harness()
         .env("OPENAI_API_KEY", "x")
         .env("OPENAI_BASE_URL", &base)
@@ -421,19 +416,9 @@ fn the_top_level_help_lists_every_command_and_show_has_one_way_to_name_a_session
 
 #[test]
 fn a_provider_that_never_answers_ends_with_a_clear_error_and_retries_are_shown() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    // Accept and hold every connection, never answering (the thread ends with the test
-    // process; the connections stay open until then).
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&accepted);
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            held.push(stream);
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    });
+    // Accepts and holds every connection, never answering.
+    let (url, accepted) = harness_test_support::net::holding_listener();
+    let base = format!("{url}/v1");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("harness.toml"),
@@ -604,14 +589,8 @@ fn after_exit_ctrl_c_ends_the_wait_for_background_memory_work() {
 
 #[test]
 fn on_a_terminal_the_cli_says_it_is_waiting_for_the_model() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            held.push(stream);
-        }
-    });
+    let (url, _accepted) = harness_test_support::net::holding_listener();
+    let base = format!("{url}/v1");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("harness.toml"),

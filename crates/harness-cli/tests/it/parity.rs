@@ -63,7 +63,8 @@ fn normalise(requests: Vec<Value>, ws: &Path) -> (Vec<Value>, Vec<String>) {
 
 #[test]
 fn the_library_builder_and_the_cli_send_the_same_requests_for_every_section() {
-    let (base, seen, runtime) = openai_server::start();
+    let (base, seen, _server) = openai_server::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
     let env_base = base.clone();
     let env = move |key: &str| match key {
         "OPENAI_BASE_URL" => Some(env_base.clone()),

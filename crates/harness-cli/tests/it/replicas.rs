@@ -3,82 +3,44 @@
 //! through the real binary against a fake OpenAI-compatible server.
 
 use super::cli::{harness, text};
+use harness_test_support::services::{PgPrefix, RedisPrefix};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const REDIS: &str = "redis://127.0.0.1:6379";
-const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/test";
-
 pub(super) mod server {
-    //! A fake OpenAI-compatible server that records every request and answers `turn N`
-    //! (N = user messages in the request). A request whose last user message contains
-    //! `slow` is answered after 3 s, one containing `hang` after 120 s.
+    //! The shared fake OpenAI-compatible server, answering `turn N` (N = user messages in
+    //! the request). A request whose last user message contains `slow` is answered after 3 s,
+    //! one containing `hang` after 120 s.
 
-    use axum::Router;
-    use axum::body::Body;
-    use axum::extract::State;
-    use axum::http::header;
-    use axum::response::Response;
-    use axum::routing::post;
-    use std::sync::{Arc, Mutex};
+    pub use harness_test_support::openai::Seen;
+    use harness_test_support::openai::{FakeOpenAi, Reply};
     use std::time::Duration;
 
-    pub type Seen = Arc<Mutex<Vec<serde_json::Value>>>;
-
-    fn user_texts(request: &serde_json::Value) -> Vec<String> {
-        request["messages"]
-            .as_array()
-            .map(|messages| {
-                messages
-                    .iter()
-                    .filter(|m| m["role"] == "user")
-                    .map(|m| m["content"].to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    async fn completions(State(seen): State<Seen>, body: String) -> Response {
-        let request: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        let users = user_texts(&request);
-        let last = users.last().cloned().unwrap_or_default();
-        let stream = request["stream"].as_bool().unwrap_or(false);
-        seen.lock().unwrap().push(request);
-        if last.contains("hang") {
-            tokio::time::sleep(Duration::from_secs(120)).await;
-        } else if last.contains("slow") {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-        }
-        let reply = format!("turn {}", users.len());
-        if stream {
-            let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "choices": [
-                {"index": 0, "delta": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]});
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
-                .unwrap()
-        } else {
-            let body = serde_json::json!({"id": "c", "object": "chat.completion", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 2}});
-            Response::builder()
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(body.to_string()))
-                .unwrap()
-        }
-    }
-
-    pub fn start() -> (String, Seen, tokio::runtime::Runtime) {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let seen: Seen = Arc::default();
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-        let address = listener.local_addr().unwrap();
-        let app = Router::new()
-            .route("/v1/chat/completions", post(completions))
-            .with_state(seen.clone());
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        (format!("http://{address}/v1"), seen, runtime)
+    /// The base URL, the record of requests, and the server (stopped when dropped).
+    pub fn start() -> (String, Seen, FakeOpenAi) {
+        let server = FakeOpenAi::start(|request| {
+            let users: Vec<String> = request["messages"]
+                .as_array()
+                .map(|messages| {
+                    messages
+                        .iter()
+                        .filter(|m| m["role"] == "user")
+                        .map(|m| m["content"].to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let last = users.last().cloned().unwrap_or_default();
+            let reply = Reply::text(format!("turn {}", users.len()));
+            if last.contains("hang") {
+                reply.after(Duration::from_secs(120))
+            } else if last.contains("slow") {
+                reply.after(Duration::from_secs(3))
+            } else {
+                reply
+            }
+        });
+        (server.base_url().to_owned(), server.seen(), server)
     }
 }
 
@@ -89,9 +51,11 @@ pub(super) struct Deployment {
     pub(super) replicas: [PathBuf; 2],
     pub(super) base: String,
     pub(super) seen: server::Seen,
-    _runtime: tokio::runtime::Runtime,
-    redis_prefix: String,
-    table_prefix: String,
+    _server: harness_test_support::openai::FakeOpenAi,
+    /// Everything the deployment writes to Redis or PostgreSQL is under these prefixes,
+    /// removed when the deployment drops (passed or failed).
+    keys: RedisPrefix,
+    tables: PgPrefix,
 }
 
 #[derive(Clone, Copy)]
@@ -103,23 +67,23 @@ pub(super) enum StateKind {
 
 impl Deployment {
     pub(super) fn new(state: StateKind, lease_ttl: &str) -> Self {
-        let (base, seen, runtime) = server::start();
+        let (base, seen, server) = server::start();
         let dir = tempfile::tempdir().unwrap();
-        let id = uuid_like();
-        let redis_prefix = format!("harness-it-{id}:");
-        let table_prefix = format!("it_{id}_");
+        let (keys, tables) = (RedisPrefix::new("replicas"), PgPrefix::new("replicas"));
+        let (redis, redis_prefix) = (keys.url(), keys.prefix());
+        let (postgres, table_prefix) = (tables.url(), tables.prefix());
         let state_section = match state {
             StateKind::Redis => {
-                format!("kind = \"redis\"\nurl = \"{REDIS}\"\nkey_prefix = \"{redis_prefix}state:\"\n")
+                format!("kind = \"redis\"\nurl = \"{redis}\"\nkey_prefix = \"{redis_prefix}state:\"\n")
             }
             StateKind::Postgres => {
-                format!("kind = \"postgres\"\nurl = \"{POSTGRES}\"\nkey_prefix = \"{table_prefix}\"\n")
+                format!("kind = \"postgres\"\nurl = \"{postgres}\"\nkey_prefix = \"{table_prefix}\"\n")
             }
         };
         // The shared files live in the state's backend, so its lease fences them.
         let kv_section = match state {
-            StateKind::Redis => format!("url = \"{REDIS}\"\n"),
-            StateKind::Postgres => format!("url = \"{POSTGRES}\"\ntable_prefix = \"{table_prefix}\"\n"),
+            StateKind::Redis => format!("url = \"{redis}\"\n"),
+            StateKind::Postgres => format!("url = \"{postgres}\"\ntable_prefix = \"{table_prefix}\"\n"),
         };
         let config = format!(
             "[memory]\nenabled = false\n\n[filesystem]\nkind = \"composite\"\n{kv_section}\
@@ -136,9 +100,9 @@ impl Deployment {
             replicas,
             base,
             seen,
-            _runtime: runtime,
-            redis_prefix,
-            table_prefix,
+            _server: server,
+            keys,
+            tables,
         }
     }
 
@@ -181,7 +145,7 @@ impl Deployment {
                 .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-At", "-c"])
                 .arg(format!(
                     "SELECT key || ' ' || md5(value) FROM {}kv ORDER BY key",
-                    self.table_prefix
+                    self.tables.prefix()
                 ))
                 .output()
                 .unwrap(),
@@ -190,7 +154,7 @@ impl Deployment {
                 .arg(format!(
                     "redis-cli --scan --pattern '{p}kv:d:*' | sort | while read k; do \
                      printf '%s ' \"$k\"; redis-cli --raw get \"$k\" | md5sum; done",
-                    p = self.redis_prefix
+                    p = self.keys.prefix()
                 ))
                 .output()
                 .unwrap(),
@@ -226,33 +190,6 @@ impl Deployment {
             })
             .collect()
     }
-}
-
-impl Drop for Deployment {
-    fn drop(&mut self) {
-        let _ = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "redis-cli --scan --pattern '{}*' | xargs -r redis-cli del >/dev/null",
-                self.redis_prefix
-            ))
-            .status();
-        let p = &self.table_prefix;
-        let _ = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-q", "-c"])
-            .arg(format!(
-                "DROP TABLE IF EXISTS {p}states, {p}messages, {p}leases, {p}kv, {p}schema_version; \
-                 DROP SEQUENCE IF EXISTS {p}generation_seq, {p}kv_seq"
-            ))
-            .output();
-    }
-}
-
-fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{:x}{:x}", nanos, std::process::id())
 }
 
 fn roles_and_texts(messages: &[serde_json::Value]) -> Vec<(String, String)> {
@@ -412,7 +349,10 @@ fn composite_with_file_state_is_refused_naming_state() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("harness.toml"),
-        format!("[filesystem]\nkind = \"composite\"\nredis_url = \"{REDIS}\"\n"),
+        format!(
+            "[filesystem]\nkind = \"composite\"\nredis_url = \"{}\"\n",
+            harness_test_support::services::redis_url()
+        ),
     )
     .unwrap();
     let output = harness()

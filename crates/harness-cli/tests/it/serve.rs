@@ -329,3 +329,133 @@ fn a_refused_cross_origin_request_is_logged_by_default() {
     let log = serve.log();
     assert!(log.contains("evil.example") && log.contains("WARN"), "{log}");
 }
+
+/// The mockllm binary `scripts/mockllm.sh` builds (HARNESS_TEST_MOCKLLM).
+fn mockllm() -> PathBuf {
+    let path = std::env::var_os("HARNESS_TEST_MOCKLLM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/harness-mockllm/mockllm"));
+    assert!(
+        path.exists(),
+        "{} not found: run `bash scripts/mockllm.sh` (scripts/test.sh does) and export HARNESS_TEST_MOCKLLM",
+        path.display()
+    );
+    path
+}
+
+/// A running mockllm with `--script` rules, on a port of its own choosing.
+struct MockLlm {
+    child: Child,
+    /// The OpenAI base URL (`http://127.0.0.1:PORT/v1`).
+    base: String,
+}
+
+impl MockLlm {
+    fn start(script: &Path) -> Self {
+        let mut child = std::process::Command::new(mockllm())
+            .args(["--port", "0", "--script"])
+            .arg(script)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let base = loop {
+            let line = lines.next().expect("mockllm exited before listening").unwrap();
+            if let Some(rest) = line.strip_prefix("mockllm listening on ") {
+                break format!("{}/v1", rest.split_whitespace().next().unwrap());
+            }
+        };
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        Self { child, base }
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every task file under `dir`, recursively.
+fn task_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        if path.is_dir() {
+            task_files(&path, found);
+        } else if path.parent().is_some_and(|parent| parent.ends_with("tasks")) {
+            found.push(path);
+        }
+    }
+}
+
+/// Through the binary: a chat completion (a `chatcmpl-…` session, 41 bytes) delegates to
+/// `general-purpose`, which delegates again; the grandchild's answer comes back to the
+/// client through both levels, and each level's task is recorded with its depth.
+#[test]
+fn a_depth_two_delegation_from_a_chat_completion_returns_the_grandchilds_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let spawn = |task: &str| {
+        json!({"tool_calls": [{"name": "agent_spawn",
+            "arguments": {"agent_id": "general-purpose", "task": task, "timeout_seconds": 120}}]})
+    };
+    let rules = json!([
+        {"name": "grandchild answers", "when": {"last_role": "user", "last_text_contains": "level 2"},
+         "reply": {"text": "GRANDCHILD-ANSWER-42"}},
+        {"name": "child delegates", "when": {"last_role": "user", "last_text_contains": "level 1"},
+         "reply": spawn("level 2")},
+        {"name": "parent delegates", "when": {"last_role": "user", "last_text_contains": "question"},
+         "reply": spawn("level 1")},
+        {"name": "relay", "when": {"last_role": "tool", "last_text_contains": "GRANDCHILD-ANSWER-42"},
+         "reply": {"text": "relayed GRANDCHILD-ANSWER-42"}},
+        {"name": "lost", "when": {"last_role": "tool"}, "reply": {"text": "no answer"}}
+    ]);
+    let script = dir.path().join("rules.json");
+    std::fs::write(&script, rules.to_string()).unwrap();
+    let model = MockLlm::start(&script);
+    let ws = workspace(dir.path(), "[subagents]\nmax_depth = 2\n");
+    let serve = Serve::start(&ws, &model.base);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let body: Value = runtime.block_on(async {
+        let response = client
+            .post(format!("{}/v1/chat/completions", serve.url))
+            .json(&json!({"model": "harness", "messages": [{"role": "user", "content": "question"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.json().await.unwrap()
+    });
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "relayed GRANDCHILD-ANSWER-42",
+        "{body}\n{}",
+        serve.log()
+    );
+    // The parent's task file is named by its chatcmpl session, the child's by its bounded id.
+    let mut files = Vec::new();
+    task_files(&ws, &mut files);
+    let mut depths = Vec::new();
+    for file in &files {
+        let tasks: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        for record in tasks["tasks"].as_object().unwrap().values() {
+            assert_eq!(record["status"], "completed", "{record}");
+            assert!(record["child_session"].as_str().unwrap().len() <= 101, "{record}");
+            let parent = record["parent_session"].as_str().unwrap();
+            let name = file.file_stem().unwrap().to_str().unwrap();
+            assert_eq!(parent, name, "{record}");
+            depths.push((record["depth"].as_u64().unwrap(), parent.to_owned()));
+        }
+    }
+    depths.sort();
+    assert_eq!(depths.len(), 2, "{files:?}");
+    assert_eq!(depths[0].0, 1);
+    assert!(
+        depths[0].1.starts_with("chatcmpl-") && depths[0].1.len() == 41,
+        "{depths:?}"
+    );
+    assert_eq!(depths[1].0, 2);
+    assert!(depths[1].1.starts_with("sub.general-purpose."), "{depths:?}");
+}

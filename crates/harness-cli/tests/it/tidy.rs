@@ -11,11 +11,16 @@ const LAYERS: &[&str] = &[
     "harness-memory",
     "harness-compaction",
     "harness-policy",
+    "harness-mcp",
+    "harness-skills",
     "harness-sandbox",
     "harness",
     "harness-serve", // DESIGN.md §2 calls it harness-gateway
     "harness-cli",
     "harness-bench",
+    // Dev-only test support: it may use any crate, and no crate may use it outside
+    // `[dev-dependencies]` (`test_support_is_dev_only`).
+    "harness-test-support",
 ];
 
 fn workspace_root() -> PathBuf {
@@ -54,6 +59,53 @@ fn dependencies_point_up_the_layer_table() {
         checked += 1;
     }
     assert!(checked >= 7, "found only {checked} crates");
+}
+
+/// The shared test support is never published and never a normal or build dependency of a
+/// crate: only `[dev-dependencies]` (of any target) may name it.
+#[test]
+fn test_support_is_dev_only() {
+    let support = "harness-test-support";
+    let mut users = 0;
+    for entry in std::fs::read_dir(workspace_root().join("crates")).unwrap().flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else {
+            continue;
+        };
+        let doc: toml::Value = toml::from_str(&text).unwrap();
+        let name = doc["package"]["name"].as_str().unwrap().to_owned();
+        if name == support {
+            assert_eq!(
+                doc["package"].get("publish"),
+                Some(&toml::Value::Boolean(false)),
+                "{support} must say publish = false"
+            );
+            continue;
+        }
+        let mut tables = vec![(String::from("[package]"), &doc)];
+        if let Some(targets) = doc.get("target").and_then(|t| t.as_table()) {
+            tables.extend(targets.iter().map(|(cfg, table)| (format!("[target.{cfg}]"), table)));
+        }
+        for (place, table) in tables {
+            for section in ["dependencies", "build-dependencies"] {
+                let named = table
+                    .get(section)
+                    .and_then(|d| d.as_table())
+                    .is_some_and(|d| d.contains_key(support));
+                assert!(
+                    !named,
+                    "{name} names {support} in {place} {section}: use [dev-dependencies]"
+                );
+            }
+            if table
+                .get("dev-dependencies")
+                .and_then(|d| d.as_table())
+                .is_some_and(|d| d.contains_key(support))
+            {
+                users += 1;
+            }
+        }
+    }
+    assert!(users >= 5, "the crates' tests use {support}: found {users}");
 }
 
 #[test]

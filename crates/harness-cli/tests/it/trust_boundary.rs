@@ -398,7 +398,7 @@ fn the_model_cannot_read_or_search_the_configuration() {
 /// per-user and a shared scope.
 #[test]
 fn no_request_to_the_provider_contains_a_host_path() {
-    let (base, seen, _runtime) = crate::cli::openai_server::start();
+    let (base, seen, _server) = crate::cli::openai_server::start();
     for isolation in ["user", "global"] {
         let dir = tempfile::tempdir().unwrap();
         let ws = workspace(dir.path(), isolation);

@@ -3,8 +3,8 @@
 
 use super::capture::{Capture, drain};
 use super::{Shell, ShellError, ShellOutput, ShellRequest};
-use crate::filesystem::FsError;
-use crate::local::{Jail, io_error};
+use crate::error::FsError;
+use crate::jail::{Jail, io_error};
 use crate::path::WsPath;
 use async_trait::async_trait;
 use std::ffi::OsString;

@@ -600,10 +600,10 @@ async fn namespaced_views_conform() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kv_fs_on_redis_conforms() {
     use harness_store::{KvStore, RedisKv, RedisKvConfig};
-    let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let url = harness_test_support::services::redis_url();
     let config = RedisKvConfig {
         url: url.clone(),
-        key_prefix: format!("harness-fs-test:{}:", uuid::Uuid::new_v4().simple()),
+        key_prefix: harness_test_support::services::redis_prefix("fs"),
         ..RedisKvConfig::default()
     };
     let store = match RedisKv::connect(&config).await {
@@ -635,11 +635,10 @@ async fn kv_fs_on_redis_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kv_fs_on_postgres_conforms() {
     use harness_store::{KvStore, PostgresBackend, PostgresConfig, PostgresKv};
-    let url = std::env::var("HARNESS_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let url = harness_test_support::services::postgres_url();
     let config = PostgresConfig {
         url: url.clone(),
-        table_prefix: format!("hfs_{}_", uuid::Uuid::new_v4().simple()),
+        table_prefix: harness_test_support::services::pg_prefix("fs"),
         ..PostgresConfig::default()
     };
     let backend = match PostgresBackend::connect(&config).await {

@@ -36,8 +36,8 @@ async fn a_stale_token_writes_nothing_through_any_view() {
     use harness_core::{CancellationToken, LeaseKey, SessionLease};
     use harness_fs::{CompositeFs, FsError, KvFs, WriteMode};
     use harness_store::{KvStore, RedisKv, RedisKvConfig, RedisLease, StoreError};
-    let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    let prefix = format!("harness-fs-fence:{}:", uuid::Uuid::new_v4().simple());
+    let url = harness_test_support::services::redis_url();
+    let prefix = harness_test_support::services::redis_prefix("fs_fence");
     let config = RedisKvConfig {
         url: url.clone(),
         key_prefix: prefix.clone(),

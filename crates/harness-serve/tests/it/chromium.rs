@@ -16,7 +16,8 @@ use tokio_tungstenite::tungstenite::Message;
 /// fails (a bound against hanging, not a performance check).
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A headless chromium; its whole process group is killed on drop.
+/// A headless chromium; its whole process group is killed on drop, and its profile folder
+/// (which also holds its temporary files) removed once every process of the group is gone.
 struct Browser {
     child: tokio::process::Child,
     _profile: tempfile::TempDir,
@@ -25,7 +26,10 @@ struct Browser {
 
 impl Browser {
     async fn launch() -> Self {
-        let profile = tempfile::tempdir().unwrap();
+        // Named so scripts/test.sh can tell a profile a run left behind.
+        let profile = tempfile::Builder::new().prefix("harness-chromium-").tempdir().unwrap();
+        let scratch = profile.path().join("tmp");
+        std::fs::create_dir(&scratch).unwrap();
         let child = tokio::process::Command::new("chromium")
             .args([
                 "--headless=new",
@@ -36,6 +40,9 @@ impl Browser {
             ])
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
+            // Its singleton socket folder and other temporary files go inside the profile,
+            // not into /tmp where a killed browser would leave them.
+            .env("TMPDIR", &scratch)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .process_group(0)
@@ -89,9 +96,25 @@ impl Drop for Browser {
     fn drop(&mut self) {
         // chromium forks renderers and helpers: end the whole group it leads.
         if let Some(pid) = self.child.id() {
+            let group = format!("-{pid}");
             let _ = std::process::Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pid}")])
+                .args(["-KILL", "--", &group])
                 .status();
+            // Reap the leader and wait (bounded) until no process of the group is left, so
+            // nothing writes into the profile while it is removed.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                let reaped = !matches!(self.child.try_wait(), Ok(None));
+                let group_alive = std::process::Command::new("kill")
+                    .args(["-0", "--", &group])
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|status| status.success());
+                if reaped && !group_alive {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 }

@@ -148,7 +148,7 @@ async fn a_sync_remote_spawn_returns_the_answer_and_forwards_events_with_their_s
         (source.agent_id.as_str(), source.depth, source.path.as_str()),
         ("remote", 1, "main/remote")
     );
-    assert!(source.session_id.starts_with("sub.s1.remote."), "{source:?}");
+    assert!(source.session_id.starts_with("sub.remote."), "{source:?}");
     // The child session lives on the remote side, as the parent's user.
     let history = remote_history(&server, "u1", &source.session_id).await;
     assert_eq!(history["messages"].as_array().unwrap().len(), 2, "{history}");
@@ -246,10 +246,8 @@ async fn task_cancel_cancels_the_remote_turn() {
 
 #[tokio::test]
 async fn a_remote_that_is_down_or_refuses_is_the_spawns_error_result() {
-    // Nothing listens on the port of a dropped listener.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let down = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    // Nothing listens there (not a port freed and hoped to stay free).
+    let down = harness_test_support::net::REFUSED_URL.to_owned();
     let parent = parent(remote(&down));
     let events: Vec<AgentEvent> =
         futures::StreamExt::collect(parent.agent.stream("research tides", ctx("u1", "s1"))).await;
@@ -441,25 +439,11 @@ async fn the_task_time_limit_cancels_the_remote_turn() {
     assert_eq!(last["kind"].as_str(), Some("cancelled"), "{last}");
 }
 
-/// A loopback listener that counts the connections it accepts (and answers none).
-async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = Arc::clone(&hits);
-    tokio::spawn(async move {
-        while let Ok((_stream, _)) = listener.accept().await {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    });
-    (url, hits)
-}
-
 /// Problem 2 of the trust boundary: a remote subagent call is open-world, so under the
 /// default permissions it waits for a person and nothing is sent; `dont_ask` refuses it.
 #[tokio::test]
 async fn a_remote_spawn_asks_under_the_default_permissions_and_sends_nothing() {
-    let (url, hits) = counting_listener().await;
+    let (url, hits) = harness_test_support::net::counting_listener().await;
     let default = parent_in(tempfile::tempdir().unwrap(), |builder| {
         builder
             .subagent(remote(&url))

@@ -464,7 +464,7 @@ mod redis {
     use harness_store::{RedisLease, RedisStateConfig, RedisStateStore};
 
     fn url() -> String {
-        std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+        harness_test_support::services::redis_url()
     }
 
     /// A store under a fresh random prefix. Fails (never skips) when Redis is not reachable.
@@ -484,7 +484,7 @@ mod redis {
     }
 
     fn prefix() -> String {
-        format!("harness-test:{}:", uuid::Uuid::new_v4().simple())
+        harness_test_support::services::redis_prefix("state")
     }
 
     /// Runs `suite`, then deletes everything under the prefix whether it passed or not.
@@ -615,8 +615,7 @@ mod postgres {
     use harness_store::{PostgresBackend, PostgresConfig, PostgresLease, PostgresStateStore, SCHEMA_VERSION};
 
     fn url() -> String {
-        std::env::var("HARNESS_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+        harness_test_support::services::postgres_url()
     }
 
     /// A backend with tables under a fresh random prefix. Fails (never skips) when
@@ -624,7 +623,7 @@ mod postgres {
     async fn backend() -> PostgresBackend {
         let config = PostgresConfig {
             url: url(),
-            table_prefix: format!("ht_{}_", uuid::Uuid::new_v4().simple()),
+            table_prefix: harness_test_support::services::pg_prefix("state"),
             max_connections: 12,
             ..PostgresConfig::default()
         };

@@ -254,10 +254,10 @@ mod redis {
     /// A store on the test Redis under a fresh random prefix. Fails (never skips) when Redis is
     /// not reachable: CI starts one.
     pub(crate) async fn test_store() -> RedisKv {
-        let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+        let url = harness_test_support::services::redis_url();
         let config = RedisKvConfig {
             url: url.clone(),
-            key_prefix: format!("harness-test:{}:", uuid::Uuid::new_v4().simple()),
+            key_prefix: harness_test_support::services::redis_prefix("kv"),
             ..RedisKvConfig::default()
         };
         match RedisKv::connect(&config).await {
@@ -306,7 +306,7 @@ mod redis {
         use harness_core::{CancellationToken, LeaseKey, SessionLease};
         use harness_store::RedisLease;
         let store = test_store().await;
-        let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+        let url = harness_test_support::services::redis_url();
         let lease = RedisLease::connect(
             &url,
             format!("{}lease:", store.key_prefix()),
@@ -343,8 +343,7 @@ mod postgres {
     use std::time::Duration;
 
     fn url() -> String {
-        std::env::var("HARNESS_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+        harness_test_support::services::postgres_url()
     }
 
     /// A backend with tables under a fresh random prefix. Fails (never skips) when
@@ -352,7 +351,7 @@ mod postgres {
     async fn backend() -> PostgresBackend {
         let config = PostgresConfig {
             url: url(),
-            table_prefix: format!("hk_{}_", uuid::Uuid::new_v4().simple()),
+            table_prefix: harness_test_support::services::pg_prefix("kv"),
             ..PostgresConfig::default()
         };
         PostgresBackend::connect(&config).await.unwrap_or_else(|err| {

@@ -302,11 +302,12 @@ pub(crate) fn substitute_headers(
         .unwrap_or_else(|| format!("subagent `{}`", declaration.id));
     for (name, value) in &mut declaration.headers {
         let key = format!("headers.{name}");
-        *value = crate::tools_json::substitute(value, &origin, &key, lookup).map_err(|err| DeclarationWarning {
-            file: origin.clone(),
-            key: key.clone(),
-            message: err.to_string(),
-        })?;
+        *value =
+            harness_mcp::tools_json::substitute(value, &origin, &key, lookup).map_err(|err| DeclarationWarning {
+                file: origin.clone(),
+                key: key.clone(),
+                message: err.to_string(),
+            })?;
     }
     Ok(())
 }

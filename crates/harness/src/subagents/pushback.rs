@@ -4,8 +4,10 @@
 //! never delivers one twice. Also starts the call's spawn counters (fan-out per step,
 //! spawns per call) and turns tasks whose runner is gone into `lost`.
 
+use super::limits::SpawnCounter;
 use super::records::{TaskRecord, TaskStore};
-use super::runtime::{Runtime, SpawnCounter, now_ms};
+use super::runtime::Runtime;
+use super::task::now_ms;
 use harness_core::{AgentError, Hooks, Middleware, Msg, ReasoningNext, Turn, async_trait};
 use harness_fs::{CallScope, CallWorkspace, WriteMode, WsPath};
 use std::sync::Arc;

@@ -38,6 +38,18 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// Every status, in the order of the type (for messages that list them; a unit test
+    /// keeps it complete).
+    pub(crate) const ALL: [Self; 7] = [
+        Self::Running,
+        Self::Completed,
+        Self::Failed,
+        Self::Timeout,
+        Self::Cancelled,
+        Self::Lost,
+        Self::AwaitingApproval,
+    ];
+
     /// Whether the task's runner has finished (`awaiting_approval` included: nothing runs
     /// until a person decides, and a resume runs the child again).
     pub fn is_terminal(self) -> bool {
@@ -68,8 +80,21 @@ pub struct TaskRecord {
     /// The spawn's label, if any.
     #[serde(default)]
     pub label: Option<String>,
-    /// The child's session id.
+    /// The child's session id (`sub.<agent id>.<digest>`; records written before the
+    /// bounded shape hold `sub.<parent session>.<agent id>.<instance>`, which stay in use).
     pub child_session: String,
+    /// The session of the parent that spawned the task, readable (the child's own session id
+    /// is a digest); `None` for records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    /// The child's depth in the delegation tree (a direct child of a top-level agent is 1);
+    /// `None` for records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// The slash-separated agent ids from the root agent to the child (`assistant/researcher`);
+    /// `None` for records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// The state.
     pub status: TaskStatus,
     /// The child's answer (completed) or what went wrong (the other terminal states).
@@ -267,5 +292,32 @@ impl TaskStore {
         Err(TaskStoreError::Contended {
             path: self.path.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskStatus;
+
+    #[test]
+    fn every_status_is_listed_once_under_its_wire_name() {
+        for status in TaskStatus::ALL {
+            // A new variant fails to compile here until it is listed in `ALL`.
+            match status {
+                TaskStatus::Running
+                | TaskStatus::Completed
+                | TaskStatus::Failed
+                | TaskStatus::Timeout
+                | TaskStatus::Cancelled
+                | TaskStatus::Lost
+                | TaskStatus::AwaitingApproval => {}
+            }
+            let wire = serde_json::to_value(status).unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(wire, serde_json::Value::String(status.as_str().to_owned()));
+        }
+        let mut names: Vec<&str> = TaskStatus::ALL.iter().map(|status| status.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TaskStatus::ALL.len());
     }
 }

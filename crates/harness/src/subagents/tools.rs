@@ -5,9 +5,12 @@
 //! agent's per-tool timeout.
 
 use super::Declarations;
+use super::declaration::{SubagentDeclaration, WorkspaceMode};
 use super::pushback::bounded;
 use super::records::{TaskRecord, TaskStatus, TaskStore};
-use super::runtime::{ChildInput, Outcome, ResumeChild, Runtime, Waited, mode_name, now_ms};
+use super::runtime::{Runtime, Waited};
+use super::spawn::{ChildInput, ResumeChild, Started};
+use super::task::{Outcome, now_ms};
 use harness_core::{
     ChildDecision, PendingChild, ToolAnnotations, ToolCall, ToolContext, ToolError, ToolOutput, TypedTool, async_trait,
     typed,
@@ -175,6 +178,24 @@ impl Shared {
         };
         let waited = self.runtime.wait_sync(&started.task, wait).await;
         guard.defuse();
+        self.answer(ctx, &tool_call, &declaration, &started, waited, wait, forced.is_some())
+            .await
+    }
+
+    /// The tool result of a spawn or send that waited `wait` and got `waited`: the answer,
+    /// the parent's pending approval when the child asks a person, or how it goes on.
+    #[allow(clippy::too_many_arguments)] // The parts of one waited call.
+    async fn answer(
+        &self,
+        ctx: &ToolContext,
+        tool_call: &ToolCall,
+        declaration: &SubagentDeclaration,
+        started: &Started,
+        waited: Waited,
+        wait: Duration,
+        forced: bool,
+    ) -> Result<ToolOutput, ToolError> {
+        let task_id = started.task.id().to_owned();
         match waited {
             Waited::Done(outcome) if outcome.status == TaskStatus::AwaitingApproval => {
                 let asked = started.task.asked();
@@ -202,7 +223,7 @@ impl Shared {
                     [only] => only.suggestion.clone(),
                     _ => None,
                 };
-                Ok(ctx.request_child_approval(&tool_call, &reason, suggestion, child))
+                Ok(ctx.request_child_approval(tool_call, &reason, suggestion, child))
             }
             Waited::Done(outcome) => {
                 let shown = bounded(&ctx.runtime, &started.task.record, &outcome.result).await;
@@ -217,7 +238,7 @@ impl Shared {
                     Ok(ToolOutput::error(format!("{header}{shown}")))
                 }
             }
-            Waited::Promoted if forced.is_some() => {
+            Waited::Promoted if forced => {
                 started.task.expire();
                 let _ = self.runtime.wait_live(&task_id, TOOL_LIMIT).await;
                 let store = store(ctx)?;
@@ -591,7 +612,8 @@ impl TypedTool for TaskOutput {
 /// Arguments of `task_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ListArgs {
-    /// running, completed, failed, timeout, cancelled, lost or all (default all).
+    /// running, completed, failed, timeout, cancelled, lost, awaiting_approval or all
+    /// (default all).
     status_filter: Option<String>,
 }
 
@@ -606,13 +628,19 @@ impl TypedTool for TaskList {
 
     async fn call(&self, args: ListArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let filter = args.status_filter.unwrap_or_else(|| "all".to_owned());
-        let known = ["all", "running", "completed", "failed", "timeout", "cancelled", "lost"];
-        if !known.contains(&filter.as_str()) {
-            return Err(ToolError::failed(format!(
-                "status_filter `{filter}` is not one of {}",
-                known.join(", ")
-            )));
-        }
+        // A filter is any status the records can hold, read with the records' own decoder
+        // (so a new status is a filter without a list to keep in step), or `all`.
+        let wanted = match filter.as_str() {
+            "all" => None,
+            name => Some(
+                serde_json::from_value::<TaskStatus>(serde_json::Value::String(name.to_owned())).map_err(|_| {
+                    let known: Vec<&str> = std::iter::once("all")
+                        .chain(TaskStatus::ALL.iter().map(|status| status.as_str()))
+                        .collect();
+                    ToolError::failed(format!("status_filter `{filter}` is not one of {}", known.join(", ")))
+                })?,
+            ),
+        };
         let now = now_ms();
         let runtime = &self.0.runtime;
         let file = store(ctx)?
@@ -628,7 +656,7 @@ impl TypedTool for TaskList {
         let lines: Vec<String> = file
             .tasks
             .values()
-            .filter(|record| filter == "all" || record.status.as_str() == filter)
+            .filter(|record| wanted.is_none_or(|status| record.status == status))
             .map(|record| {
                 format!(
                     "- {} agent={} status={}{}",
@@ -754,5 +782,13 @@ impl TypedTool for WaitAsyncResults {
 
     fn timeout(&self) -> Option<Duration> {
         Some(TOOL_LIMIT)
+    }
+}
+
+/// The isolated/shared choice, for `agent_list`.
+fn mode_name(mode: WorkspaceMode) -> &'static str {
+    match mode {
+        WorkspaceMode::Isolated => "isolated",
+        WorkspaceMode::Shared => "shared",
     }
 }

@@ -1,41 +1,12 @@
 //! Human approval that survives the process: an ask ends the turn in a saved "awaiting
 //! approval" state; another agent instance (another process) resumes it with decisions.
 
-use crate::support::{builder, collect, ctx};
+use crate::support::{builder, collect, ctx, last_tool_results, shell_agent};
 use harness_core::{AgentError, ApprovalDecision, ApprovalError, EventKind, PendingApproval, SessionSlot};
 use harness_models::ScriptedModel;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
-
-fn agent(dir: &Path, config: &str, model: &ScriptedModel) -> harness::HarnessAgent {
-    let fs = harness_fs::LocalFs::new(dir)
-        .unwrap()
-        .with_shell(harness_fs::LocalShellConfig::default());
-    builder()
-        .workspace(dir)
-        .filesystem(Arc::new(fs))
-        .config(harness::HarnessConfig::parse(config, Path::new("harness.toml")).unwrap())
-        .model(model.clone())
-        .build()
-        .unwrap()
-}
-
-/// The text of every tool result the model was sent on its latest request.
-fn results_seen(model: &ScriptedModel) -> Vec<String> {
-    model
-        .requests()
-        .last()
-        .unwrap()
-        .messages
-        .iter()
-        .flat_map(|msg| msg.content.iter())
-        .filter_map(|block| match block {
-            block @ harness_core::Block::ToolResult { .. } => Some(format!("{block:?}")),
-            _ => None,
-        })
-        .collect()
-}
 
 fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path)
@@ -56,7 +27,7 @@ const ASK: &str = "[permissions]\n";
 async fn a_second_agent_resumes_the_turn_and_the_approved_call_runs_once() {
     let dir = tempfile::tempdir().unwrap();
     let first_model = ScriptedModel::new().reply_tool_call("execute", json!({"command": "echo x >> count"}));
-    let first = agent(dir.path(), ASK, &first_model);
+    let first = shell_agent(dir.path(), ASK, &first_model);
     let events = collect(first.stream("count", ctx("alice", "s1"))).await;
     let asked: Vec<_> = events
         .iter()
@@ -76,7 +47,7 @@ async fn a_second_agent_resumes_the_turn_and_the_approved_call_runs_once() {
     drop(first);
 
     let second_model = ScriptedModel::new().reply_text("counted");
-    let second = agent(dir.path(), ASK, &second_model);
+    let second = shell_agent(dir.path(), ASK, &second_model);
     let pending = second.pending_approval(ctx("alice", "s1")).await.unwrap();
     assert_eq!(pending.calls.len(), 1);
     assert_eq!(pending.calls[0].input, json!({"command": "echo x >> count"}));
@@ -87,7 +58,7 @@ async fn a_second_agent_resumes_the_turn_and_the_approved_call_runs_once() {
         .unwrap();
     assert_eq!(reply.text(), "counted");
     assert_eq!(lines(&count_file(dir.path())), 1, "ran once");
-    let seen = results_seen(&second_model);
+    let seen = last_tool_results(&second_model);
     assert_eq!(seen.len(), 1, "the call has exactly one result: {seen:?}");
     assert!(seen[0].contains(&id) && seen[0].contains("is_error: false"), "{seen:?}");
     assert!(second.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
@@ -110,7 +81,7 @@ async fn a_denied_call_never_runs_and_the_model_is_told_a_person_refused() {
     let model = ScriptedModel::new()
         .reply_tool_call("execute", json!({"command": "echo x >> count"}))
         .reply_text("ok, not counting");
-    let agent = agent(dir.path(), ASK, &model);
+    let agent = shell_agent(dir.path(), ASK, &model);
     agent.call("count", ctx("alice", "s1")).await.unwrap();
     let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
     let id = pending.calls[0].id.clone();
@@ -136,7 +107,7 @@ async fn a_denied_call_never_runs_and_the_model_is_told_a_person_refused() {
         .unwrap();
     assert_eq!(reply.text(), "ok, not counting");
     assert_eq!(lines(&count_file(dir.path())), 0);
-    let seen = results_seen(&model);
+    let seen = last_tool_results(&model);
     assert!(
         seen[0].contains("A person refused this call") && seen[0].contains("not today"),
         "{seen:?}"
@@ -153,7 +124,7 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
         .reply_tool_call("execute", json!({"command": "touch original"}))
         .reply_tool_call("execute", json!({"command": "touch second"}))
         .reply_text("done");
-    let agent = agent(dir.path(), config, &model);
+    let agent = shell_agent(dir.path(), config, &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
     let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0]
         .id
@@ -184,14 +155,14 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
         dir.path().join("alice/victim").exists(),
         "the deny rule wins over approval"
     );
-    let seen = results_seen(&model);
+    let seen = last_tool_results(&model);
     assert!(seen.last().unwrap().contains("Permission denied"), "{seen:?}");
 
     // Edited arguments that do not match the schema are an error result, not a run.
     let model = ScriptedModel::new()
         .reply_tool_call("execute", json!({"command": "touch third"}))
         .reply_text("done");
-    let agent = self::agent(dir.path(), config, &model);
+    let agent = shell_agent(dir.path(), config, &model);
     agent.call("go", ctx("alice", "s2")).await.unwrap();
     let id = agent.pending_approval(ctx("alice", "s2")).await.unwrap().calls[0]
         .id
@@ -203,7 +174,7 @@ async fn an_edited_argument_is_what_runs_and_is_decided_again() {
         )
         .await
         .unwrap();
-    assert!(results_seen(&model)[0].contains("invalid arguments"));
+    assert!(last_tool_results(&model)[0].contains("invalid arguments"));
 }
 
 /// "Approve always" adds the suggested rule to the session: a second call it covers runs
@@ -215,7 +186,7 @@ async fn approve_always_covers_later_calls_of_the_session() {
         .reply_tool_call("execute", json!({"command": "echo x >> count"}))
         .reply_tool_call("execute", json!({"command": "echo x >> count"}))
         .reply_text("done");
-    let agent = agent(dir.path(), ASK, &model);
+    let agent = shell_agent(dir.path(), ASK, &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
     let id = agent.pending_approval(ctx("alice", "s1")).await.unwrap().calls[0]
         .id
@@ -229,7 +200,7 @@ async fn approve_always_covers_later_calls_of_the_session() {
 
     // Another session still asks.
     let model = ScriptedModel::new().reply_tool_call("execute", json!({"command": "echo z >> count"}));
-    let other = self::agent(dir.path(), ASK, &model);
+    let other = shell_agent(dir.path(), ASK, &model);
     other.call("go", ctx("alice", "s2")).await.unwrap();
     assert_eq!(other.pending_approval(ctx("alice", "s2")).await.unwrap().calls.len(), 1);
     assert_eq!(lines(&count_file(dir.path())), 2);
@@ -257,7 +228,7 @@ async fn a_new_message_supersedes_pending_calls_and_keeps_the_transcript_valid()
             ..harness_models::Reply::default()
         })
         .reply_text("fine");
-    let agent = agent(dir.path(), ASK, &model);
+    let agent = shell_agent(dir.path(), ASK, &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
     assert!(
         dir.path().join("alice/note.txt").exists(),
@@ -268,7 +239,7 @@ async fn a_new_message_supersedes_pending_calls_and_keeps_the_transcript_valid()
     let reply = agent.call("never mind", ctx("alice", "s1")).await.unwrap();
     assert_eq!(reply.text(), "fine");
     assert!(!dir.path().join("alice/marker").exists());
-    let seen = results_seen(&model);
+    let seen = last_tool_results(&model);
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert!(
         seen.iter().any(|r| r.contains("x1") && r.contains("superseded")),
@@ -288,7 +259,7 @@ async fn an_approved_call_that_was_started_is_never_run_twice() {
     let model = ScriptedModel::new()
         .reply_tool_call("execute", json!({"command": "echo x >> count"}))
         .reply_text("after the crash");
-    let agent = agent(dir.path(), ASK, &model);
+    let agent = shell_agent(dir.path(), ASK, &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
     // What a process that died while running the approved call leaves behind.
     let store = agent.kernel().state_store();
@@ -316,9 +287,9 @@ async fn an_approved_call_that_was_started_is_never_run_twice() {
     let reply = agent.call("and now?", ctx("alice", "s1")).await.unwrap();
     assert_eq!(reply.text(), "after the crash");
     assert!(
-        results_seen(&model)[0].contains("interrupted"),
+        last_tool_results(&model)[0].contains("interrupted"),
         "{:?}",
-        results_seen(&model)
+        last_tool_results(&model)
     );
 }
 
@@ -329,12 +300,12 @@ async fn dont_ask_denies_instead_of_waiting() {
     let model = ScriptedModel::new()
         .reply_tool_call("execute", json!({"command": "touch marker"}))
         .reply_text("done");
-    let agent = agent(dir.path(), "[permissions]\nmode = \"dont_ask\"\n", &model);
+    let agent = shell_agent(dir.path(), "[permissions]\nmode = \"dont_ask\"\n", &model);
     let reply = agent.call("go", ctx("alice", "s1")).await.unwrap();
     assert_eq!(reply.text(), "done");
     assert!(agent.pending_approval(ctx("alice", "s1")).await.unwrap().is_empty());
     assert!(!dir.path().join("alice/marker").exists());
-    assert!(results_seen(&model)[0].contains("dont_ask"));
+    assert!(last_tool_results(&model)[0].contains("dont_ask"));
 }
 
 /// A leaf child keeps the parent's deny rules and mode whatever its configuration says: a
@@ -496,7 +467,7 @@ async fn without_a_permissions_section_the_defaults_ask_for_the_shell_only() {
         ],
         ..harness_models::Reply::default()
     });
-    let agent = agent(dir.path(), "", &model);
+    let agent = shell_agent(dir.path(), "", &model);
     assert!(agent.middleware_order().contains(&"permissions"));
     agent.call("go", ctx("alice", "s1")).await.unwrap();
     assert!(dir.path().join("alice/a.txt").exists());
@@ -510,18 +481,21 @@ async fn without_a_permissions_section_the_defaults_ask_for_the_shell_only() {
 
 /// The pending approval lives in the session state, so it works with every state store: two
 /// agents (two replicas) on Redis and on PostgreSQL state, one asks, the other resumes.
+#[cfg(all(feature = "redis", feature = "postgres"))]
 #[tokio::test]
 async fn approval_crosses_replicas_on_redis_and_postgres_state() {
     use harness::state::{StateConfig, StateKind};
-    let redis = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let postgres =
-        std::env::var("HARNESS_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let stamp = jiff::Timestamp::now().as_nanosecond();
-    for (kind, url) in [(StateKind::Redis, redis), (StateKind::Postgres, postgres)] {
+    use harness_test_support::services::{PgPrefix, RedisPrefix};
+    // What the replicas write is removed when the guards drop, passed or failed.
+    let (keys, tables) = (RedisPrefix::new("approval"), PgPrefix::new("approval"));
+    for (kind, url, prefix) in [
+        (StateKind::Redis, keys.url(), keys.prefix()),
+        (StateKind::Postgres, tables.url(), tables.prefix()),
+    ] {
         let config = StateConfig {
             kind,
-            url: Some(url),
-            key_prefix: Some(format!("approval_{stamp}_")),
+            url: Some(url.to_owned()),
+            key_prefix: Some(prefix.to_owned()),
             ..StateConfig::default()
         };
         let dir = tempfile::tempdir().unwrap();

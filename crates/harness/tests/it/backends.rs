@@ -44,8 +44,9 @@ async fn two_replicas_share_sessions_through_redis() {
     use harness::filesystem::{FilesystemConfig, FilesystemKind, open};
     use harness_store::{KvStore, RedisKv, RedisKvConfig};
 
-    let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let key_prefix = format!("harness-test-{}:", uuid_like());
+    let url = harness_test_support::services::redis_url();
+    let keys = harness_test_support::services::RedisPrefix::new("replicas");
+    let key_prefix = keys.prefix().to_owned();
     let config = FilesystemConfig {
         kind: FilesystemKind::Composite,
         redis_url: url.clone(),
@@ -93,12 +94,5 @@ async fn two_replicas_share_sessions_through_redis() {
         "{:?}",
         page.entries.iter().map(|e| &e.key).collect::<Vec<_>>()
     );
-    for entry in page.entries {
-        store.delete(&entry.key).await.unwrap();
-    }
-}
-
-#[cfg(feature = "redis")]
-fn uuid_like() -> String {
-    format!("{}-{}", std::process::id(), jiff::Timestamp::now().as_nanosecond())
+    drop(keys);
 }

@@ -3,9 +3,9 @@
 
 use crate::support::{builder, ctx};
 use harness::extensions::{Extensions, ExtensionsConfig};
-use harness::mcp::HostEnv;
-use harness::tools_json::ToolsConfig;
 use harness_core::{AgentError, Block, ChatRequest};
+use harness_mcp::HostEnv;
+use harness_mcp::tools_json::ToolsConfig;
 use harness_models::ScriptedModel;
 use serde_json::json;
 use std::path::Path;

@@ -38,12 +38,11 @@ impl SessionLease for StaleLease {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_replica_appends_nothing_to_the_shared_transcript() {
-    let url = std::env::var("HARNESS_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let prefix = format!(
-        "harness-fence-{}-{}:",
-        std::process::id(),
-        jiff::Timestamp::now().as_nanosecond()
-    );
+    let url = harness_test_support::services::redis_url();
+    // Everything the test writes (state, lease, shared files) is under this prefix, deleted
+    // when the guard drops, passed or failed.
+    let keys = harness_test_support::services::RedisPrefix::new("fence");
+    let prefix = keys.prefix().to_owned();
     let fs_config = FilesystemConfig {
         kind: FilesystemKind::Composite,
         redis_url: url.clone(),
@@ -141,10 +140,6 @@ async fn a_stale_replica_appends_nothing_to_the_shared_transcript() {
         let texts: Vec<String> = model_b2.requests()[0].messages.iter().map(|m| m.text()).collect();
         assert_eq!(texts, ["from B", "B's answer", "B continues"]);
     };
-    let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(suite)).await;
-    lease.purge().await.unwrap();
-    kv.purge().await.unwrap();
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    suite.await;
+    drop(keys);
 }

@@ -1,17 +1,15 @@
-//! The MCP client against real servers installed by `scripts/mcp-servers.sh`:
+//! MCP tools in agent turns, against real servers installed by `scripts/mcp-servers.sh`:
 //! `@modelcontextprotocol/server-everything` (stdio and streamable HTTP) and `mcp-server-time`.
+//! The client on its own (restarts, reconnects, timeouts, re-sends) is tested in harness-mcp.
 
 use crate::support::{builder, ctx};
-use harness::mcp::{HostEnv, McpManager, RestartPolicy, ServerPhase, ServerStatus};
-use harness::tools_json::ToolsConfig;
-use harness_core::{Block, EventSink, Role, RuntimeContext, Tool, ToolContext, ToolError, ToolOutput};
+use harness_core::{Block, Role, Tool};
+use harness_mcp::tools_json::ToolsConfig;
+use harness_mcp::{HostEnv, McpManager, RestartPolicy};
 use harness_models::ScriptedModel;
-use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use serde_json::json;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// Where `scripts/mcp-servers.sh` installed the servers. A missing installation fails the
 /// test: skipping would hide that the MCP client went untested.
@@ -78,58 +76,6 @@ async fn start(text: &str, policy: RestartPolicy) -> McpManager {
     McpManager::start(config.mcp_servers.into_values(), &host_env(), policy).await
 }
 
-fn tool_ctx() -> ToolContext {
-    ToolContext {
-        runtime: RuntimeContext::for_user(harness_core::UserId::from_static("u1")),
-        call_id: "call-1".into(),
-        events: EventSink::disabled(),
-        session: harness_core::SessionState::default(),
-    }
-}
-
-fn find(manager: &McpManager, name: &str) -> Arc<dyn Tool> {
-    manager
-        .tools()
-        .into_iter()
-        .find(|tool| tool.spec().name == name)
-        .unwrap_or_else(|| panic!("no tool {name}; failures: {:?}", manager.failures()))
-}
-
-async fn call(manager: &McpManager, name: &str, input: Value) -> Result<ToolOutput, ToolError> {
-    find(manager, name).call(input, &tool_ctx()).await
-}
-
-async fn wait_for(status: &mut watch::Receiver<ServerStatus>, what: impl Fn(&ServerStatus) -> bool) -> ServerStatus {
-    let status = tokio::time::timeout(Duration::from_secs(60), status.wait_for(|s| what(s)))
-        .await
-        .expect("server state did not change in time")
-        .expect("status channel closed");
-    status.clone()
-}
-
-/// Processes (not zombies) whose process group is one of `groups`.
-pub fn live_members(groups: &BTreeSet<u32>) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the parenthesised command: state ppid pgrp ...
-        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 2..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let (state, pgrp) = (fields[0], fields[2].parse::<u32>().unwrap_or(0));
-        if groups.contains(&pgrp) && state != "Z" {
-            found.push((pid, stat.clone()));
-        }
-    }
-    found
-}
-
 #[tokio::test]
 async fn stdio_server_tools_are_listed_and_called_from_an_agent_turn() {
     let manager = start(
@@ -181,57 +127,6 @@ async fn stdio_server_tools_are_listed_and_called_from_an_agent_turn() {
     manager.shutdown().await;
 }
 
-#[tokio::test]
-async fn stdio_server_gets_a_scrubbed_environment_plus_its_own_env() {
-    let manager = start(
-        &format!(
-            "{{\"mcpServers\": {{{}}}}}",
-            everything_server("e", r#", "env": {"GREETING": "hello-plain-x"}"#)
-        ),
-        RestartPolicy::default(),
-    )
-    .await;
-    let output = call(&manager, "mcp__e__get-env", json!({})).await.unwrap();
-    let text = output.text_content();
-    assert!(text.contains("hello-plain-x"), "configured env is passed: {text}");
-    assert!(text.contains("\"PATH\""), "PATH is inherited: {text}");
-    assert!(
-        !text.contains("sk-must-not-leak") && !text.contains("HARNESS_TEST_API_KEY"),
-        "{text}"
-    );
-    assert!(
-        !text.contains("CARGO_"),
-        "the host's other variables are dropped: {text}"
-    );
-    manager.shutdown().await;
-}
-
-#[tokio::test]
-async fn python_time_server_over_stdio() {
-    let manager = start(
-        &format!(
-            r#"{{"mcpServers": {{"time": {{"transport": "stdio", "command": {:?}, "args": ["--local-timezone", "UTC"]}}}}}}"#,
-            time_bin()
-        ),
-        RestartPolicy::default(),
-    )
-    .await;
-    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
-    let tool = manager
-        .mcp_tools()
-        .iter()
-        .find(|t| t.remote_name() == "get_current_time")
-        .unwrap();
-    assert_eq!(tool.spec().name, "mcp__time__get_current_time");
-    assert_eq!(tool.annotations().read_only, Some(true), "{:?}", tool.annotations());
-    let output = call(&manager, "mcp__time__get_current_time", json!({"timezone": "UTC"}))
-        .await
-        .unwrap();
-    assert!(!output.is_error);
-    assert!(output.text_content().contains("UTC"), "{}", output.text_content());
-    manager.shutdown().await;
-}
-
 /// Problem 7 of the trust boundary against a real server: `mcp-server-time` claims
 /// `readOnlyHint` for `get_current_time`. Untrusted (the default), the claim is kept for
 /// display and scheduling only: the spec the permission check and plan mode read is
@@ -277,18 +172,32 @@ async fn a_servers_read_only_claim_counts_only_when_tools_json_trusts_it() {
 }
 
 /// Starts server-everything over streamable HTTP on a free port and waits for its
-/// "listening" line (a readiness signal, not a sleep).
+/// "listening" line (a readiness signal, not a sleep). The node server takes a port number,
+/// not a listener, so the port is one the system just gave out; should another process take
+/// it first, the server reports the port in use and another one is tried.
 async fn http_server() -> (tokio::process::Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    (http_server_on(port).await, port)
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if let Some(child) = try_http_server_on(port).await {
+            return (child, port);
+        }
+    }
+    panic!("server-everything did not start on any of five free ports");
 }
 
-/// Starts server-everything over streamable HTTP on `port`.
+/// Starts server-everything over streamable HTTP on `port` (the port it had before).
 async fn http_server_on(port: u16) -> tokio::process::Child {
+    try_http_server_on(port)
+        .await
+        .unwrap_or_else(|| panic!("server-everything exited before listening on port {port}"))
+}
+
+/// The server listening on `port`, or `None` when it exited first (the port was taken).
+async fn try_http_server_on(port: u16) -> Option<tokio::process::Child> {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new("node")
         .arg(everything_js())
@@ -301,58 +210,21 @@ async fn http_server_on(port: u16) -> tokio::process::Child {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    tokio::time::timeout(Duration::from_secs(30), async {
+    let listening = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
             if line.contains("listening on port") {
-                return;
+                return true;
             }
         }
-        panic!("server exited before listening");
+        false
     })
     .await
     .unwrap();
+    if !listening {
+        return None;
+    }
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    child
-}
-
-/// A streamable-HTTP server that goes away and comes back on the same port: a call during
-/// the outage is an error result at once (no hang), and the first call after it is back
-/// reconnects and works.
-#[tokio::test]
-async fn a_streamable_http_server_that_comes_back_is_reconnected_on_the_next_call() {
-    let (mut server, port) = http_server().await;
-    let policy = RestartPolicy {
-        backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(200),
-        ..RestartPolicy::default()
-    };
-    let manager = start(
-        &format!(
-            r#"{{"mcpServers": {{"web": {{"transport": "streamableHttp", "url": "http://127.0.0.1:{port}/mcp",
-                 "timeout_seconds": 20}}}}}}"#
-        ),
-        policy,
-    )
-    .await;
-    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
-    let echo = |text: &'static str| call(&manager, "mcp__web__echo", json!({ "message": text }));
-    assert!(echo("before").await.unwrap().text_content().contains("before"));
-
-    server.kill().await.unwrap();
-    let _ = server.wait().await;
-    let during = tokio::time::timeout(Duration::from_secs(60), echo("during"))
-        .await
-        .expect("a call during the outage must not hang");
-    let err = during.expect_err("the server is gone");
-    assert!(err.to_string().contains("web"), "{err}");
-
-    let mut back = http_server_on(port).await;
-    let after = tokio::time::timeout(Duration::from_secs(60), echo("after"))
-        .await
-        .expect("the call after the outage must not hang");
-    assert!(after.unwrap().text_content().contains("after"));
-    manager.shutdown().await;
-    back.kill().await.unwrap();
+    Some(child)
 }
 
 #[tokio::test]
@@ -387,167 +259,6 @@ async fn streamable_http_server_with_headers_from_an_agent_turn() {
     );
     manager.shutdown().await;
     server.kill().await.unwrap();
-}
-
-#[tokio::test]
-async fn killed_server_is_restarted_and_a_call_during_the_outage_fails_fast() {
-    let policy = RestartPolicy {
-        backoff: Duration::from_secs(3),
-        ..RestartPolicy::default()
-    };
-    let manager = start(
-        &format!("{{\"mcpServers\": {{{}}}}}", everything_server("e", "")),
-        policy,
-    )
-    .await;
-    let mut status = manager.status("e").unwrap();
-    let first = status.borrow().pid.unwrap();
-    std::process::Command::new("kill")
-        .args(["-9", &first.to_string()])
-        .status()
-        .unwrap();
-
-    let down = wait_for(&mut status, |s| matches!(s.phase, ServerPhase::Restarting { .. })).await;
-    assert_eq!(down.pid, None);
-    let started = std::time::Instant::now();
-    let err = call(&manager, "mcp__e__echo", json!({"message": "x"}))
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("unavailable") && err.to_string().contains("restarted"),
-        "{err}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "the call must not wait for the restart"
-    );
-
-    let up = wait_for(&mut status, |s| s.phase == ServerPhase::Ready).await;
-    assert_eq!(up.restarts, 1);
-    assert_ne!(up.pid, Some(first));
-    let output = call(&manager, "mcp__e__echo", json!({"message": "back"}))
-        .await
-        .unwrap();
-    assert!(output.text_content().contains("back"));
-    manager.shutdown().await;
-    assert!(live_members(&BTreeSet::from([first, up.pid.unwrap()])).is_empty());
-}
-
-#[tokio::test]
-async fn a_hanging_call_times_out_and_the_server_stays_usable() {
-    let manager = start(
-        &format!(
-            "{{\"mcpServers\": {{{}}}}}",
-            everything_server("e", r#", "timeout_seconds": 2"#)
-        ),
-        RestartPolicy::default(),
-    )
-    .await;
-    let err = call(
-        &manager,
-        "mcp__e__trigger-long-running-operation",
-        json!({"duration": 60, "steps": 1}),
-    )
-    .await
-    .unwrap_err();
-    assert!(
-        matches!(err, ToolError::Timeout { after, .. } if after == Duration::from_secs(2)),
-        "{err}"
-    );
-    let output = call(&manager, "mcp__e__echo", json!({"message": "still here"}))
-        .await
-        .unwrap();
-    assert!(output.text_content().contains("still here"));
-    manager.shutdown().await;
-}
-
-#[tokio::test]
-async fn shutdown_leaves_no_server_process_behind() {
-    let manager = start(
-        &format!(
-            r#"{{"mcpServers": {{{}, "time": {{"transport": "stdio", "command": {:?}}}}}}}"#,
-            everything_server("e", ""),
-            time_bin()
-        ),
-        RestartPolicy::default(),
-    )
-    .await;
-    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
-    let groups: BTreeSet<u32> = ["e", "time"]
-        .iter()
-        .map(|name| manager.status(name).unwrap().borrow().pid.unwrap())
-        .collect();
-    assert_eq!(
-        live_members(&groups).len(),
-        2,
-        "both servers run, each leading its own group"
-    );
-    manager.shutdown().await;
-    assert_eq!(live_members(&groups), Vec::<(u32, String)>::new());
-    for name in ["e", "time"] {
-        assert_eq!(manager.status(name).unwrap().borrow().phase, ServerPhase::Stopped);
-    }
-}
-
-#[tokio::test]
-async fn a_broken_server_is_a_warning_and_the_others_start() {
-    let manager = start(
-        &format!(
-            r#"{{"mcpServers": {{{}, "broken": {{"transport": "stdio", "command": "/nonexistent/mcp-server"}},
-                 "off": {{"transport": "stdio", "command": "/nonexistent/other", "enabled": false}},
-                 "crashes": {{"transport": "stdio", "command": "sh", "args": ["-c", "echo no-such-config >&2; exit 3"]}}}}}}"#,
-            everything_server("good", "")
-        ),
-        RestartPolicy {
-            connect_timeout: Duration::from_secs(20),
-            ..RestartPolicy::default()
-        },
-    )
-    .await;
-    assert_eq!(manager.servers(), ["good"]);
-    let failures = manager.failures();
-    assert_eq!(
-        failures.iter().map(|f| f.server.as_str()).collect::<Vec<_>>(),
-        ["broken", "crashes", "off"]
-    );
-    assert!(
-        failures[0].reason.contains("/nonexistent/mcp-server") && !failures[0].disabled,
-        "{failures:?}"
-    );
-    assert!(
-        failures[1].reason.contains("no-such-config"),
-        "stderr is quoted: {failures:?}"
-    );
-    assert!(failures[2].disabled);
-    assert!(manager.tools().iter().all(|t| t.spec().name.starts_with("mcp__good__")));
-    manager.shutdown().await;
-}
-
-#[tokio::test]
-async fn server_names_that_collide_after_sanitising_are_refused_loudly() {
-    let manager = start(
-        &format!(
-            "{{\"mcpServers\": {{{}, {}}}}}",
-            everything_server("a.b", ""),
-            everything_server("a_b", "")
-        ),
-        RestartPolicy::default(),
-    )
-    .await;
-    assert_eq!(manager.servers(), ["a.b"], "the first (in name order) keeps its tools");
-    let failure = &manager.failures()[0];
-    assert_eq!(failure.server, "a_b");
-    assert!(
-        failure.reason.contains("`a.b`") && failure.reason.contains("rename"),
-        "{failure:?}"
-    );
-    assert!(manager.tools().iter().all(|t| t.spec().name.starts_with("mcp__a_b__")));
-    assert_eq!(
-        manager.tools().len(),
-        manager.mcp_tools().iter().filter(|t| t.server() == "a.b").count(),
-        "no tool of the refused server"
-    );
-    manager.shutdown().await;
 }
 
 #[tokio::test]

@@ -1,42 +1,9 @@
 //! Permissions through the whole agent: `[permissions]` from harness.toml, the decision before
 //! the tool runs, the schema checked first, bad rules refused at build time.
 
-use crate::support::{builder, ctx};
+use crate::support::{builder, ctx, last_tool_results, parse, shell_agent};
 use harness_models::ScriptedModel;
 use serde_json::json;
-use std::sync::Arc;
-
-fn parse(text: &str) -> harness::HarnessConfig {
-    harness::HarnessConfig::parse(text, std::path::Path::new("harness.toml")).unwrap()
-}
-
-fn shell_agent(dir: &std::path::Path, config: &str, model: &ScriptedModel) -> harness::HarnessAgent {
-    let fs = harness_fs::LocalFs::new(dir)
-        .unwrap()
-        .with_shell(harness_fs::LocalShellConfig::default());
-    builder()
-        .workspace(dir)
-        .filesystem(Arc::new(fs))
-        .config(parse(config))
-        .model(model.clone())
-        .build()
-        .unwrap()
-}
-
-fn tool_results(model: &ScriptedModel) -> Vec<String> {
-    let requests = model.requests();
-    requests
-        .last()
-        .unwrap()
-        .messages
-        .iter()
-        .flat_map(|msg| msg.content.iter())
-        .filter_map(|block| match block {
-            block @ harness_core::Block::ToolResult { .. } => Some(format!("{block:?}")),
-            _ => None,
-        })
-        .collect()
-}
 
 /// In mode `default` the shell asks: the command does not run and the turn waits for a
 /// person, with the rule that would allow it (the approval tests resume such turns).
@@ -93,7 +60,7 @@ async fn rules_and_modes_decide_before_the_tool_runs() {
     );
     assert!(!created("unattended"));
     assert!(created("kept.txt"), "closed-world writes run in dont_ask");
-    let results = tool_results(&model);
+    let results = last_tool_results(&model);
     assert!(
         results[0].contains("Permission denied") && results[0].contains("dont_ask"),
         "{results:?}"
@@ -124,7 +91,7 @@ async fn schema_errors_and_refused_paths_are_errors_not_asks() {
         .reply_text("done");
     let agent = shell_agent(dir.path(), "[permissions]\n", &model);
     agent.call("go", ctx("alice", "s1")).await.unwrap();
-    let results = tool_results(&model);
+    let results = last_tool_results(&model);
     assert!(results[0].contains("invalid arguments"), "{results:?}");
     assert!(!results[0].contains("approval"), "{results:?}");
     assert!(

@@ -2,7 +2,7 @@
 //! file in the caller's layer, `plan_exit` waiting for approval, state across a restart, the
 //! banner in the volatile tail only, and children planning with their parent.
 
-use crate::support::{builder, ctx};
+use crate::support::{builder, ctx, shell_agent};
 use harness::HarnessAgent;
 use harness::plan_mode::{PlanSection, PlanState};
 use harness::subagents::SubagentDeclaration;
@@ -11,24 +11,6 @@ use harness_models::{Reply, ScriptedModel};
 use serde_json::json;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-fn parse(text: &str) -> harness::HarnessConfig {
-    harness::HarnessConfig::parse(text, Path::new("harness.toml")).unwrap()
-}
-
-/// An agent with a host shell and `config` as its harness.toml.
-fn agent(dir: &Path, config: &str, model: &ScriptedModel) -> HarnessAgent {
-    let fs = harness_fs::LocalFs::new(dir)
-        .unwrap()
-        .with_shell(harness_fs::LocalShellConfig::default());
-    builder()
-        .workspace(dir)
-        .filesystem(Arc::new(fs))
-        .config(parse(config))
-        .model(model.clone())
-        .build()
-        .unwrap()
-}
 
 /// The tool results the model saw in `request`, in order: (text, is_error).
 fn results(request: &ChatRequest) -> Vec<(String, bool)> {
@@ -79,7 +61,7 @@ async fn plan_mode_refuses_writes_and_the_shell_and_says_what_is_allowed() {
         )
         .reply_tool_call("plan_write", json!({"content": "# Plan\n1. write out.txt"}))
         .reply_text("planned");
-    let agent = agent(dir.path(), PLAN_ON, &model);
+    let agent = shell_agent(dir.path(), PLAN_ON, &model);
     let names: Vec<String> = agent
         .kernel()
         .tool_specs()
@@ -123,7 +105,7 @@ async fn allow_shell_lets_the_shell_run_while_planning() {
         .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
         .reply_text("done");
     let config = "[plan]\nenabled = true\nallow_shell = true\n[permissions]\nallow = [\"execute(touch *)\"]\n";
-    let agent = agent(dir.path(), config, &model);
+    let agent = shell_agent(dir.path(), config, &model);
     agent.call("plan", ctx("alice", "s1")).await.unwrap();
     let got = results(&model.last_request().unwrap());
     assert!(!got[1].1, "{got:?}");
@@ -153,7 +135,7 @@ async fn plan_write_writes_the_plan_in_the_callers_layer() {
         .reply_text("read")
         .reply_tool_call("plan_write", json!({"content": "  "}))
         .reply_text("empty");
-    let agent = agent(dir.path(), PLAN_ON, &model);
+    let agent = shell_agent(dir.path(), PLAN_ON, &model);
     agent.call("write it", ctx("alice", "s1")).await.unwrap();
     assert_eq!(
         std::fs::read_to_string(dir.path().join("alice/plans/PLAN.md")).unwrap(),
@@ -208,7 +190,7 @@ async fn plan_exit_waits_for_approval_and_plan_mode_stays_active() {
             .reply_tool_call("plan_exit", json!({"rationale": "the plan is ready"}))
             .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
             .reply_text("done");
-        let agent = agent(dir.path(), &config, &model);
+        let agent = shell_agent(dir.path(), &config, &model);
         agent.call("plan and go", ctx("alice", "s1")).await.unwrap();
         assert_eq!(model.request_count(), 2, "{config}: the turn stops at plan_exit");
         let pending = agent.pending_approval(ctx("alice", "s1")).await.unwrap();
@@ -249,7 +231,7 @@ async fn plan_exit_waits_for_approval_and_plan_mode_stays_active() {
         .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
         .reply_text("waiting");
     let config = format!("{PLAN_ON}[permissions]\nmode = \"dont_ask\"\n");
-    let agent = agent(dir.path(), &config, &model);
+    let agent = shell_agent(dir.path(), &config, &model);
     agent.call("plan and go", ctx("alice", "s1")).await.unwrap();
     let got = results(&model.last_request().unwrap());
     assert!(got[1].1 && got[1].0.contains("Permission denied"), "{got:?}");
@@ -273,7 +255,7 @@ async fn plan_mode_survives_a_restart_and_is_per_session() {
     let model = ScriptedModel::new()
         .reply_tool_call("plan_enter", json!({}))
         .reply_text("planning");
-    let first = agent(dir.path(), PLAN_ON, &model);
+    let first = shell_agent(dir.path(), PLAN_ON, &model);
     first.call("plan", ctx("alice", "s1")).await.unwrap();
     drop(first);
 
@@ -282,7 +264,7 @@ async fn plan_mode_survives_a_restart_and_is_per_session() {
         .reply_text("refused")
         .reply_tool_call("write_file", json!({"path": "out.txt", "content": "x"}))
         .reply_text("written");
-    let second = agent(dir.path(), PLAN_ON, &model);
+    let second = shell_agent(dir.path(), PLAN_ON, &model);
     second.call("write now", ctx("alice", "s1")).await.unwrap();
     let requests = model.requests();
     assert!(banner(&requests[0]).is_some(), "still planning after the restart");
@@ -300,7 +282,7 @@ async fn plan_mode_survives_a_restart_and_is_per_session() {
     let model = ScriptedModel::new()
         .reply_tool_call("plan_exit", json!({}))
         .reply_text("ok");
-    let third = agent(
+    let third = shell_agent(
         dir.path(),
         &format!("{PLAN_ON}[permissions]\nmode = \"default\"\n"),
         &model,
@@ -324,7 +306,7 @@ async fn the_banner_is_only_in_the_volatile_tail_and_empty_when_inactive() {
     let model = ScriptedModel::new()
         .reply_tool_call("plan_enter", json!({}))
         .reply_text("planning");
-    let agent = agent(dir.path(), PLAN_ON, &model);
+    let agent = shell_agent(dir.path(), PLAN_ON, &model);
     agent.call("plan", ctx("alice", "s1")).await.unwrap();
     let requests = model.requests();
     assert_eq!(banner(&requests[0]), None, "nothing while inactive");

@@ -3,12 +3,15 @@
 
 use crate::support::{builder, ctx};
 use harness::extensions::{Extensions, ExtensionsConfig};
-use harness::mcp::HostEnv;
-use harness::skills::{CATALOGUE_PART, GitSkillRepository, SyncOutcome};
 use harness_core::{Block, ChatRequest};
+use harness_mcp::HostEnv;
 use harness_models::ScriptedModel;
+use harness_skills::CATALOGUE_PART;
+#[cfg(feature = "git")]
+use harness_skills::SyncOutcome;
 use serde_json::json;
 use std::path::Path;
+#[cfg(feature = "git")]
 use std::process::Command;
 use std::sync::Arc;
 
@@ -21,7 +24,7 @@ fn skill(dir: &Path, name: &str, description: &str) {
     .unwrap();
 }
 
-async fn extensions(root: &Path, skills: harness::skills::SkillsConfig) -> Arc<Extensions> {
+async fn extensions(root: &Path, skills: harness_skills::SkillsConfig) -> Arc<Extensions> {
     let config = ExtensionsConfig {
         skills: Some(skills),
         ..ExtensionsConfig::default()
@@ -60,9 +63,9 @@ async fn a_higher_layer_shadows_the_same_name_and_lower_unique_skills_stay() {
     skill(&dir.path().join("skills"), "shared", "workspace version");
     let ext = extensions(
         dir.path(),
-        harness::skills::SkillsConfig {
+        harness_skills::SkillsConfig {
             global_dir: Some(global.path().to_owned()),
-            repositories: Vec::new(),
+            ..Default::default()
         },
     )
     .await;
@@ -298,6 +301,7 @@ async fn files_root_is_shown_only_with_a_shell() {
     assert!(!text.contains(&dir.path().display().to_string()), "{text}");
 }
 
+#[cfg(feature = "git")]
 fn git(dir: &Path, args: &[&str]) {
     let output = Command::new("git")
         .args([
@@ -319,6 +323,7 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
+#[cfg(feature = "git")]
 #[tokio::test]
 async fn a_git_repository_skill_updates_when_a_commit_lands() {
     let origin = tempfile::tempdir().unwrap();
@@ -341,13 +346,14 @@ async fn a_git_repository_skill_updates_when_a_commit_lands() {
 
     let ext = extensions(
         dir.path(),
-        harness::skills::SkillsConfig {
+        harness_skills::SkillsConfig {
             global_dir: None,
-            repositories: vec![harness::skills::SkillRepositorySource::head(bare.display().to_string())],
+            repositories: vec![harness_skills::SkillRepositorySource::head(bare.display().to_string())],
+            ..Default::default()
         },
     )
     .await;
-    let model = ScriptedModel::new().reply_text("1").reply_text("2");
+    let model = ScriptedModel::new().reply_text("1").reply_text("2").reply_text("3");
     let agent = builder()
         .workspace(dir.path())
         .model(model.clone())
@@ -363,6 +369,7 @@ async fn a_git_repository_skill_updates_when_a_commit_lands() {
     let staged = dir.path().join(".skills-cache/team-skills/deploy/SKILL.md");
     assert!(std::fs::read_to_string(&staged).unwrap().contains("deploy v1"));
     let repo = &ext.skills().unwrap().repositories()[0];
+    assert_eq!(repo.fetches(), 1, "synced once, when the extensions started");
     assert_eq!(repo.sync().await.unwrap(), SyncOutcome::Unchanged, "HEAD did not move");
 
     skill(&work.path().join("skills"), "deploy", "deploy v2");
@@ -375,8 +382,14 @@ async fn a_git_repository_skill_updates_when_a_commit_lands() {
         &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
     );
 
+    // A turn never syncs: it reads the last staged copy.
     agent.call("again", ctx("alice", "s1")).await.unwrap();
-    let second = catalogue(&model.requests()[1]);
+    assert!(catalogue(&model.requests()[1]).contains("deploy v1"));
+    assert_eq!(repo.fetches(), 2, "only the explicit sync above fetched");
+    // The next sync (the schedule's, here called directly) stages the new commit.
+    ext.skills().unwrap().sync().await;
+    agent.call("and again", ctx("alice", "s1")).await.unwrap();
+    let second = catalogue(&model.requests()[2]);
     assert!(
         second.contains("deploy v2") && second.contains("<name>rollback</name>"),
         "{second}"
@@ -389,110 +402,82 @@ async fn a_git_repository_skill_updates_when_a_commit_lands() {
     );
 }
 
+#[cfg(feature = "git")]
+/// A git:// server that accepts connections and never answers (held until the task ends).
+async fn silent_git_server() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    (format!("git://127.0.0.1:{port}/skills.git"), task)
+}
+
+#[cfg(feature = "git")]
+/// Turns never fetch skill repositories: a repository that never answers and one that does
+/// not exist cost the agent's start one bounded sync each, and no turn waits for them, fails
+/// because of them, or fetches at all; the skills of the working repository are served from
+/// their staged copy.
 #[tokio::test]
-async fn a_sync_rewrites_only_changed_files() {
+async fn a_turn_never_fetches_and_a_broken_repository_does_not_delay_or_fail_it() {
     let origin = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bare = origin.path().join("good.git");
+    git(origin.path(), &["init", "--bare", "-q", bare.to_str().unwrap()]);
     git(work.path(), &["init", "-q", "."]);
-    skill(work.path(), "one", "first");
-    skill(work.path(), "two", "second");
+    skill(&work.path().join("skills"), "deploy", "deploy v1");
     git(work.path(), &["add", "-A"]);
     git(work.path(), &["commit", "-qm", "one"]);
-    let bare = origin.path().join("flat");
-    git(
-        origin.path(),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            work.path().to_str().unwrap(),
-            bare.to_str().unwrap(),
-        ],
-    );
-    let repo = GitSkillRepository::new(bare.display().to_string(), "flat", cache.path());
-    let SyncOutcome::Updated { written, removed, .. } = repo.sync().await.unwrap() else {
-        panic!("first sync stages")
-    };
-    assert_eq!((written, removed), (2, 0), "skills at the repository root");
-
-    skill(work.path(), "two", "second, edited");
-    git(work.path(), &["commit", "-qam", "two"]);
     git(
         work.path(),
         &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
     );
-    let SyncOutcome::Updated { written, removed, .. } = repo.sync().await.unwrap() else {
-        panic!("HEAD moved")
+    let (silent, server) = silent_git_server().await;
+    let missing = origin.path().join("missing.git");
+    let ext = extensions(
+        dir.path(),
+        harness_skills::SkillsConfig {
+            repositories: vec![
+                harness_skills::SkillRepositorySource::head(bare.display().to_string()),
+                harness_skills::SkillRepositorySource::head(silent),
+                harness_skills::SkillRepositorySource::head(missing.display().to_string()),
+            ],
+            sync: harness_skills::SyncSchedule {
+                timeout: std::time::Duration::from_millis(500),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await;
+    let skills = Arc::clone(ext.skills().unwrap());
+    let fetches = || {
+        skills
+            .repositories()
+            .iter()
+            .map(|repo| repo.fetches())
+            .collect::<Vec<_>>()
     };
-    assert_eq!((written, removed), (1, 0), "only the changed file is rewritten");
-    assert!(
-        std::fs::read_to_string(cache.path().join("flat/two/SKILL.md"))
-            .unwrap()
-            .contains("edited")
-    );
-}
-
-/// `ref` pins a branch (which follows its new commits), a tag or a full commit id (which stay
-/// put while `main` moves on); a ref the repository does not have is an error naming it.
-#[tokio::test]
-async fn a_pinned_ref_follows_its_branch_and_a_tag_or_commit_stays() {
-    let origin = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let bare = origin.path().join("pinned.git");
-    git(origin.path(), &["init", "--bare", "-q", bare.to_str().unwrap()]);
-    git(work.path(), &["init", "-q", "."]);
-    let push = |refspec: &str| git(work.path(), &["push", "-q", "-f", bare.to_str().unwrap(), refspec]);
-    let commit = |description: &str| {
-        skill(work.path(), "tool", description);
-        git(work.path(), &["add", "-A"]);
-        git(work.path(), &["commit", "-qm", description]);
-    };
-    let head = || {
-        let output = Command::new("git")
-            .args(["rev-parse", "HEAD"])
-            .current_dir(work.path())
-            .output()
-            .unwrap();
-        String::from_utf8(output.stdout).unwrap().trim().to_owned()
-    };
-    commit("v1");
-    let first_commit = head();
-    git(work.path(), &["tag", "v1"]);
-    push("HEAD:refs/heads/main");
-    push("HEAD:refs/heads/stable");
-    push("refs/tags/v1:refs/tags/v1");
-    let url = bare.display().to_string();
-    let staged = |source: &str| std::fs::read_to_string(cache.path().join(source).join("tool/SKILL.md")).unwrap();
-    let pinned = |source: &str, reference: &str| {
-        GitSkillRepository::new(url.clone(), source, cache.path()).pinned(Some(reference.to_owned()))
-    };
-    let (branch, tag, by_id) = (
-        pinned("branch", "stable"),
-        pinned("tag", "v1"),
-        pinned("commit", &first_commit),
-    );
-    for repo in [&branch, &tag, &by_id] {
-        assert!(
-            matches!(repo.sync().await.unwrap(), SyncOutcome::Updated { .. }),
-            "{repo:?}"
-        );
-        assert!(staged(repo.source()).contains("description: v1"));
+    assert_eq!(fetches(), [1, 1, 1], "one sync each when the extensions started");
+    let model = ScriptedModel::new().reply_text("1").reply_text("2").reply_text("3");
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(Arc::clone(&ext))
+        .build()
+        .unwrap();
+    for (turn, text) in ["1", "2", "3"].into_iter().enumerate() {
+        let reply = agent.call("hi", ctx("alice", "s1")).await.unwrap();
+        assert_eq!(reply.text(), text);
+        let listed = catalogue(&model.requests()[turn]);
+        assert!(listed.contains("deploy v1"), "{listed}");
     }
-
-    // main and stable move on; the tag and the commit do not.
-    commit("v2");
-    push("HEAD:refs/heads/main");
-    push("HEAD:refs/heads/stable");
-    assert!(matches!(branch.sync().await.unwrap(), SyncOutcome::Updated { .. }));
-    assert!(staged("branch").contains("description: v2"), "the branch followed");
-    for repo in [&tag, &by_id] {
-        assert_eq!(repo.sync().await.unwrap(), SyncOutcome::Unchanged, "{repo:?}");
-        assert!(staged(repo.source()).contains("description: v1"));
-    }
-
-    let missing = pinned("missing", "no-such-branch");
-    let err = missing.sync().await.unwrap_err();
-    assert!(err.to_string().contains("`ref = \"no-such-branch\"`"), "{err}");
+    assert_eq!(fetches(), [1, 1, 1], "no turn fetched");
+    ext.shutdown().await;
+    server.abort();
+    let _ = server.await;
 }

@@ -170,7 +170,7 @@ async fn a_sync_spawn_returns_the_childs_answer_and_streams_its_events_with_sour
     assert_eq!(source.depth, 1);
     assert_eq!(source.path, "harness/researcher");
     assert!(
-        source.session_id.starts_with("sub.s1.researcher."),
+        source.session_id.starts_with("sub.researcher."),
         "{}",
         source.session_id
     );
@@ -729,9 +729,10 @@ async fn an_isolated_child_gets_its_own_layer_per_parent_session() {
     );
     // Each child's transcript lives in its own layer.
     for session in ["s1", "s2"] {
-        let transcript = layer(session).join(format!(
-            "agents/researcher/sessions/sub.{session}.researcher.same.log.jsonl"
-        ));
+        let file = task_file(dir.path(), "u1", session);
+        let child = &file.tasks.values().next().unwrap().child_session;
+        assert!(child.starts_with("sub.researcher."), "{child}");
+        let transcript = layer(session).join(format!("agents/researcher/sessions/{child}.log.jsonl"));
         assert!(transcript.exists(), "{}", transcript.display());
     }
     // A second spawn of the same label in s1 continues s1's child only.
@@ -1093,27 +1094,13 @@ async fn programmatic_spawns_keep_every_limit() {
     assert!(unknown.to_string().contains("unknown subagent"), "{unknown}");
 }
 
-/// A loopback listener that counts the connections it accepts (and answers none).
-async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = Arc::clone(&hits);
-    tokio::spawn(async move {
-        while let Ok((_stream, _)) = listener.accept().await {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    });
-    (url, hits)
-}
-
 /// Problems 1 and 2 of the trust boundary: a per-user declaration (which the model can
 /// write) that names a URL, an agent, headers, a `${VAR}` or a model with its own `@URL`
 /// is refused with a result naming the file and the key, and nothing reaches the URL.
 #[tokio::test]
 async fn a_per_user_declaration_cannot_name_a_url_headers_variables_or_a_model_url() {
     let dir = tempfile::tempdir().unwrap();
-    let (url, hits) = counting_listener().await;
+    let (url, hits) = harness_test_support::net::counting_listener().await;
     let own = dir.path().join("u1/subagents");
     std::fs::create_dir_all(&own).unwrap();
     let files = [

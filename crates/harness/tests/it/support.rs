@@ -14,6 +14,41 @@ pub fn agent(dir: &Path, model: &ScriptedModel) -> HarnessAgent {
     builder().workspace(dir).model(model.clone()).build().unwrap()
 }
 
+/// `text` parsed as a harness.toml.
+pub fn parse(text: &str) -> harness::HarnessConfig {
+    harness::HarnessConfig::parse(text, Path::new("harness.toml")).unwrap()
+}
+
+/// An agent on `dir` with a host shell (`execute`) and `config` as its harness.toml.
+pub fn shell_agent(dir: &Path, config: &str, model: &ScriptedModel) -> HarnessAgent {
+    let fs = harness_fs::LocalFs::new(dir)
+        .unwrap()
+        .with_shell(harness_fs::LocalShellConfig::default());
+    builder()
+        .workspace(dir)
+        .filesystem(Arc::new(fs))
+        .config(parse(config))
+        .model(model.clone())
+        .build()
+        .unwrap()
+}
+
+/// Every tool result the model was sent on its latest request, as debug text.
+pub fn last_tool_results(model: &ScriptedModel) -> Vec<String> {
+    model
+        .requests()
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .flat_map(|msg| msg.content.iter())
+        .filter_map(|block| match block {
+            block @ harness_core::Block::ToolResult { .. } => Some(format!("{block:?}")),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A builder with memory off, so scripted replies are only consumed by the turns a test
 /// drives (memory tests turn it on with a model of their own).
 pub fn builder() -> harness::HarnessAgentBuilder {

@@ -273,7 +273,10 @@ fn harness_paths() -> Vec<(&'static str, String)> {
             "config (from_workspace, config.rs)",
             harness::config::CONFIG_FILE.to_owned(),
         ),
-        ("tools.json (tools_json.rs)", harness::tools_json::TOOLS_JSON.to_owned()),
+        (
+            "tools.json (tools_json.rs)",
+            harness_mcp::tools_json::TOOLS_JSON.to_owned(),
+        ),
         ("MCP servers", ".mcp.json".to_owned()),
         ("persona (prompt.rs)", "AGENTS.md".to_owned()),
         ("knowledge entry (prompt.rs)", "knowledge/KNOWLEDGE.md".to_owned()),
@@ -290,9 +293,9 @@ fn harness_paths() -> Vec<(&'static str, String)> {
         ),
         (
             "skills",
-            format!("{}/pdf/{}", harness::skills::SKILLS_DIR, harness::skills::SKILL_FILE),
+            format!("{}/pdf/{}", harness_skills::SKILLS_DIR, harness_skills::SKILL_FILE),
         ),
-        ("skills cache", format!("{}/repo/x", harness::skills::SKILLS_CACHE)),
+        ("skills cache", format!("{}/repo/x", harness_skills::SKILLS_CACHE)),
         ("subagents", "subagents/reviewer.md".to_owned()),
         ("plan", harness::plan_mode::PLAN_FILE.to_owned()),
         ("state (state_layout)", format!("{state_dir}/agent_state.json")),
@@ -363,7 +366,7 @@ fn the_read_refusal_and_the_policys_read_protected_set_agree() {
 /// unhinted: it asks under the default permissions (and a trusted one runs).
 #[test]
 fn an_untrusted_read_only_claim_asks_under_the_default_permissions() {
-    let claim = harness::mcp::McpToolAnnotations {
+    let claim = harness_mcp::McpToolAnnotations {
         read_only: Some(true),
         open_world: Some(false),
         ..Default::default()
