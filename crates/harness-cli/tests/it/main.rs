@@ -4,6 +4,7 @@
 
 mod approval_cli;
 mod cli;
+mod json_events;
 mod memory_cli;
 mod memory_screen;
 mod newcomer;

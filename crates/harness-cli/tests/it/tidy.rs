@@ -10,6 +10,7 @@ const LAYERS: &[&str] = &[
     "harness-fs",
     "harness-memory",
     "harness-policy",
+    "harness-protocol", // below policy: its `inherit` body field is a policy type
     "harness-sandbox",
     "harness",
     "harness-serve", // DESIGN.md §2 calls it harness-gateway
