@@ -9,7 +9,9 @@ fn run_json_prints_the_protocol_events_of_a_turn_with_a_tool_call() {
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("harness.toml"), "[memory]\nenabled = false\n").unwrap();
-    std::fs::write(ws.join("notes.txt"), "the meeting moved to Tuesday\n").unwrap();
+    // The default user's own layer (`default/`), where the file tools look.
+    std::fs::create_dir_all(ws.join("default")).unwrap();
+    std::fs::write(ws.join("default/notes.txt"), "the meeting moved to Tuesday\n").unwrap();
     let model = script(
         dir.path(),
         r#"{"replies": [
