@@ -291,7 +291,7 @@ impl Target {
             Self::Http(client, url) => {
                 let response = client
                     .post(format!("{url}/api/agents/bench/sessions/{session}/messages"))
-                    .header(harness_serve::USER_HEADER, "bench")
+                    .header(harness_protocol::header::USER_HEADER, "bench")
                     .json(&json!({"message": user_message(n)}))
                     .send()
                     .await

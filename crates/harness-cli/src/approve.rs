@@ -93,12 +93,9 @@ pub(crate) fn pending_lines(calls: &[PendingCall]) -> anyhow::Result<Vec<String>
     calls
         .iter()
         .map(|call| {
-            let event = harness_core::AgentEvent {
-                source: None,
-                kind: harness_core::EventKind::ApprovalRequired {
-                    calls: vec![call.clone()],
-                },
-            };
+            let event = harness_protocol::WireEvent::own(harness_protocol::WireKind::ApprovalRequired {
+                calls: vec![call.clone()],
+            });
             Ok(serde_json::to_string(&event)?)
         })
         .collect()

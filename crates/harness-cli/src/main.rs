@@ -22,6 +22,7 @@ use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use harness::{HarnessAgent, WorkspaceLoader};
 use harness_core::{CancellationToken, EventKind, RuntimeContext, SessionId, UserId};
+use harness_protocol::{WireEvent, WireKind};
 use output::Out;
 use progress::Interrupts;
 use std::num::NonZeroU32;
@@ -343,22 +344,27 @@ async fn run_turn(
     // is persisted.
     while let Some(event) = events.next().await {
         waiting.take();
-        let lines = match &event.kind {
+        if let EventKind::Error { message, .. } = &event.kind {
+            failed = Some(message.clone());
+        }
+        // The protocol's events (README "Events"), as `harness serve` streams them.
+        let lines = match WireEvent::from_agent(event, None) {
             // One event per pending call.
-            EventKind::ApprovalRequired { calls } if event.source.is_none() => {
+            Some(WireEvent {
+                kind: WireKind::ApprovalRequired { calls },
+                source: None,
+            }) => {
                 asked = true;
-                approve::pending_lines(calls)?
+                approve::pending_lines(&calls)?
             }
-            _ => vec![serde_json::to_string(&event)?],
+            Some(wire) => vec![serde_json::to_string(&wire)?],
+            None => Vec::new(),
         };
         if !out.closed() {
             for mut line in lines {
                 line.push('\n');
                 out.write(&line)?;
             }
-        }
-        if let EventKind::Error { message, .. } = event.kind {
-            failed = Some(message);
         }
     }
     match failed {

@@ -20,9 +20,12 @@ pub struct EventSource {
 }
 
 /// What happened.
+///
+/// Deliberately not `#[non_exhaustive]`: the boundary that turns these into a public format
+/// (`harness_protocol::WireEvent::from_agent`) matches every kind without a wildcard, so a
+/// new kind does not compile until it is placed on the wire or listed as not on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum EventKind {
     /// A call started.
     AgentStart {

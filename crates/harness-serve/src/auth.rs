@@ -5,10 +5,8 @@ use crate::ServeError;
 use crate::error::ApiError;
 use axum::http::{HeaderMap, header};
 use harness_core::UserId;
+use harness_protocol::header::USER_HEADER;
 use sha2::{Digest, Sha256};
-
-/// The header naming the user when no keys are configured.
-pub const USER_HEADER: &str = "x-harness-user";
 
 /// The configured keys (hashes only; a key itself is never stored).
 #[derive(Clone, Default)]

@@ -1,26 +1,27 @@
 //! [`ApiError`]: every error the server answers, in OpenAI's error JSON
-//! (`{"error": {"message", "type", "code"}}`) on both the `/v1` and the `/api` routes.
+//! ([`harness_protocol::ErrorBody`]) on both the `/v1` and the `/api` routes.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use harness_core::ErrorKind;
+use harness_protocol::{ErrorBody, ErrorClass, ErrorCode, ErrorDetail, ErrorType};
 use std::time::Duration;
 
 /// One error answer: a status, OpenAI's `type` and `code`, and a message saying what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ApiError {
     pub(crate) status: StatusCode,
-    pub(crate) kind: &'static str,
-    pub(crate) code: &'static str,
+    pub(crate) error_type: ErrorType,
+    pub(crate) code: ErrorCode,
     pub(crate) message: String,
     pub(crate) retry_after: Option<Duration>,
 }
 
 impl ApiError {
-    pub(crate) fn new(status: StatusCode, kind: &'static str, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, error_type: ErrorType, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             status,
-            kind,
+            error_type,
             code,
             message: message.into(),
             retry_after: None,
@@ -31,8 +32,8 @@ impl ApiError {
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "invalid_request",
+            ErrorType::InvalidRequestError,
+            ErrorCode::InvalidRequest,
             message,
         )
     }
@@ -41,15 +42,15 @@ impl ApiError {
     pub(crate) fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "invalid_api_key",
+            ErrorType::AuthenticationError,
+            ErrorCode::InvalidApiKey,
             message,
         )
     }
 
     /// 403: the guard refused the request (`code` says which check).
-    pub(crate) fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "permission_error", code, message)
+    pub(crate) fn forbidden(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, ErrorType::PermissionError, code, message)
     }
 
     /// 429: too many turns at once (server-wide or for the caller).
@@ -58,8 +59,8 @@ impl ApiError {
             retry_after: Some(retry_after),
             ..Self::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "too_many_turns",
+                ErrorType::RateLimitError,
+                ErrorCode::TooManyTurns,
                 message,
             )
         }
@@ -69,15 +70,20 @@ impl ApiError {
     pub(crate) fn unknown_model(name: &str, known: &[&str]) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
+            ErrorType::InvalidRequestError,
+            ErrorCode::ModelNotFound,
             format!("no agent named `{name}`; this server serves: {}", known.join(", ")),
         )
     }
 
     /// 404 for anything else that does not exist for this caller.
     pub(crate) fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", message)
+        Self::new(
+            StatusCode::NOT_FOUND,
+            ErrorType::InvalidRequestError,
+            ErrorCode::NotFound,
+            message,
+        )
     }
 
     /// 429: the session's queue is full.
@@ -86,8 +92,8 @@ impl ApiError {
             retry_after: Some(retry_after),
             ..Self::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "session_queue_full",
+                ErrorType::RateLimitError,
+                ErrorCode::SessionQueueFull,
                 format!(
                     "{limit} messages are already waiting for this session; retry after the Retry-After delay \
                      (or raise [serve] max_queued_per_session)"
@@ -100,53 +106,38 @@ impl ApiError {
     pub(crate) fn shutting_down() -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "server_error",
-            "shutting_down",
+            ErrorType::ServerError,
+            ErrorCode::ShuttingDown,
             "the server is shutting down; retry on another replica or after it restarts",
         )
     }
 
     /// 500: a failure on our side (reading sessions, a bug).
     pub(crate) fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "internal", message)
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorType::ServerError,
+            ErrorCode::Internal,
+            message,
+        )
     }
 
     /// The answer for a turn that ended with an error of `kind`.
     pub(crate) fn from_turn(kind: ErrorKind, message: String) -> Self {
-        let (status, kind_name) = turn_status(kind);
-        Self::new(status, kind_name, kind_code(kind), message)
+        let class = ErrorClass::of_turn(kind);
+        let status = StatusCode::from_u16(class.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self::new(status, class.error_type, class.code, message)
     }
 
-    /// The OpenAI error body.
-    pub(crate) fn body(&self) -> serde_json::Value {
-        let message = harness_core::redact::redact(&self.message);
-        serde_json::json!({"error": {"message": message, "type": self.kind, "code": self.code}})
-    }
-}
-
-/// The HTTP status and OpenAI error type for a failed turn.
-pub(crate) fn turn_status(kind: ErrorKind) -> (StatusCode, &'static str) {
-    match kind {
-        ErrorKind::Configuration | ErrorKind::Overflow | ErrorKind::ContentFilter => {
-            (StatusCode::BAD_REQUEST, "invalid_request_error")
+    /// The error body (its message redacted).
+    pub(crate) fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                message: harness_core::redact::redact(&self.message),
+                error_type: self.error_type,
+                code: self.code,
+            },
         }
-        ErrorKind::RateLimit => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error"),
-        // Another turn or replica holds the session: the caller may retry.
-        ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict_error"),
-        ErrorKind::Timeout | ErrorKind::Provider | ErrorKind::Cancelled => {
-            (StatusCode::SERVICE_UNAVAILABLE, "server_error")
-        }
-        // Provider credentials are the operator's problem, not the caller's: not a 401.
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
-    }
-}
-
-fn kind_code(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Overflow => "context_length_exceeded",
-        ErrorKind::ContentFilter => "content_filter",
-        ErrorKind::RateLimit => "rate_limit_exceeded",
-        other => other.as_str(),
     }
 }
 
@@ -168,31 +159,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn turn_errors_map_to_the_documented_statuses() {
-        let check = |kind, status: u16| assert_eq!(turn_status(kind).0.as_u16(), status, "{kind}");
-        check(ErrorKind::Configuration, 400);
-        check(ErrorKind::Overflow, 400);
-        check(ErrorKind::RateLimit, 429);
-        check(ErrorKind::Provider, 503);
-        check(ErrorKind::Timeout, 503);
-        check(ErrorKind::Cancelled, 503);
-        check(ErrorKind::Conflict, 409);
-        check(ErrorKind::Auth, 500);
-        check(ErrorKind::Internal, 500);
-        check(ErrorKind::Tool, 500);
-    }
-
-    #[test]
     fn typed_agent_errors_are_not_500() {
         let busy = harness_core::AgentError::Busy {
             what: "the session lease was lost".to_owned(),
             retry_after: None,
         };
-        assert_eq!(turn_status(busy.kind()).0, StatusCode::CONFLICT);
+        assert_eq!(
+            ApiError::from_turn(busy.kind(), String::new()).status,
+            StatusCode::CONFLICT
+        );
         let refused = harness_core::AgentError::Refused {
             what: "user id \"memory\" is a reserved workspace name".to_owned(),
         };
-        assert_eq!(turn_status(refused.kind()).0, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            ApiError::from_turn(refused.kind(), String::new()).status,
+            StatusCode::BAD_REQUEST
+        );
     }
 
     #[test]

@@ -3,32 +3,30 @@
 //! reader that falls more than the buffer behind gets a `lagged` event instead of stalling
 //! the turn.
 
-use crate::wire::{WireEvent, WireKind};
 use futures::Stream;
+use harness_protocol::{ErrorCode, EventId, WireEvent, WireKind};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::watch;
 
-/// Event ids are `turn number << 32 | position in the turn` (from 1): never reused by
-/// another turn or session of the process, so `Last-Event-ID` is unambiguous, and dense
-/// within a turn, so a reader can be told exactly how many events it missed.
+/// The next turn's number: [`EventId`]s carry it, so ids are never reused by another turn
+/// or session of the process.
 static NEXT_TURN: AtomicU64 = AtomicU64::new(1);
-const TURN_SHIFT: u32 = 32;
 
 /// One buffered event and its id.
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
     /// The SSE `id:`; absent on a `lagged` marker.
-    pub(crate) seq: Option<u64>,
+    pub(crate) seq: Option<EventId>,
     pub(crate) event: WireEvent,
 }
 
 #[derive(Debug, Default)]
 struct Buffer {
-    frames: VecDeque<(u64, WireEvent)>,
-    /// The id of the newest event dropped from the front, 0 if none.
-    dropped_through: u64,
+    frames: VecDeque<(EventId, WireEvent)>,
+    /// The id of the newest event dropped from the front, the default (0) if none.
+    dropped_through: EventId,
     done: bool,
 }
 
@@ -38,7 +36,7 @@ pub(crate) struct TurnFeed {
     turn_id: String,
     capacity: usize,
     /// The id before the turn's first event.
-    base: u64,
+    base: EventId,
     buffer: Mutex<Buffer>,
     /// Bumped on every push, so readers wake without a lock held across an await.
     version: watch::Sender<u64>,
@@ -49,7 +47,7 @@ impl TurnFeed {
         Arc::new(Self {
             turn_id,
             capacity: capacity.max(2),
-            base: NEXT_TURN.fetch_add(1, Ordering::Relaxed) << TURN_SHIFT,
+            base: EventId::turn_start(NEXT_TURN.fetch_add(1, Ordering::Relaxed)),
             buffer: Mutex::default(),
             version: watch::Sender::new(0),
         })
@@ -71,7 +69,7 @@ impl TurnFeed {
                 .frames
                 .back()
                 .map_or(buffer.dropped_through.max(self.base), |(seq, _)| *seq)
-                + 1;
+                .next();
             buffer.done = event.is_terminal();
             if buffer.frames.len() >= self.capacity
                 && let Some((old, _)) = buffer.frames.pop_front()
@@ -86,10 +84,10 @@ impl TurnFeed {
     /// Ends the feed with an error event unless it already ended.
     pub(crate) fn fail(&self, error: &crate::error::ApiError) {
         self.push(WireEvent::own(WireKind::Error {
-            turn_id: self.turn_id.clone(),
+            turn_id: Some(self.turn_id.clone()),
             message: error.message.clone(),
             kind: match error.code {
-                "shutting_down" => harness_core::ErrorKind::Cancelled,
+                ErrorCode::ShuttingDown => harness_core::ErrorKind::Cancelled,
                 _ => harness_core::ErrorKind::Internal,
             },
             status: error.status.as_u16(),
@@ -102,18 +100,18 @@ impl TurnFeed {
     }
 
     /// Whether `seq` is an id of this turn (or the id just before its first event).
-    pub(crate) fn owns(&self, seq: u64) -> bool {
-        seq >> TURN_SHIFT == self.base >> TURN_SHIFT
+    pub(crate) fn owns(&self, seq: EventId) -> bool {
+        seq.turn() == self.base.turn()
     }
 
     /// Frames after `cursor`, a `lagged` marker first when some were dropped, and whether
     /// the feed has ended.
-    fn after(&self, cursor: u64) -> (Vec<Frame>, u64, bool) {
+    fn after(&self, cursor: EventId) -> (Vec<Frame>, EventId, bool) {
         let buffer = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
         let mut frames = Vec::new();
         let mut cursor = cursor.max(self.base);
         if buffer.dropped_through > cursor {
-            let missed = buffer.dropped_through - cursor;
+            let missed = buffer.dropped_through.get() - cursor.get();
             frames.push(Frame {
                 seq: None,
                 event: WireEvent::own(WireKind::Lagged { missed }),
@@ -133,11 +131,11 @@ impl TurnFeed {
 
     /// The events after id `after` (from the turn's start when `after` is not one of its
     /// ids), ending after the terminal one.
-    pub(crate) fn subscribe(self: &Arc<Self>, after: u64) -> impl Stream<Item = Frame> + Send + 'static {
+    pub(crate) fn subscribe(self: &Arc<Self>, after: EventId) -> impl Stream<Item = Frame> + Send + 'static {
         struct Reader {
             feed: Arc<TurnFeed>,
             rx: watch::Receiver<u64>,
-            cursor: u64,
+            cursor: EventId,
             pending: VecDeque<Frame>,
             ended: bool,
         }
@@ -189,7 +187,7 @@ mod tests {
 
     fn done(turn: &str) -> WireEvent {
         WireEvent::own(WireKind::Error {
-            turn_id: turn.to_owned(),
+            turn_id: Some(turn.to_owned()),
             message: "x".to_owned(),
             kind: harness_core::ErrorKind::Cancelled,
             status: 503,
@@ -210,7 +208,7 @@ mod tests {
     #[tokio::test]
     async fn a_reader_sees_every_event_then_the_end_and_can_resume_from_an_id() {
         let feed = TurnFeed::new("t".into(), 16);
-        let reader = feed.subscribe(0);
+        let reader = feed.subscribe(EventId::default());
         feed.push(text("a"));
         feed.push(text("b"));
         feed.push(done("t"));
@@ -224,7 +222,7 @@ mod tests {
     #[tokio::test]
     async fn a_slow_reader_never_blocks_the_writer_and_is_told_what_it_missed() {
         let feed = TurnFeed::new("t".into(), 4);
-        let reader = feed.subscribe(0);
+        let reader = feed.subscribe(EventId::default());
         for i in 0..10 {
             feed.push(text(&i.to_string()));
         }

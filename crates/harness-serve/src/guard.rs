@@ -23,15 +23,23 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use harness_protocol::header::{DEPTH_HEADER, LAST_EVENT_ID_HEADER, REQUEST_HEADER, SESSION_HEADER, USER_HEADER};
+use harness_protocol::{ErrorCode, ErrorType};
 use std::time::Duration;
 
-/// The header that marks a request as sent by a client of this API (not by a form or a
-/// `no-cors` fetch): any value.
-pub const REQUEST_HEADER: &str = "x-harness-request";
-
 /// Request headers a listed origin may send (the preflight's answer).
-const ALLOWED_HEADERS: &str =
-    "authorization, content-type, x-harness-request, x-harness-user, x-harness-session, x-harness-depth, last-event-id";
+fn allowed_headers() -> String {
+    [
+        "authorization",
+        "content-type",
+        REQUEST_HEADER,
+        USER_HEADER,
+        SESSION_HEADER,
+        DEPTH_HEADER,
+        LAST_EVENT_ID_HEADER,
+    ]
+    .join(", ")
+}
 
 /// Largest request body read (bytes).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -71,7 +79,7 @@ async fn admit(gateway: &Gateway, request: Request) -> Result<Request, Response>
     if !host_allowed(gateway, host) {
         tracing::warn!(host, path, "refused a request: its Host is not this server's");
         return Err(ApiError::forbidden(
-            "host_not_allowed",
+            ErrorCode::HostNotAllowed,
             format!(
                 "Host `{host}` is not this server's address; use http://{} or add the name to [serve] allowed_hosts",
                 gateway
@@ -93,7 +101,7 @@ async fn admit(gateway: &Gateway, request: Request) -> Result<Request, Response>
     {
         tracing::warn!(origin, host, path, method = %request.method(), "refused a cross-origin request");
         return Err(ApiError::forbidden(
-            "origin_not_allowed",
+            ErrorCode::OriginNotAllowed,
             format!("requests from origin `{origin}` are refused; list it in [serve] cors_origins to allow it"),
         )
         .into_response());
@@ -108,10 +116,9 @@ async fn admit(gateway: &Gateway, request: Request) -> Result<Request, Response>
             header::ACCESS_CONTROL_ALLOW_METHODS,
             HeaderValue::from_static("GET, POST, OPTIONS"),
         );
-        preflight.insert(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static(ALLOWED_HEADERS),
-        );
+        if let Ok(allowed) = HeaderValue::from_str(&allowed_headers()) {
+            preflight.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allowed);
+        }
         preflight.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
         return Err(response);
     }
@@ -125,8 +132,8 @@ async fn admit(gateway: &Gateway, request: Request) -> Result<Request, Response>
         );
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "invalid_request_error",
-            "unsupported_media_type",
+            ErrorType::InvalidRequestError,
+            ErrorCode::UnsupportedMediaType,
             "send `Content-Type: application/json` (or the header `X-Harness-Request: 1` for a request without a body)",
         )
         .into_response());
@@ -207,10 +214,10 @@ fn add_cors(headers: &mut HeaderMap, origin: &str) {
     if let Ok(value) = HeaderValue::from_str(origin) {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
         headers.insert(header::VARY, HeaderValue::from_static("Origin"));
-        headers.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("x-harness-session, retry-after"),
-        );
+        // What a listed origin's page may read of the response.
+        if let Ok(exposed) = HeaderValue::from_str(&format!("{SESSION_HEADER}, retry-after")) {
+            headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, exposed);
+        }
     }
 }
 
@@ -219,8 +226,8 @@ async fn read_body(request: Request, timeout: Duration) -> Result<Request, Respo
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_request_error",
-            "request_too_large",
+            ErrorType::InvalidRequestError,
+            ErrorCode::RequestTooLarge,
             format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
         )
         .into_response()
@@ -238,8 +245,8 @@ async fn read_body(request: Request, timeout: Duration) -> Result<Request, Respo
         Err(_) => {
             return Err(ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "invalid_request_error",
-                "request_timeout",
+                ErrorType::InvalidRequestError,
+                ErrorCode::RequestTimeout,
                 format!(
                     "the request body did not arrive within {}s ([serve] body_read_timeout)",
                     timeout.as_secs()
@@ -276,13 +283,13 @@ async fn as_json_error(response: Response) -> Response {
         .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
         .unwrap_or_default();
     let (kind, code) = match status {
-        StatusCode::NOT_FOUND => ("invalid_request_error", "not_found"),
-        StatusCode::METHOD_NOT_ALLOWED => ("invalid_request_error", "method_not_allowed"),
-        StatusCode::PAYLOAD_TOO_LARGE => ("invalid_request_error", "request_too_large"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("invalid_request_error", "unsupported_media_type"),
-        StatusCode::TOO_MANY_REQUESTS => ("rate_limit_error", "rate_limited"),
-        status if status.is_server_error() => ("server_error", "internal"),
-        _ => ("invalid_request_error", "invalid_request"),
+        StatusCode::NOT_FOUND => (ErrorType::InvalidRequestError, ErrorCode::NotFound),
+        StatusCode::METHOD_NOT_ALLOWED => (ErrorType::InvalidRequestError, ErrorCode::MethodNotAllowed),
+        StatusCode::PAYLOAD_TOO_LARGE => (ErrorType::InvalidRequestError, ErrorCode::RequestTooLarge),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (ErrorType::InvalidRequestError, ErrorCode::UnsupportedMediaType),
+        StatusCode::TOO_MANY_REQUESTS => (ErrorType::RateLimitError, ErrorCode::RateLimited),
+        status if status.is_server_error() => (ErrorType::ServerError, ErrorCode::Internal),
+        _ => (ErrorType::InvalidRequestError, ErrorCode::InvalidRequest),
     };
     let message = if text.is_empty() {
         match status {

@@ -19,7 +19,8 @@
 //!
 //! Layers: `auth` decides the user, `queue` runs each session's messages in arrival order on
 //! one worker task per busy session, `feed` buffers a turn's events for any number of readers,
-//! `wire` is the event schema clients see, `openai` and `native` are the two route sets.
+//! `openai` and `native` are the two route sets. What clients see — the events, the error
+//! body, the header names, the native API's bodies — is [`harness_protocol`]'s.
 //!
 //! **Architecture invariant:** a turn is owned by its session's worker, never by an HTTP
 //! request: a client that disconnects or reads slowly cannot stop, stall or lose a turn.
@@ -34,12 +35,9 @@ mod openai;
 mod owners;
 mod queue;
 mod section;
-mod wire;
 
-pub use auth::USER_HEADER;
-pub use guard::{MAX_BODY_BYTES, REQUEST_HEADER};
+pub use guard::MAX_BODY_BYTES;
 pub use section::{SECTION, ServeKey, ServeSection, sections};
-pub use wire::{WireEvent, WireKind, WireSource};
 
 use auth::Auth;
 use axum::Router;
@@ -52,9 +50,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The header carrying the session id (request: which session; response: which one ran).
-pub const SESSION_HEADER: &str = "x-harness-session";
 
 /// Default `[serve] max_queued_per_session`.
 pub const DEFAULT_MAX_QUEUED: usize = 64;

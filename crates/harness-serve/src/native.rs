@@ -19,7 +19,6 @@ use crate::error::ApiError;
 use crate::feed::Frame;
 use crate::owners::{self, Access};
 use crate::queue::{Delegation, SessionKey, TurnInput};
-use crate::wire::{WireEvent, WireKind};
 use crate::{Gateway, Served};
 use axum::Router;
 use axum::body::Bytes;
@@ -29,9 +28,14 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
+use harness::permissions::Inheritance;
 use harness::subagents::SpawnError;
-use harness_core::{AgentInput, ApprovalDecision, PendingCall, RuntimeContext, SessionId, Usage, UserId};
-use serde::Deserialize;
+use harness_core::{AgentInput, PendingCall, RuntimeContext, SessionId, Usage, UserId};
+use harness_protocol::header::{DEPTH_HEADER, LAST_EVENT_ID_HEADER};
+use harness_protocol::native::{
+    ApprovalsReply, CancelReply, DECIDE_SHAPE, DecideRequest, SEND_SHAPE, SendRequest, TurnReply, TurnStatus,
+};
+use harness_protocol::{EventId, WireEvent, WireKind};
 use serde_json::json;
 use std::convert::Infallible;
 
@@ -177,20 +181,9 @@ async fn read_history(served: &Served, user: &UserId, session: &SessionId) -> Re
         .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SendRequest {
-    message: String,
-    #[serde(default)]
-    stream: bool,
-    /// A remote parent's plan mode, mode and deny/ask rules (it can only narrow).
-    #[serde(default)]
-    inherit: Option<harness::permissions::Inheritance>,
-}
-
 /// What a remote parent sent with a turn: `X-Harness-Depth` and the body's `inherit`.
-fn delegation(headers: &HeaderMap, inherit: Option<harness::permissions::Inheritance>) -> Result<Delegation, ApiError> {
-    let depth = match headers.get(harness::subagents::DEPTH_HEADER) {
+fn delegation(headers: &HeaderMap, inherit: Option<Inheritance>) -> Result<Delegation, ApiError> {
+    let depth = match headers.get(DEPTH_HEADER) {
         None => None,
         Some(value) => Some(
             value
@@ -210,11 +203,8 @@ async fn send(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
-    let request: SendRequest = serde_json::from_slice(&body).map_err(|err| {
-        ApiError::bad_request(format!(
-            "invalid request body ({err}); send {{\"message\": \"...\", \"stream\": false}} (a remote parent may add \"inherit\": {{\"plan\", \"mode\", \"ask\", \"deny\"}}, never allow rules)"
-        ))
-    })?;
+    let request: SendRequest = serde_json::from_slice(&body)
+        .map_err(|err| ApiError::bad_request(format!("invalid request body ({err}); {SEND_SHAPE}")))?;
     let delegation = delegation(&headers, request.inherit)?;
     let served = gateway.agent(&agent)?;
     // The first turn records the caller as the session's owner.
@@ -225,7 +215,7 @@ async fn send(
         AgentInput::from(request.message),
         delegation,
     )?;
-    reply(feed.subscribe(0), &key, request.stream).await
+    reply(feed.subscribe(EventId::default()), &key, request.stream).await
 }
 
 /// The answer to a queued turn: its SSE stream, or (waiting for it) one JSON object with
@@ -250,19 +240,19 @@ async fn reply(
             WireKind::ApprovalRequired { calls } => pending = calls,
             WireKind::Final { turn_id, message } => {
                 let status = if pending.is_empty() {
-                    "completed"
+                    TurnStatus::Completed
                 } else {
-                    "awaiting_approval"
+                    TurnStatus::AwaitingApproval
                 };
-                return Ok(axum::Json(json!({
-                    "session_id": key.session.as_str(),
-                    "turn_id": turn_id,
-                    "status": status,
-                    "pending": pending,
-                    "text": message.text(),
-                    "message": message,
-                    "usage": usage,
-                }))
+                return Ok(axum::Json(TurnReply {
+                    session_id: key.session.to_string(),
+                    turn_id: turn_id.unwrap_or_default(),
+                    status,
+                    pending,
+                    text: message.text(),
+                    message,
+                    usage,
+                })
                 .into_response());
             }
             WireKind::Error { message, kind, .. } => return Err(ApiError::from_turn(kind, message)),
@@ -286,12 +276,12 @@ fn sse(frames: impl Stream<Item = Frame> + Send + 'static) -> Sse<impl Stream<It
 }
 
 /// `Last-Event-ID`, else `?after=N`, else 0 (the whole turn).
-fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiError> {
-    if let Some(value) = headers.get("last-event-id") {
+fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<EventId, ApiError> {
+    if let Some(value) = headers.get(LAST_EVENT_ID_HEADER) {
         return value
             .to_str()
             .ok()
-            .and_then(|raw| raw.trim().parse().ok())
+            .and_then(|raw| raw.parse().ok())
             .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event id (a number)"));
     }
     for pair in query.unwrap_or_default().split('&') {
@@ -301,7 +291,7 @@ fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<u64, ApiErro
                 .map_err(|_| ApiError::bad_request("after must be an event id (a number)"));
         }
     }
-    Ok(0)
+    Ok(EventId::default())
 }
 
 async fn events(
@@ -327,7 +317,7 @@ async fn cancel(
 ) -> Result<Response, ApiError> {
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let cancelled = gateway.inner.queues.cancel(&key);
-    Ok(axum::Json(json!({"cancelled": cancelled})).into_response())
+    Ok(axum::Json(CancelReply { cancelled }).into_response())
 }
 
 async fn approvals(
@@ -338,77 +328,11 @@ async fn approvals(
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
     let pending = pending_calls(served, &key).await?;
-    Ok(axum::Json(json!({"session_id": key.session.as_str(), "pending": pending})).into_response())
-}
-
-const DECIDE_SHAPE: &str = "send {\"decisions\": [{\"call_id\": \"...\", \"decision\": \"approve\" or \"deny\", \"always\": false, \"args\": {...}, \"note\": \"...\"}], \"stream\": false} or {\"all\": \"approve\"}";
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DecideRequest {
-    #[serde(default)]
-    decisions: Option<Vec<DecisionBody>>,
-    #[serde(default)]
-    all: Option<String>,
-    #[serde(default)]
-    always: bool,
-    #[serde(default)]
-    note: Option<String>,
-    #[serde(default)]
-    stream: bool,
-    /// A remote parent's plan mode, mode and deny/ask rules, as with the message.
-    #[serde(default)]
-    inherit: Option<harness::permissions::Inheritance>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DecisionBody {
-    call_id: String,
-    decision: String,
-    #[serde(default)]
-    always: bool,
-    #[serde(default)]
-    args: Option<serde_json::Value>,
-    #[serde(default)]
-    note: Option<String>,
-}
-
-/// One decision from its wire form.
-fn decision(
-    call_id: &str,
-    verdict: &str,
-    always: bool,
-    args: Option<serde_json::Value>,
-    note: Option<String>,
-) -> Result<ApprovalDecision, ApiError> {
-    let mut decision = match (verdict, always) {
-        ("approve", false) => ApprovalDecision::approve(call_id),
-        ("approve", true) => ApprovalDecision::approve_always(call_id),
-        ("deny", false) => ApprovalDecision::deny(call_id),
-        ("deny", true) => {
-            return Err(ApiError::bad_request(format!(
-                "call `{call_id}`: `always` only goes with \"approve\""
-            )));
-        }
-        (other, _) => {
-            return Err(ApiError::bad_request(format!(
-                "call `{call_id}`: decision `{other}` is not one of \"approve\", \"deny\""
-            )));
-        }
-    };
-    if let Some(args) = args {
-        if verdict == "deny" {
-            return Err(ApiError::bad_request(format!(
-                "call `{call_id}` is denied, so `args` for it make no sense"
-            )));
-        }
-        decision = decision.with_input(args);
-    }
-    if let Some(note) = note {
-        decision = decision.with_note(note);
-    }
-    Ok(decision)
+    Ok(axum::Json(ApprovalsReply {
+        session_id: key.session.to_string(),
+        pending,
+    })
+    .into_response())
 }
 
 /// `POST .../approvals`: checks the decisions against the pending calls, then resumes the
@@ -422,7 +346,7 @@ async fn decide(
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let request: DecideRequest = serde_json::from_slice(&body)
         .map_err(|err| ApiError::bad_request(format!("invalid request body ({err}); {DECIDE_SHAPE}")))?;
-    let delegation = delegation(&headers, request.inherit)?;
+    let delegation = delegation(&headers, request.inherit.clone())?;
     let served = gateway.agent(&agent)?;
     let pending = pending_calls(served, &key).await?;
     if pending.is_empty() {
@@ -430,56 +354,15 @@ async fn decide(
             "nothing in session `{session}` waits for approval; GET /api/agents/{agent}/sessions/{session}/approvals lists what does"
         )));
     }
-    let decisions = match (request.decisions, request.all) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(format!(
-                "give `decisions` or `all`, not both; {DECIDE_SHAPE}"
-            )));
-        }
-        (None, None) => return Err(ApiError::bad_request(format!("no decision given; {DECIDE_SHAPE}"))),
-        (Some(list), None) => {
-            if list.is_empty() {
-                return Err(ApiError::bad_request(format!("`decisions` is empty; {DECIDE_SHAPE}")));
-            }
-            let mut decisions = Vec::with_capacity(list.len());
-            for item in list {
-                if !pending.iter().any(|call| call.id == item.call_id) {
-                    let ids: Vec<&str> = pending.iter().map(|call| call.id.as_str()).collect();
-                    return Err(ApiError::bad_request(format!(
-                        "call `{}` is not waiting for approval; pending: {}",
-                        item.call_id,
-                        ids.join(", ")
-                    )));
-                }
-                decisions.push(decision(
-                    &item.call_id,
-                    &item.decision,
-                    item.always,
-                    item.args,
-                    item.note,
-                )?);
-            }
-            decisions
-        }
-        (None, Some(verdict)) => {
-            let mut decisions = Vec::with_capacity(pending.len());
-            for call in &pending {
-                decisions.push(decision(
-                    &call.id,
-                    &verdict,
-                    request.always,
-                    None,
-                    request.note.clone(),
-                )?);
-            }
-            decisions
-        }
-    };
+    let stream = request.stream;
+    let decisions = request
+        .resolve(&pending)
+        .map_err(|err| ApiError::bad_request(err.to_string()))?;
     let feed = gateway
         .inner
         .queues
         .enqueue(&served.agent, key.clone(), TurnInput::Resume(decisions), delegation)?;
-    reply(feed.subscribe(0), &key, request.stream).await
+    reply(feed.subscribe(EventId::default()), &key, stream).await
 }
 
 /// A subagent-API failure as an answer.
@@ -534,7 +417,7 @@ async fn task(
     let events: Vec<_> = found
         .events
         .into_iter()
-        .filter_map(|event| WireEvent::from_agent(event, &task))
+        .filter_map(|event| WireEvent::from_agent(event, Some(&task)))
         .collect();
     Ok(axum::Json(json!({
         "task": found.record,
@@ -570,11 +453,11 @@ async fn task_events(
             None => no_task(&session, &task),
         });
     };
-    let mut seq = 0_u64;
+    let mut seq = EventId::default();
     let events = stream.filter_map(move |event| {
-        let wire = WireEvent::from_agent(event, &task);
+        let wire = WireEvent::from_agent(event, Some(&task));
         futures::future::ready(wire.map(|wire| {
-            seq += 1;
+            seq = seq.next();
             Frame {
                 seq: Some(seq),
                 event: wire,

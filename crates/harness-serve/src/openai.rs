@@ -11,11 +11,10 @@
 //! native route that decides them, and the `harness` field says `"status":
 //! "awaiting_approval"` with the `pending` calls (streaming: an `approval_required` chunk).
 
+use crate::Gateway;
 use crate::error::ApiError;
 use crate::feed::Frame;
 use crate::queue::{Delegation, SessionKey};
-use crate::wire::WireKind;
-use crate::{Gateway, SESSION_HEADER};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -25,6 +24,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
 use harness_core::{AgentInput, Msg, SessionId, Usage};
+use harness_protocol::header::SESSION_HEADER;
+use harness_protocol::{EventId, WireKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::convert::Infallible;
@@ -177,7 +178,7 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
         .enqueue(&served.agent, key, input, Delegation::default())?;
     let id = format!("chatcmpl-{}", feed.turn_id().trim_start_matches("turn-"));
     let created = jiff::Timestamp::now().as_second();
-    let frames = feed.subscribe(0);
+    let frames = feed.subscribe(EventId::default());
     let mut response = if request.stream {
         let include_usage = request.stream_options.is_some_and(|options| options.include_usage);
         let chunks = ChunkWriter {
@@ -347,7 +348,7 @@ impl ChunkWriter {
             WireKind::Error { message, kind, .. } if own => {
                 let error = ApiError::from_turn(kind, message);
                 vec![
-                    Event::default().data(error.body().to_string()),
+                    Event::default().data(serde_json::to_string(&error.body()).unwrap_or_default()),
                     Event::default().data("[DONE]"),
                 ]
             }

@@ -5,10 +5,10 @@
 
 use crate::error::ApiError;
 use crate::feed::TurnFeed;
-use crate::wire::{WireEvent, WireKind};
 use futures::StreamExt;
 use harness::HarnessAgent;
 use harness_core::{AgentInput, ApprovalDecision, CancellationToken, RuntimeContext, SessionId, UserId};
+use harness_protocol::{WireEvent, WireKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -326,7 +326,7 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
         TurnInput::Resume(decisions) => agent.resume_stream(decisions, ctx),
     };
     while let Some(event) = tracing::Instrument::instrument(stream.next(), span.clone()).await {
-        if let Some(event) = WireEvent::from_agent(event, &turn_id) {
+        if let Some(event) = WireEvent::from_agent(event, Some(&turn_id)) {
             feed.push(event);
         }
     }

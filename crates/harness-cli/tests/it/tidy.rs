@@ -13,6 +13,7 @@ const LAYERS: &[&str] = &[
     "harness-policy",
     "harness-mcp",
     "harness-skills",
+    "harness-protocol", // below policy: its `inherit` body field is a policy type
     "harness-sandbox",
     "harness",
     "harness-serve", // DESIGN.md §2 calls it harness-gateway

@@ -80,6 +80,30 @@ async fn a_streamed_message_sends_typed_events_with_ids_ending_in_final() {
     assert_eq!(after.len(), events.len() - 1);
 }
 
+/// A turn that runs out of steps reports it once: one `warning` with code `max_iterations`
+/// (the kernel's typed limit event is not carried again as a second warning).
+#[tokio::test]
+async fn a_turn_out_of_steps_streams_one_max_iterations_warning() {
+    let server = Server::start_with(ServeOptions::default(), Some("[agent]\nmax_iters = 1\n")).await;
+    // "tool" makes the model call `list_files` in the only step; the last call answers.
+    let events = SseReader::new(server.send("s1", "use a tool", true).await).rest().await;
+    let warnings: Vec<Value> = events
+        .iter()
+        .filter(|event| event.event.as_deref() == Some("warning"))
+        .map(super::support::Sse::json)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0]["code"], "max_iterations");
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("all 1 reasoning steps"),
+        "{warnings:?}"
+    );
+    assert_eq!(events.last().and_then(|event| event.event.as_deref()), Some("final"));
+}
+
 #[tokio::test]
 async fn events_of_a_session_with_no_turn_here_are_404() {
     let server = Server::start(ServeOptions::default()).await;

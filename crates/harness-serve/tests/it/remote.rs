@@ -364,7 +364,7 @@ async fn the_depth_header_keeps_a_served_child_within_max_depth() {
             .post(format!("{base}/api/agents/helper/sessions/{session}/messages"))
             .json(&json!({"message": "go", "stream": false}));
         if let Some(depth) = depth {
-            request = request.header(harness::subagents::DEPTH_HEADER, depth);
+            request = request.header(harness_protocol::header::DEPTH_HEADER, depth);
         }
         request.send()
     };

@@ -2,10 +2,10 @@
 //! through the native API (`POST {url}/api/agents/{agent}/sessions/{session}/messages` with
 //! `"stream": true`, read as Server-Sent Events), and stops it with `POST .../cancel`.
 //!
-//! The events are read through this module's own small wire types (the serve crate sits
-//! above `harness` in the layering and is not a dependency): the served agent's own events
-//! become the child's events, a remote grandchild's events keep their source, re-rooted under
-//! the child. The parent's plan mode, mode and deny/ask rules travel as the request's
+//! The events, bodies and header names are `harness_protocol`'s, the schema the server
+//! writes (the serve crate sits above `harness` in the layering and is not a dependency):
+//! the served agent's own events become the child's events, a remote grandchild's events keep
+//! their source, re-rooted under the child. The parent's plan mode, mode and deny/ask rules travel as the request's
 //! `inherit` object ([`harness_policy::Inheritance`]), which the serving side applies on top of
 //! its own (it only narrows). A remote turn that waits for approval becomes the child's
 //! `approval_required`, so the parent asks its own person; the decision is sent to the remote
@@ -16,17 +16,13 @@
 use super::SubagentDeclaration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use harness_core::{
-    AgentEvent, ApprovalDecision, Block, ErrorKind, EventKind, EventSource, Msg, PendingCall, Usage, Verdict,
-};
-use serde::Deserialize;
-use serde_json::Value;
+use harness_core::{AgentEvent, ApprovalDecision, ErrorKind, EventKind, EventSource};
+use harness_protocol::header::{DEPTH_HEADER, REQUEST_HEADER, USER_HEADER};
+use harness_protocol::native::{DecideRequest, Decision, SendRequest};
+use harness_protocol::{ErrorBody, WireEvent};
 use std::collections::BTreeMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// The header naming the user when no key decides it (the serve side's no-key mode).
-pub(crate) const USER_HEADER: &str = "X-Harness-User";
 
 /// Where and as whom one remote spawn runs.
 #[derive(Debug, Clone)]
@@ -44,7 +40,7 @@ pub(crate) struct RemoteTarget {
     /// The parent's user: sent as `X-Harness-User` unless the headers carry an
     /// `Authorization` key (then the key decides the remote user).
     pub(crate) user: String,
-    /// The child's depth, sent as [`DEPTH_HEADER`](super::DEPTH_HEADER).
+    /// The child's depth, sent as [`DEPTH_HEADER`].
     pub(crate) depth: u32,
     /// What the child keeps of its parent (sent as `inherit`).
     pub(crate) inherit: harness_policy::Inheritance,
@@ -82,9 +78,9 @@ impl RemoteTarget {
     fn request(&self, client: &reqwest::Client, url: String) -> reqwest::RequestBuilder {
         let mut request = client
             .post(url)
-            .header(super::DEPTH_HEADER, self.depth.to_string())
+            .header(DEPTH_HEADER, self.depth.to_string())
             // `harness serve` refuses state-changing requests a browser could send unasked.
-            .header("x-harness-request", "1");
+            .header(REQUEST_HEADER, "1");
         let mut keyed = false;
         for (name, value) in &self.headers {
             keyed |= name.eq_ignore_ascii_case("authorization");
@@ -158,21 +154,36 @@ async fn exchange(
     source: &EventSource,
     tx: &mpsc::Sender<AgentEvent>,
 ) -> Result<(), (String, ErrorKind)> {
+    let inherit = Some(target.inherit.clone());
     let (url, body) = match send {
-        Send::Task(task) => (
+        Send::Task(message) => (
             target.session_url("messages"),
-            serde_json::json!({"message": task, "stream": true, "inherit": target.inherit}),
+            serde_json::to_value(SendRequest {
+                message,
+                stream: true,
+                inherit,
+            }),
         ),
         Send::Decisions(decisions) => (
             target.session_url("approvals"),
-            serde_json::json!({
-                "decisions": decisions.iter().map(wire_decision).collect::<Vec<_>>(),
-                "stream": true,
-                "inherit": target.inherit,
+            serde_json::to_value(DecideRequest {
+                decisions: Some(decisions.iter().map(Decision::from_approval).collect()),
+                stream: true,
+                inherit,
+                ..DecideRequest::default()
             }),
         ),
     };
     let failed = |message: String| (message, ErrorKind::Provider);
+    let body = body.map_err(|err| {
+        (
+            format!(
+                "remote subagent `{}`: the request could not be written: {err}",
+                target.id
+            ),
+            ErrorKind::Internal,
+        )
+    })?;
     let response = target
         .request(client, url.clone())
         .json(&body)
@@ -208,10 +219,10 @@ async fn exchange(
             continue;
         };
         let own = wire.source.is_none();
-        let Some(kind) = wire.kind.into_kind() else { continue };
+        let Some(kind) = wire.kind.into_kernel() else { continue };
         let terminal = own && matches!(kind, EventKind::Final { .. } | EventKind::Error { .. });
         let event = AgentEvent {
-            source: wire.source.map(|nested| reroot(source, nested)),
+            source: wire.source.map(|nested| reroot(source, nested.into())),
             kind,
         };
         if tx.send(event).await.is_err() {
@@ -225,22 +236,6 @@ async fn exchange(
         "remote subagent `{}`: the event stream from {url} ended without a final message",
         target.id
     )))
-}
-
-/// One decision in the native API's form (`{"call_id", "decision", "always", "args", "note"}`).
-fn wire_decision(decision: &ApprovalDecision) -> Value {
-    let mut wire = serde_json::json!({
-        "call_id": decision.call_id,
-        "decision": if decision.verdict.approves() { "approve" } else { "deny" },
-        "always": decision.verdict == Verdict::ApproveAlways,
-    });
-    if let Some(input) = &decision.input {
-        wire["args"] = input.clone();
-    }
-    if let Some(note) = &decision.note {
-        wire["note"] = Value::String(note.clone());
-    }
-    wire
 }
 
 /// A remote grandchild's source, placed under the remote child's.
@@ -269,114 +264,11 @@ fn error_chain(err: &reqwest::Error) -> String {
     text
 }
 
-/// The `message` of a JSON error body (`{"error": {"message": ...}}`), else the body.
+/// The `message` of the error body ([`ErrorBody`]), else the body's start.
 fn error_message(body: &str) -> String {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|value| {
-            value
-                .pointer("/error/message")
-                .or_else(|| value.get("message"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| body.chars().take(500).collect())
-}
-
-/// One event as a `harness serve` sends it in `data:` (the fields this side reads).
-#[derive(Debug, Deserialize)]
-struct WireEvent {
-    #[serde(flatten)]
-    kind: WireKind,
-    #[serde(default)]
-    source: Option<EventSource>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WireKind {
-    TextDelta {
-        delta: String,
-    },
-    ThinkingDelta {
-        delta: String,
-    },
-    ToolCallStart {
-        id: String,
-        name: String,
-    },
-    ToolCall {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Value,
-    },
-    ToolResult {
-        id: String,
-        name: String,
-        #[serde(default)]
-        output: String,
-        #[serde(default)]
-        is_error: bool,
-    },
-    StepEnd {
-        step: u32,
-        #[serde(default)]
-        usage: Option<Usage>,
-    },
-    Warning {
-        code: String,
-        message: String,
-    },
-    Notice {
-        kind: String,
-        #[serde(default)]
-        data: Value,
-    },
-    /// The remote turn waits for a person (its `final` follows).
-    ApprovalRequired {
-        calls: Vec<PendingCall>,
-    },
-    Final {
-        message: Msg,
-    },
-    Error {
-        message: String,
-        #[serde(default)]
-        kind: ErrorKind,
-    },
-    /// Queueing, lag notices and kinds added later: not the child's events.
-    #[serde(other)]
-    Other,
-}
-
-impl WireKind {
-    fn into_kind(self) -> Option<EventKind> {
-        Some(match self {
-            Self::TextDelta { delta } => EventKind::TextDelta { delta },
-            Self::ThinkingDelta { delta } => EventKind::ThinkingDelta { delta },
-            Self::ToolCallStart { id, name } => EventKind::ToolCallStart { id, name },
-            Self::ToolCall { id, name, input } => EventKind::ToolCallEnd { id, name, input },
-            Self::ToolResult {
-                id,
-                name,
-                output,
-                is_error,
-            } => EventKind::ToolResult {
-                id,
-                name,
-                content: vec![Block::text(output)],
-                is_error,
-            },
-            Self::StepEnd { step, usage } => EventKind::StepEnd { step, usage },
-            Self::Warning { code, message } => EventKind::Warning { code, message },
-            Self::Notice { kind, data } => EventKind::Notice { kind, data },
-            Self::ApprovalRequired { calls } => EventKind::ApprovalRequired { calls },
-            Self::Final { message } => EventKind::Final { message },
-            Self::Error { message, kind } => EventKind::Error { message, kind },
-            Self::Other => return None,
-        })
-    }
+    serde_json::from_str::<ErrorBody>(body)
+        .map(|body| body.error.message)
+        .unwrap_or_else(|_| body.chars().take(500).collect())
 }
 
 #[cfg(test)]
@@ -396,15 +288,15 @@ mod tests {
             depth: 1,
             path: "main/r".into(),
         };
-        let source = reroot(&child, wire.source.unwrap());
+        let source = reroot(&child, wire.source.unwrap().into());
         assert_eq!((source.depth, source.path.as_str()), (2, "main/r/g"));
         let queued: WireEvent = serde_json::from_str(r#"{"type":"turn_queued","turn_id":"t","ahead":1}"#).unwrap();
-        assert!(queued.kind.into_kind().is_none());
+        assert!(queued.kind.into_kernel().is_none());
         let error: WireEvent =
             serde_json::from_str(r#"{"type":"error","turn_id":"t","message":"m","kind":"cancelled","status":499}"#)
                 .unwrap();
         assert!(matches!(
-            error.kind.into_kind(),
+            error.kind.into_kernel(),
             Some(EventKind::Error {
                 kind: ErrorKind::Cancelled,
                 ..
@@ -414,7 +306,12 @@ mod tests {
 
     #[test]
     fn error_bodies_give_their_message() {
-        assert_eq!(error_message(r#"{"error":{"message":"no agent `x`"}}"#), "no agent `x`");
+        assert_eq!(
+            error_message(
+                r#"{"error":{"message":"no agent `x`","type":"invalid_request_error","code":"model_not_found"}}"#
+            ),
+            "no agent `x`"
+        );
         assert_eq!(error_message("plain"), "plain");
     }
 }

@@ -332,7 +332,7 @@ async fn background_children_stop_before_the_mcp_servers_they_call() {
     // Capabilities shut down last registered first: subagents (which wait for background
     // children) must come after extensions (which stop the MCP servers) in build order.
     let dir = tempfile::tempdir().unwrap();
-    let env = harness::mcp::HostEnv::from_vars(Vec::new());
+    let env = harness_mcp::HostEnv::from_vars(Vec::new());
     let extensions = harness::extensions::Extensions::start(Default::default(), &env, dir.path(), false)
         .await
         .unwrap();
