@@ -60,6 +60,7 @@ pub mod prompt;
 pub mod session;
 pub mod skills;
 pub mod state;
+pub mod structured;
 pub mod subagents;
 pub mod task_list;
 pub mod tool_groups;
