@@ -6,6 +6,7 @@ mod approval_cli;
 mod cli;
 mod memory_cli;
 mod memory_screen;
+mod models;
 mod newcomer;
 mod parity;
 mod readme;

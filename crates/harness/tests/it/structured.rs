@@ -174,7 +174,9 @@ async fn invalid_tool_arguments_get_the_validation_error_as_the_calls_result() {
 #[tokio::test]
 async fn the_agents_tools_run_first_and_an_answer_mixed_with_them_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("notes.txt"), "Paris: 2100000").unwrap();
+    // The caller's own layer (isolation per user).
+    std::fs::create_dir_all(dir.path().join("u1")).unwrap();
+    std::fs::write(dir.path().join("u1/notes.txt"), "Paris: 2100000").unwrap();
     let mixed = Reply {
         tool_calls: vec![
             ScriptedToolCall {
