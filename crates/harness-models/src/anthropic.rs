@@ -270,10 +270,9 @@ impl Serialize for Body<'_> {
             match (&request.tool_choice, &*request.tools) {
                 // One tool that must be called: force that tool by name (how structured output
                 // is asked of Claude).
-                (ToolChoice::Required, [only]) => put!(
-                    "tool_choice",
-                    &serde_json::json!({"type": "tool", "name": only.name})
-                ),
+                (ToolChoice::Required, [only]) => {
+                    put!("tool_choice", &serde_json::json!({"type": "tool", "name": only.name}))
+                }
                 (choice, _) => {
                     let choice = match choice {
                         ToolChoice::Auto => "auto",

@@ -214,9 +214,7 @@ fn signer(signature: &str) -> &'static str {
 /// Removes, from assistant messages, the thinking blocks signed by a provider other than
 /// `provider` (messages without any are shared, not copied).
 fn strip_foreign_thinking(messages: &mut [Arc<Msg>], provider: &str) {
-    let foreign = |block: &Block| {
-        matches!(block, Block::Thinking { signature: Some(signature), .. } if signer(signature) != provider)
-    };
+    let foreign = |block: &Block| matches!(block, Block::Thinking { signature: Some(signature), .. } if signer(signature) != provider);
     for message in messages.iter_mut() {
         if message.role == Role::Assistant && message.content.iter().any(foreign) {
             let mut stripped = (**message).clone();
@@ -244,7 +242,10 @@ impl ChatModel for FallbackChain {
     }
 
     fn context_window(&self) -> Option<u64> {
-        self.entries.iter().filter_map(|entry| entry.model.context_window()).min()
+        self.entries
+            .iter()
+            .filter_map(|entry| entry.model.context_window())
+            .min()
     }
 
     fn native_response_format(&self) -> bool {
@@ -257,7 +258,11 @@ impl ChatModel for FallbackChain {
         for (at, entry) in self.entries.iter().enumerate() {
             match open(entry.model.as_ref(), self.request_for(at, &request)).await {
                 Ok(stream) if notices.is_empty() => return Ok(stream),
-                Ok(stream) => return Ok(Box::pin(futures::stream::iter(notices.into_iter().map(Ok)).chain(stream))),
+                Ok(stream) => {
+                    return Ok(Box::pin(
+                        futures::stream::iter(notices.into_iter().map(Ok)).chain(stream),
+                    ));
+                }
                 Err(error) if at < last && falls_back(&error) => notices.push(self.switch(at, &error)),
                 Err(error) => return Err(error),
             }
@@ -353,13 +358,17 @@ mod tests {
             assert_eq!((main.request_count(), spare.request_count()), (1, 1));
             let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
             assert_eq!(seen.len(), 1);
-            assert_eq!((seen[0].failed.as_str(), seen[0].next.as_str()), ("anthropic:main", "openai:spare"));
+            assert_eq!(
+                (seen[0].failed.as_str(), seen[0].next.as_str()),
+                ("anthropic:main", "openai:spare")
+            );
             let ModelChunk::Notice { code, message } = &chunks[0] else {
                 panic!("the stream starts with the notice: {chunks:?}");
             };
             assert_eq!(code, FALLBACK_NOTICE);
             assert!(
-                message.starts_with("model anthropic:main failed (") && message.ends_with("); falling back to openai:spare"),
+                message.starts_with("model anthropic:main failed (")
+                    && message.ends_with("); falling back to openai:spare"),
                 "{message}"
             );
         }
@@ -420,7 +429,11 @@ mod tests {
             ],
         );
         let request = ChatRequest {
-            messages: vec![Arc::new(Msg::user("q")), Arc::new(assistant), Arc::new(Msg::user("again"))],
+            messages: vec![
+                Arc::new(Msg::user("q")),
+                Arc::new(assistant),
+                Arc::new(Msg::user("again")),
+            ],
             ..ChatRequest::default()
         };
         let signatures = |model: &ScriptedModel| -> Vec<Option<String>> {

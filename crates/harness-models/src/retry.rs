@@ -409,7 +409,10 @@ mod tests {
             message: "down".into(),
         });
         assert!(policy.delay(4, &status).is_some(), "a 5xx keeps every retry");
-        assert_eq!(RetryPolicy::default().unreachable_attempts(0).unreachable_attempts, Some(1));
+        assert_eq!(
+            RetryPolicy::default().unreachable_attempts(0).unreachable_attempts,
+            Some(1)
+        );
         assert_eq!(RetryPolicy::default().delay(2, &unreachable()).is_some(), true);
     }
 

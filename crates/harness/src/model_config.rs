@@ -78,7 +78,11 @@ impl ModelSection {
         if self.fallback_after == Some(0) {
             return Err("fallback_after must be at least 1".into());
         }
-        if let Some(bad) = self.fallback.iter().find_map(|spec| harness_models::ModelSpec::parse(spec).err()) {
+        if let Some(bad) = self
+            .fallback
+            .iter()
+            .find_map(|spec| harness_models::ModelSpec::parse(spec).err())
+        {
             return Err(format!("fallback: {bad}"));
         }
         if self.idle_timeout.is_some_and(|d| d.is_zero()) {
@@ -134,14 +138,22 @@ mod tests {
             toml::from_str("fallback = [\"anthropic:claude\", \"gemini:gemini-2.5-flash\"]\nfallback_after = 2\n")
                 .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(section.fallback, ["anthropic:claude", "gemini:gemini-2.5-flash"]);
-        assert_eq!(section.transport_with_fallback(None).retry.unreachable_attempts, Some(2));
+        assert_eq!(
+            section.transport_with_fallback(None).retry.unreachable_attempts,
+            Some(2)
+        );
         assert_eq!(section.transport(None).retry.unreachable_attempts, None);
         let default = ModelSection::default().transport_with_fallback(None);
         assert_eq!(default.retry.unreachable_attempts, Some(DEFAULT_FALLBACK_AFTER));
         let zero: ModelSection = toml::from_str("fallback_after = 0\n").unwrap_or_default();
         assert!(zero.check().is_err_and(|e| e.contains("fallback_after")));
         let bad: ModelSection = toml::from_str("fallback = [\"nope\"]\n").unwrap_or_default();
-        assert!(bad.check().is_err_and(|e| e.starts_with("fallback: invalid model spec `nope`")), "{:?}", bad.check());
+        assert!(
+            bad.check()
+                .is_err_and(|e| e.starts_with("fallback: invalid model spec `nope`")),
+            "{:?}",
+            bad.check()
+        );
     }
 
     #[test]

@@ -216,8 +216,8 @@ impl OutputSchema {
     /// [`StructuredError::InvalidName`] unless the name is 1 to 64 letters, digits, `_` or `-`.
     pub fn named(mut self, name: impl Into<String>) -> Result<Self, StructuredError> {
         let name = name.into();
-        let valid = (1..=64).contains(&name.len())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let valid =
+            (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid {
             return Err(StructuredError::InvalidName { name });
         }
@@ -292,8 +292,7 @@ impl OutputSchema {
         if body.is_empty() {
             return Err("the answer is empty; a JSON value was expected".to_owned());
         }
-        let value: Value =
-            serde_json::from_str(body).map_err(|err| format!("the answer is not valid JSON ({err})"))?;
+        let value: Value = serde_json::from_str(body).map_err(|err| format!("the answer is not valid JSON ({err})"))?;
         self.validate(&value)?;
         Ok(value)
     }
@@ -515,7 +514,8 @@ impl Middleware for AnswerStep {
         let Some(StructuredCall(schema)) = turn.ctx().get::<StructuredCall>().cloned() else {
             return next.run(turn).await;
         };
-        let mut native = self.native && schema.mode == StructuredMode::Auto && turn.ctx().get::<NativeRefused>().is_none();
+        let mut native =
+            self.native && schema.mode == StructuredMode::Auto && turn.ctx().get::<NativeRefused>().is_none();
         let mut forced = false;
         let mut attempts = 0;
         loop {
@@ -569,7 +569,9 @@ impl Middleware for AnswerStep {
                 }
                 Verdict::Invalid { error, call } => {
                     if let Some(id) = &call {
-                        let result = format!("The answer does not match the schema: {error}. Call `{GENERATE_RESPONSE}` again with a corrected answer.");
+                        let result = format!(
+                            "The answer does not match the schema: {error}. Call `{GENERATE_RESPONSE}` again with a corrected answer."
+                        );
                         turn.push(Msg::tool_result(id.clone(), vec![Block::text(result)], true));
                     }
                     if attempts > schema.max_repairs {
@@ -639,7 +641,10 @@ mod tests {
     fn answers_are_parsed_from_plain_or_fenced_json_and_validated() {
         let schema = schema();
         assert_eq!(schema.parse(" {\"n\": 3} "), Ok(serde_json::json!({"n": 3})));
-        assert_eq!(schema.parse("```json\n{\"n\": 3}\n```"), Ok(serde_json::json!({"n": 3})));
+        assert_eq!(
+            schema.parse("```json\n{\"n\": 3}\n```"),
+            Ok(serde_json::json!({"n": 3}))
+        );
         let prose = schema.parse("The answer is 3.").err().unwrap_or_default();
         assert!(prose.starts_with("the answer is not valid JSON"), "{prose}");
         let wrong = schema.parse("{\"n\": \"three\"}").err().unwrap_or_default();
@@ -655,7 +660,10 @@ mod tests {
         assert!(matches!(err, Some(StructuredError::InvalidSchema { .. })), "{err:?}");
         let err = schema().named("has space").err();
         assert!(matches!(err, Some(StructuredError::InvalidName { .. })), "{err:?}");
-        assert_eq!(schema().named("City_1").map(|s| s.name().to_owned()).ok().as_deref(), Some("City_1"));
+        assert_eq!(
+            schema().named("City_1").map(|s| s.name().to_owned()).ok().as_deref(),
+            Some("City_1")
+        );
     }
 
     #[test]
@@ -672,7 +680,10 @@ mod tests {
 
     #[test]
     fn the_format_maps_onto_the_openai_shapes() {
-        assert_eq!(OutputSchema::json_object().response_format(), ResponseFormat::JsonObject);
+        assert_eq!(
+            OutputSchema::json_object().response_format(),
+            ResponseFormat::JsonObject
+        );
         let named = schema().named("answer").unwrap_or_else(|e| panic!("{e}")).strict(true);
         let ResponseFormat::JsonSchema { name, strict, schema } = named.response_format() else {
             panic!("a schema");

@@ -49,7 +49,9 @@ impl Fake {
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let address = listener.local_addr().unwrap();
         let state: (Answer, Seen) = (Arc::new(answer), Arc::clone(&seen));
-        let app = Router::new().route("/v1/chat/completions", post(completions)).with_state(state);
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(state);
         runtime.spawn(async move { axum::serve(listener, app).await });
         Self {
             base: format!("http://{address}/v1"),
@@ -64,7 +66,11 @@ impl Fake {
 }
 
 fn completion(message: Value) -> (u16, Value) {
-    let finish = if message.get("tool_calls").is_some() { "tool_calls" } else { "stop" };
+    let finish = if message.get("tool_calls").is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     (
         200,
         json!({
@@ -81,7 +87,10 @@ fn said(text: &str) -> (u16, Value) {
 }
 
 fn error(status: u16, message: &str) -> (u16, Value) {
-    (status, json!({"error": {"message": message, "type": "server_error", "code": null}}))
+    (
+        status,
+        json!({"error": {"message": message, "type": "server_error", "code": null}}),
+    )
 }
 
 /// The last message's text of a request body.
@@ -111,7 +120,11 @@ fn run(ws: &Path, env: &[(&str, &str)], args: &[&str]) -> (bool, String, String)
     for key in ["DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"] {
         command.env_remove(key);
     }
-    command.envs(env.iter().copied()).args(["run", "--workspace"]).arg(ws).args(args);
+    command
+        .envs(env.iter().copied())
+        .args(["run", "--workspace"])
+        .arg(ws)
+        .args(args);
     let output = command.output().unwrap();
     let (stdout, stderr) = text(&output);
     (output.status.success(), stdout, stderr)
@@ -139,7 +152,8 @@ fn a_main_provider_answering_503_is_replaced_by_the_fallback_and_stderr_says_so(
         .find(|line| line.contains("falling back"))
         .unwrap_or_else(|| panic!("no fallback line: {stderr}"));
     assert!(
-        line.starts_with("model openai:main-model failed (") && line.ends_with("; falling back to deepseek:spare-model"),
+        line.starts_with("model openai:main-model failed (")
+            && line.ends_with("; falling back to deepseek:spare-model"),
         "{line}"
     );
     assert!(line.contains("503"), "{line}");
@@ -154,7 +168,12 @@ fn a_main_provider_answering_503_is_replaced_by_the_fallback_and_stderr_says_so(
     let log = std::fs::read_to_string(ws.path().join("default/agents/harness/sessions/s1.log.jsonl")).unwrap();
     let roles: Vec<String> = log
         .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap()["role"].as_str().unwrap_or_default().to_owned())
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["role"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
     assert_eq!(roles, ["user", "assistant"]);
 
@@ -179,12 +198,21 @@ fn an_unreachable_provider_moves_on_after_fallback_after_attempts_not_the_retry_
             .replace("SPARE", &spare.base)
             .as_str(),
     );
-    let env = [("OPENAI_API_KEY", "sk-main"), ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")];
+    let env = [
+        ("OPENAI_API_KEY", "sk-main"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1"),
+    ];
     let (ok, stdout, stderr) = run(ws.path(), &env, &["hello"]);
     assert!(ok, "{stderr}");
     assert_eq!(stdout.trim(), "spare");
-    assert!(!stderr.contains("retrying the model"), "no retry of an unreachable provider: {stderr}");
-    assert!(stderr.contains("could not reach the provider at http://127.0.0.1:1/v1"), "{stderr}");
+    assert!(
+        !stderr.contains("retrying the model"),
+        "no retry of an unreachable provider: {stderr}"
+    );
+    assert!(
+        stderr.contains("could not reach the provider at http://127.0.0.1:1/v1"),
+        "{stderr}"
+    );
     assert_eq!(spare.seen().len(), 1);
 }
 
@@ -243,7 +271,10 @@ fn output_schema_turns_a_model_that_first_answers_prose_into_schema_valid_json()
     // OpenAI is asked natively, on both calls.
     for (_, body) in &seen {
         assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
-        assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["city", "population"]));
+        assert_eq!(
+            body["response_format"]["json_schema"]["schema"]["required"],
+            json!(["city", "population"])
+        );
     }
 }
 
@@ -254,15 +285,18 @@ fn output_schema_with_a_model_that_never_complies_is_a_clear_error_and_exit_1() 
     let schema = schema_file(ws.path());
     let env = [("OPENAI_API_KEY", "sk-main"), ("OPENAI_BASE_URL", fake.base.as_str())];
     let mut command = harness();
-    command
-        .envs(env)
-        .args(["run", "--workspace"])
-        .arg(ws.path())
-        .args(["--output-schema", &schema, "Capital of France?"]);
+    command.envs(env).args(["run", "--workspace"]).arg(ws.path()).args([
+        "--output-schema",
+        &schema,
+        "Capital of France?",
+    ]);
     let output = command.output().unwrap();
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stdout.trim().is_empty(), "no prose is presented as the answer: {stdout}");
+    assert!(
+        stdout.trim().is_empty(),
+        "no prose is presented as the answer: {stdout}"
+    );
     assert!(
         stderr.contains("the model's answer did not match the output schema after 3 attempts")
             && stderr.contains("not valid JSON"),

@@ -114,7 +114,10 @@ async fn anthropic_forces_a_single_required_tool_by_name() {
     let server = Server::start(vec![answer.clone(), answer]).await;
     let client =
         AnthropicClient::new(AnthropicConfig::new("claude-test", &server.base).api_key(Secret::new("sk-ant"))).unwrap();
-    assert!(!client.native_response_format(), "structured output goes through a forced tool");
+    assert!(
+        !client.native_response_format(),
+        "structured output goes through a forced tool"
+    );
     let tool = ToolSpec::new("generate_response", "answer", json!({"type": "object"}));
     let forced = ChatRequest {
         tools: Arc::from(vec![tool.clone()]),
@@ -122,7 +125,15 @@ async fn anthropic_forces_a_single_required_tool_by_name() {
         ..request(None)
     };
     let response = client.call(forced).await.unwrap();
-    assert_eq!(response.message.tool_calls().next().map(|c| c.name.to_owned()).as_deref(), Some("generate_response"));
+    assert_eq!(
+        response
+            .message
+            .tool_calls()
+            .next()
+            .map(|c| c.name.to_owned())
+            .as_deref(),
+        Some("generate_response")
+    );
     let any = ChatRequest {
         tools: Arc::from(vec![tool, crate::lookup_tool()]),
         tool_choice: ToolChoice::Required,
@@ -130,7 +141,10 @@ async fn anthropic_forces_a_single_required_tool_by_name() {
     };
     client.call(any).await.unwrap();
     let bodies: Vec<serde_json::Value> = server.requests().into_iter().map(|r| r.body).collect();
-    assert_eq!(bodies[0]["tool_choice"], json!({"type": "tool", "name": "generate_response"}));
+    assert_eq!(
+        bodies[0]["tool_choice"],
+        json!({"type": "tool", "name": "generate_response"})
+    );
     assert_eq!(bodies[1]["tool_choice"], json!({"type": "any"}));
 }
 

@@ -41,7 +41,10 @@ async fn the_tool_path_offers_generate_response_then_forces_it_after_prose() {
     assert_eq!(requests.len(), 2);
     // First call: the tool beside the agent's own, the model chooses; nothing native.
     let first = tool_names(&requests[0]);
-    assert!(first.contains(&GENERATE_RESPONSE.to_owned()) && first.len() > 1, "{first:?}");
+    assert!(
+        first.contains(&GENERATE_RESPONSE.to_owned()) && first.len() > 1,
+        "{first:?}"
+    );
     assert_eq!(requests[0].tool_choice, ToolChoice::Auto);
     assert_eq!(requests[0].response_format, None);
     // After prose: a repair ask, and only the tool, forced.
@@ -49,7 +52,11 @@ async fn the_tool_path_offers_generate_response_then_forces_it_after_prose() {
     assert_eq!(requests[1].tool_choice, ToolChoice::Required);
     let ask = requests[1].messages.last().unwrap();
     assert_eq!(ask.role, Role::User);
-    assert!(ask.text().contains("not valid JSON") && ask.text().contains(GENERATE_RESPONSE), "{}", ask.text());
+    assert!(
+        ask.text().contains("not valid JSON") && ask.text().contains(GENERATE_RESPONSE),
+        "{}",
+        ask.text()
+    );
     assert!(model.violations().is_empty(), "{:?}", model.violations());
 
     // One valid turn: user, prose, ask, the call, its result, the answer.
@@ -81,7 +88,10 @@ async fn the_native_path_sends_the_schema_and_still_validates_the_answer() {
         .reply_text("{\"city\": \"Paris\", \"population\": 2100000}");
     let agent = builder().workspace(dir.path()).model(model.clone()).build().unwrap();
     let schema = schema().named("city_facts").unwrap().strict(true);
-    let reply = agent.call_structured("France?", &schema, ctx("u1", "s1")).await.unwrap();
+    let reply = agent
+        .call_structured("France?", &schema, ctx("u1", "s1"))
+        .await
+        .unwrap();
     assert_eq!(reply.value["population"], 2_100_000);
     let requests = model.requests();
     assert_eq!(requests.len(), 2, "the first answer missed a required field");
@@ -97,7 +107,10 @@ async fn the_native_path_sends_the_schema_and_still_validates_the_answer() {
         assert!(!tool_names(request).contains(&GENERATE_RESPONSE.to_owned()));
     }
     let ask = requests[1].messages.last().unwrap().text();
-    assert!(ask.contains("population") && ask.contains("only the JSON value"), "{ask}");
+    assert!(
+        ask.contains("population") && ask.contains("only the JSON value"),
+        "{ask}"
+    );
 }
 
 #[tokio::test]
@@ -148,7 +161,10 @@ async fn a_model_that_never_complies_gets_a_bounded_number_of_asks_then_a_typed_
         }
         other => panic!("{other:?}"),
     }
-    assert!(err.to_string().starts_with("the model's answer did not match the output schema after 3 attempts"));
+    assert!(
+        err.to_string()
+            .starts_with("the model's answer did not match the output schema after 3 attempts")
+    );
     assert_eq!(model.request_count(), 3, "the first answer and two repair asks");
 }
 
@@ -159,7 +175,10 @@ async fn invalid_tool_arguments_get_the_validation_error_as_the_calls_result() {
         .reply_tool_call(GENERATE_RESPONSE, json!({"city": "Paris", "population": "many"}))
         .reply_tool_call(GENERATE_RESPONSE, json!({"city": "Paris", "population": 2}));
     let agent = builder().workspace(dir.path()).model(model.clone()).build().unwrap();
-    let reply = agent.call_structured("France?", &schema(), ctx("u1", "s1")).await.unwrap();
+    let reply = agent
+        .call_structured("France?", &schema(), ctx("u1", "s1"))
+        .await
+        .unwrap();
     assert_eq!(reply.value["population"], 2);
     let second = &model.requests()[1];
     let last = second.messages.last().unwrap();
@@ -196,7 +215,10 @@ async fn the_agents_tools_run_first_and_an_answer_mixed_with_them_is_refused() {
         .reply(mixed)
         .reply_tool_call(GENERATE_RESPONSE, json!({"city": "Paris", "population": 2_100_000}));
     let agent = builder().workspace(dir.path()).model(model.clone()).build().unwrap();
-    let reply = agent.call_structured("From notes.txt", &schema(), ctx("u1", "s1")).await.unwrap();
+    let reply = agent
+        .call_structured("From notes.txt", &schema(), ctx("u1", "s1"))
+        .await
+        .unwrap();
     assert_eq!(reply.value["population"], 2_100_000);
     let second = &model.requests()[1];
     let results: Vec<(String, bool, String)> = second
@@ -229,7 +251,10 @@ async fn tool_mode_uses_the_tool_even_on_a_native_model_and_plain_calls_are_unto
         .reply_text("plain");
     let agent = builder().workspace(dir.path()).model(model.clone()).build().unwrap();
     let schema = schema().mode(StructuredMode::Tool);
-    let reply = agent.call_structured("Riviera?", &schema, ctx("u1", "s1")).await.unwrap();
+    let reply = agent
+        .call_structured("Riviera?", &schema, ctx("u1", "s1"))
+        .await
+        .unwrap();
     assert_eq!(reply.value["city"], "Nice");
     assert_eq!(model.requests()[0].response_format, None);
     // A plain call of the same agent is not structured.
