@@ -450,7 +450,10 @@ mod tests {
         // ... unless the file gives its window.
         let unknown_sized = "[agent]\nmodel = \"openai:my-finetune\"\n[model]\ncontext_window = 32000\n[compaction]\n";
         assert_eq!(trigger(unknown_sized).await, Some(25_600));
-        // No [compaction]: nothing to follow.
+        // A fallback chain: compaction follows the smallest window of its models.
+        let chained = "[agent]\nmodel = \"openai:gpt-4o\"\n[model]\nfallback = [\"openai:gpt-4\"]\n[compaction]\n";
+        assert_eq!(trigger(chained).await, Some(6_553));
+                // No [compaction]: nothing to follow.
         assert_eq!(trigger("[agent]\nmodel = \"openai:gpt-4o\"\n").await, None);
     }
 
