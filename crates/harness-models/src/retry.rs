@@ -413,7 +413,7 @@ mod tests {
             RetryPolicy::default().unreachable_attempts(0).unreachable_attempts,
             Some(1)
         );
-        assert_eq!(RetryPolicy::default().delay(2, &unreachable()).is_some(), true);
+        assert!(RetryPolicy::default().delay(2, &unreachable()).is_some());
     }
 
     #[test]

@@ -453,7 +453,7 @@ mod tests {
         // A fallback chain: compaction follows the smallest window of its models.
         let chained = "[agent]\nmodel = \"openai:gpt-4o\"\n[model]\nfallback = [\"openai:gpt-4\"]\n[compaction]\n";
         assert_eq!(trigger(chained).await, Some(6_553));
-                // No [compaction]: nothing to follow.
+        // No [compaction]: nothing to follow.
         assert_eq!(trigger("[agent]\nmodel = \"openai:gpt-4o\"\n").await, None);
     }
 

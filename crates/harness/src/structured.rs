@@ -327,7 +327,7 @@ impl OutputSchema {
     }
 
     /// The answer carried by a `generate_response` call's arguments.
-    fn from_tool_input(&self, input: &Value) -> Value {
+    fn answer_in_tool_input(&self, input: &Value) -> Value {
         if self.schema.get("type").and_then(Value::as_str) == Some("object") {
             input.clone()
         } else {
@@ -487,7 +487,7 @@ fn verdict(schema: &OutputSchema, reply: &Msg) -> Verdict {
             Err(error) => Verdict::Invalid { error, call: None },
         },
         [only] if only.name == GENERATE_RESPONSE => {
-            let value = schema.from_tool_input(only.input);
+            let value = schema.answer_in_tool_input(only.input);
             match schema.validate(&value) {
                 Ok(()) => Verdict::Answer(Some((only.id.to_owned(), value))),
                 Err(error) => Verdict::Invalid {
@@ -673,7 +673,7 @@ mod tests {
         let tool = schema.tool();
         assert_eq!(tool.input_schema["properties"]["value"]["type"], "array");
         assert_eq!(
-            schema.from_tool_input(&serde_json::json!({"value": [1, 2]})),
+            schema.answer_in_tool_input(&serde_json::json!({"value": [1, 2]})),
             serde_json::json!([1, 2])
         );
     }

@@ -63,7 +63,7 @@ async fn the_tool_path_offers_generate_response_then_forces_it_after_prose() {
     model.push(Reply::text("Berlin"));
     agent.call("and Germany?", ctx("u1", "s1")).await.unwrap();
     let next = model.last_request().unwrap();
-    let roles: Vec<Role> = next.messages.iter().map(|m| m.role.clone()).collect();
+    let roles: Vec<Role> = next.messages.iter().map(|m| m.role).collect();
     assert_eq!(
         roles,
         [
