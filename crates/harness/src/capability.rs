@@ -46,6 +46,7 @@ pub(crate) const REGISTRY: &[Registration] = &[
     crate::subagents::REGISTRATION,
     crate::prompt::REGISTRATION,
     crate::task_list::REGISTRATION,
+    crate::structured::REGISTRATION,
 ];
 
 /// The key of a typed session slot a capability keeps: only made from a

@@ -59,6 +59,7 @@ pub mod plan_mode;
 pub mod prompt;
 pub mod session;
 pub mod state;
+pub mod structured;
 pub mod subagents;
 pub mod task_list;
 pub mod tool_groups;

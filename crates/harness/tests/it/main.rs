@@ -21,6 +21,7 @@ mod plan_mode;
 mod scope;
 mod sessions;
 mod skills;
+mod structured;
 mod subagents;
 mod support;
 mod task_list;
