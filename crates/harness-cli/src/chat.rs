@@ -223,6 +223,8 @@ async fn show_turn(
                     harness_core::excerpt(&text.join(" ").replace('\n', " "), 120)
                 ))?;
             }
+            // The fallback observer printed the switch already.
+            EventKind::Warning { code, .. } if code == harness_models::FALLBACK_NOTICE => {}
             EventKind::Warning { message, .. } => eprintln!("warning: {}", harness_core::redact::redact(&message)),
             EventKind::Error { message, .. } => {
                 if !at_line_start {

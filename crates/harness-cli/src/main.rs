@@ -20,6 +20,7 @@ mod workspace;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
+use harness::structured::{OutputSchema, StructuredError};
 use harness::{HarnessAgent, WorkspaceLoader};
 use harness_core::{CancellationToken, EventKind, RuntimeContext, SessionId, UserId};
 use harness_protocol::{WireEvent, WireKind};
@@ -106,6 +107,11 @@ enum Command {
         /// Read the message from this file.
         #[arg(long, value_name = "PATH")]
         file: Option<PathBuf>,
+        /// The answer must be JSON matching the JSON Schema in this file: printed on one
+        /// line, validated (the model is asked again when it does not match; exit 1 when it
+        /// never does).
+        #[arg(long, value_name = "FILE")]
+        output_schema: Option<PathBuf>,
         /// The message; `-` (or no message with stdin not a terminal) reads stdin.
         message: Option<String>,
     },
@@ -205,6 +211,7 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(progress::retry_observer()))
+        .on_fallback(Some(progress::fallback_observer()))
         .host_env(harness_mcp::HostEnv::from_vars(std::env::vars()))
         .load()
         .await
@@ -260,18 +267,28 @@ async fn shutdown(agent: &HarnessAgent) {
     }
 }
 
+/// `--output-schema FILE`: the JSON Schema in the file, checked (a usage error otherwise).
+fn read_output_schema(path: &std::path::Path) -> anyhow::Result<OutputSchema> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| usage(format!("cannot read the output schema {}: {err}", path.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|err| usage(format!("the output schema {} is not JSON: {err}", path.display())))?;
+    OutputSchema::new(value).map_err(|err| usage(format!("{}: {err}", path.display())))
+}
+
 async fn run(
     args: AgentArgs,
     json: bool,
     wait_tasks: bool,
     message: String,
+    schema: Option<OutputSchema>,
     interrupts: Arc<Interrupts>,
 ) -> anyhow::Result<()> {
     let (agent, spec) = build_agent(&args).await?;
     let _handling = interrupts.handling();
     let cancel = CancellationToken::new();
     let ctx = context(&args).with_cancellation(cancel.clone());
-    let turn = run_turn(&agent, ctx, json, TurnInput::Message(message), &spec);
+    let turn = run_turn(&agent, ctx, json, TurnInput::Message(message), schema.as_ref(), &spec);
     tokio::pin!(turn);
     let result = tokio::select! {
         result = &mut turn => result,
@@ -308,11 +325,29 @@ async fn run_turn(
     mut ctx: RuntimeContext,
     json: bool,
     input: TurnInput,
+    schema: Option<&OutputSchema>,
     spec: &str,
 ) -> anyhow::Result<()> {
     ctx.insert(harness_core::TurnModelSpec(spec.to_owned()));
     let mut out = Out::new();
     let waiting = progress::WaitingNote::start(format!("the model {spec}"));
+    if let (Some(schema), false, TurnInput::Message(message)) = (schema, json, &input) {
+        let reply = agent.call_structured(message.as_str(), schema, ctx.clone()).await;
+        drop(waiting);
+        return match reply {
+            Ok(reply) => Ok(out.line(&serde_json::to_string(&reply.value)?)?),
+            Err(StructuredError::AwaitingApproval { message }) => {
+                let pending = agent.pending_approval(ctx.clone()).await.map_err(|err| runtime(&err))?;
+                let text = message.text();
+                if !text.trim().is_empty() {
+                    out.line(&text)?;
+                }
+                approve::print_pending(&mut out, &pending, &ctx)?;
+                Err(anyhow::Error::new(approve::AwaitingApproval))
+            }
+            Err(err) => Err(runtime(&err)),
+        };
+    }
     if !json {
         // Nobody watches tokens: one non-streaming request per model call.
         let reply = match input {
@@ -334,9 +369,10 @@ async fn run_turn(
         return Ok(());
     }
     let mut waiting = Some(waiting);
-    let mut events = match input {
-        TurnInput::Message(message) => agent.stream(message, ctx),
-        TurnInput::Decisions(decisions) => agent.resume_stream(decisions, ctx),
+    let mut events = match (input, schema) {
+        (TurnInput::Message(message), Some(schema)) => agent.stream_structured(message, schema, ctx),
+        (TurnInput::Message(message), None) => agent.stream(message, ctx),
+        (TurnInput::Decisions(decisions), _) => agent.resume_stream(decisions, ctx),
     };
     let mut failed = None;
     let mut asked = false;
@@ -417,7 +453,7 @@ async fn approve_cmd(
     let _handling = interrupts.handling();
     let cancel = CancellationToken::new();
     let ctx = ctx.with_cancellation(cancel.clone());
-    let turn = run_turn(&agent, ctx, flags.json, TurnInput::Decisions(decisions), &spec);
+    let turn = run_turn(&agent, ctx, flags.json, TurnInput::Decisions(decisions), None, &spec);
     tokio::pin!(turn);
     let result = tokio::select! {
         result = &mut turn => result,
@@ -546,11 +582,13 @@ fn main() -> ExitCode {
                 json,
                 wait_tasks,
                 file,
+                output_schema,
                 message,
             } => {
+                let schema = output_schema.as_deref().map(read_output_schema).transpose()?;
                 // Reading stdin or a file blocks: off the runtime's threads.
                 let message = tokio::task::spawn_blocking(move || input::message(message, file.as_deref())).await??;
-                run(agent, json, wait_tasks, message, interrupts).await
+                run(agent, json, wait_tasks, message, schema, interrupts).await
             }
             Command::Approve { agent, approve } => approve_cmd(agent, approve, interrupts).await,
             Command::Chat { agent } => {

@@ -2,7 +2,7 @@
 //! terminal), each retry as it happens, and Ctrl-C handling (the first cancels, a second
 //! always exits).
 
-use harness_models::{RetryNotice, RetryObserver};
+use harness_models::{FallbackNotice, FallbackObserver, RetryNotice, RetryObserver};
 use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,6 +23,17 @@ pub(crate) fn retry_observer() -> RetryObserver {
                 notice.wait.as_secs_f64(),
                 harness_core::redact::redact(&notice.error.to_string())
             );
+        }
+    })
+}
+
+/// Prints each switch to a `[model] fallback` model on stderr:
+/// `model X failed (reason); falling back to Y`.
+pub(crate) fn fallback_observer() -> FallbackObserver {
+    Arc::new(|notice: &FallbackNotice| {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{}", harness_core::redact::redact(&notice.to_string()));
         }
     })
 }

@@ -59,7 +59,7 @@ pub use message::{Block, MSG_FORMAT, MediaSource, Msg, Role, ToolCallRef, Usage,
 pub use middleware::{ActingNext, AgentNext, Hooks, Middleware, ModelCallInfo, ModelNext, ReasoningNext};
 pub use model::{
     BoxError, ChatModel, ChatRequest, FinishReason, ModelChunk, ModelError, ModelResponse, ModelStream, PromptPart,
-    ResponseAccumulator, SystemPrompt, ToolChoice, ToolSpec, collect, parse_arguments,
+    ResponseAccumulator, ResponseFormat, SystemPrompt, ToolChoice, ToolSpec, collect, parse_arguments,
 };
 pub use owner::{OWNER_SLOT, SessionOwners};
 pub use session_state::{SessionSlot, SessionState, SessionStateError};

@@ -171,6 +171,25 @@ pub enum ToolChoice {
     Required,
 }
 
+/// The shape the answer must take, asked of the provider natively (OpenAI `response_format`,
+/// Gemini `responseMimeType` + `responseJsonSchema`). Only sent to a model whose
+/// [`ChatModel::native_response_format`] is `true`; the caller still validates the answer,
+/// because a provider's constrained decoding is a promise, not a proof.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    /// Any JSON object (OpenAI `json_object`).
+    JsonObject,
+    /// A JSON document matching `schema`.
+    JsonSchema {
+        /// A name for the schema (OpenAI requires one: letters, digits, `_` and `-`).
+        name: String,
+        /// The JSON Schema.
+        schema: Value,
+        /// Ask the provider to follow the schema exactly (OpenAI `strict`).
+        strict: bool,
+    },
+}
+
 /// One request to a model.
 #[derive(Debug, Clone, Default)]
 pub struct ChatRequest {
@@ -188,6 +207,9 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Provider-specific options passed through to the request body (e.g. `enable_thinking`).
     pub extra: BTreeMap<String, Value>,
+    /// The answer's required shape, for models that constrain it natively (see
+    /// [`ResponseFormat`]); models that cannot ignore it.
+    pub response_format: Option<ResponseFormat>,
     /// Whether anyone watches the chunks as they arrive. When `false` a client may use the
     /// provider's cheaper non-streaming endpoint and return the whole response as chunks.
     pub stream: bool,
@@ -252,6 +274,15 @@ pub enum ModelChunk {
     Usage(Usage),
     /// Why the response ended.
     Finish(FinishReason),
+    /// Something the caller should hear about that is not part of the answer (a model that
+    /// failed and the fallback that answers instead). The loop turns it into a warning event;
+    /// it never reaches the message.
+    Notice {
+        /// A stable snake_case code, e.g. `model_fallback`.
+        code: String,
+        /// What happened, for people.
+        message: String,
+    },
 }
 
 /// A boxed stream of chunks.
@@ -369,6 +400,14 @@ pub trait ChatModel: Send + Sync + 'static {
         None
     }
 
+    /// Whether the model honours [`ChatRequest::response_format`] natively (constrained
+    /// decoding on the provider's side). `false` (the default) means the field is ignored and
+    /// a caller wanting structured output must use another way (a tool call). Wrappers
+    /// forward their inner model's value.
+    fn native_response_format(&self) -> bool {
+        false
+    }
+
     /// Runs a request to completion.
     ///
     /// # Errors
@@ -388,6 +427,10 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
 
     fn context_window(&self) -> Option<u64> {
         (**self).context_window()
+    }
+
+    fn native_response_format(&self) -> bool {
+        (**self).native_response_format()
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
@@ -474,6 +517,7 @@ impl ResponseAccumulator {
                 }
             }
             ModelChunk::Finish(reason) => self.finish = Some(reason.clone()),
+            ModelChunk::Notice { .. } => {}
         }
     }
 

@@ -98,6 +98,7 @@ impl Kernel {
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
             extra: self.config.extra.clone(),
+            response_format: None,
             stream: turn.events.is_active(),
         }
     }
@@ -142,6 +143,17 @@ impl Kernel {
                 };
                 let Some(chunk) = chunk else { break };
                 let chunk = chunk?;
+                if let ModelChunk::Notice { code, message } = &chunk {
+                    // Told to the caller also when nobody streams (a warning, not text).
+                    tracing::warn!(model = %self.model.name(), code = %code, "{message}");
+                    turn.events
+                        .emit(EventKind::Warning {
+                            code: code.clone(),
+                            message: message.clone(),
+                        })
+                        .await;
+                    continue;
+                }
                 if turn.events.is_active() {
                     emit_chunk(&turn.events, &chunk, &mut started).await;
                 }

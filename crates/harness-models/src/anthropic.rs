@@ -267,12 +267,21 @@ impl Serialize for Body<'_> {
         put!("messages", &self.messages);
         if !request.tools.is_empty() {
             put!("tools", &Tools(&request.tools));
-            let choice = match request.tool_choice {
-                ToolChoice::Auto => "auto",
-                ToolChoice::None => "none",
-                ToolChoice::Required => "any",
-            };
-            put!("tool_choice", &TypeOnly { r#type: choice });
+            match (&request.tool_choice, &*request.tools) {
+                // One tool that must be called: force that tool by name (how structured output
+                // is asked of Claude).
+                (ToolChoice::Required, [only]) => {
+                    put!("tool_choice", &serde_json::json!({"type": "tool", "name": only.name}))
+                }
+                (choice, _) => {
+                    let choice = match choice {
+                        ToolChoice::Auto => "auto",
+                        ToolChoice::None => "none",
+                        ToolChoice::Required => "any",
+                    };
+                    put!("tool_choice", &TypeOnly { r#type: choice });
+                }
+            }
         }
         if let Some(temperature) = request.temperature {
             put!("temperature", &temperature);

@@ -32,7 +32,7 @@ use crate::transport::{self, EventDecoder, WireError, malformed};
 use async_trait::async_trait;
 use harness_core::{
     Block, ChatModel, ChatRequest, FinishReason, MediaSource, ModelChunk, ModelError, ModelResponse, ModelStream, Msg,
-    ResponseAccumulator, Role, ToolChoice, Usage,
+    ResponseAccumulator, ResponseFormat, Role, ToolChoice, Usage,
 };
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
@@ -235,6 +235,16 @@ impl GeminiClient {
         if self.config.include_thoughts {
             generation.insert("thinkingConfig".into(), json!({"includeThoughts": true}));
         }
+        match &request.response_format {
+            Some(ResponseFormat::JsonObject) => {
+                generation.insert("responseMimeType".into(), "application/json".into());
+            }
+            Some(ResponseFormat::JsonSchema { schema, .. }) => {
+                generation.insert("responseMimeType".into(), "application/json".into());
+                generation.insert("responseJsonSchema".into(), schema.clone());
+            }
+            None => {}
+        }
         for (key, value) in &request.extra {
             match (key.as_str(), value) {
                 ("generationConfig", Value::Object(extra)) => {
@@ -256,6 +266,12 @@ impl GeminiClient {
 impl ChatModel for GeminiClient {
     fn name(&self) -> &str {
         &self.config.model
+    }
+
+    /// `response_format` becomes `generationConfig.responseMimeType` (and
+    /// `responseJsonSchema`).
+    fn native_response_format(&self) -> bool {
+        true
     }
 
     fn context_window(&self) -> Option<u64> {

@@ -6,6 +6,8 @@
 //!   thinking round-tripped.
 //! - [`GeminiClient`]: the Gemini API (`generateContent` / `streamGenerateContent`), with
 //!   function calling, thought signatures round-tripped and safety blocks as content filters.
+//! - [`FallbackChain`]: the main model, then the models tried when it is down (outage, 5xx,
+//!   rate limit, unreachable), with notices of each switch.
 //! - [`Retrying`]: backoff with jitter on rate limits and transient failures, honouring
 //!   `Retry-After` — the one place calls are retried.
 //! - [`classify()`]: the one place an HTTP failure becomes a typed [`harness_core::ModelError`]
@@ -38,6 +40,7 @@
 
 mod anthropic;
 mod classify;
+mod fallback;
 mod gemini;
 mod openai;
 mod retry;
@@ -51,6 +54,9 @@ mod window;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_MAX_TOKENS};
 pub use classify::{Dialect, classify};
+pub use fallback::{
+    FALLBACK_NOTICE, FallbackChain, FallbackEntry, FallbackNotice, FallbackObserver, falls_back, is_unreachable,
+};
 pub use gemini::{
     GEMINI_API_VERSION, GeminiClient, GeminiConfig, SIGNATURE_PREFIX, SKIP_SIGNATURE_VALIDATION, SYNTHETIC_ID_PREFIX,
 };

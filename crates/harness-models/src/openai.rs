@@ -14,7 +14,7 @@ use crate::transport::{self, EventDecoder, malformed};
 use async_trait::async_trait;
 use harness_core::{
     Block, ChatModel, ChatRequest, FinishReason, MediaSource, ModelChunk, ModelError, ModelResponse, ModelStream, Msg,
-    ResponseAccumulator, Role, ToolChoice, ToolSpec, Usage,
+    ResponseAccumulator, ResponseFormat, Role, ToolChoice, ToolSpec, Usage,
 };
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::ser::{SerializeMap, SerializeSeq};
@@ -189,6 +189,12 @@ impl ChatModel for OpenAiClient {
         &self.config.model
     }
 
+    /// `response_format` is sent as OpenAI's `response_format` (a server that refuses it
+    /// answers 400, and the caller falls back to a tool call).
+    fn native_response_format(&self) -> bool {
+        true
+    }
+
     fn context_window(&self) -> Option<u64> {
         self.context_window
             .or_else(|| crate::window::known_context_window(&self.config.model))
@@ -260,10 +266,24 @@ impl Serialize for Body<'_> {
         if let Some(temperature) = request.temperature {
             put!("temperature", &temperature);
         }
+        if let Some(format) = &request.response_format {
+            put!("response_format", &response_format(format));
+        }
         for (key, value) in extra {
             map.serialize_entry(key, value)?;
         }
         map.end()
+    }
+}
+
+/// `response_format`: `json_object`, or `json_schema` with its name, schema and `strict`.
+fn response_format(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::JsonObject => serde_json::json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema { name, schema, strict } => serde_json::json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": strict},
+        }),
     }
 }
 

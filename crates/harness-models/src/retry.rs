@@ -32,6 +32,11 @@ pub struct RetryPolicy {
     /// The bound on the whole call: no retry starts when the time already spent plus the
     /// wait before it would pass this.
     pub max_elapsed: Duration,
+    /// Attempts in all when the provider cannot be reached (connection failure, idle
+    /// timeout; see [`is_unreachable`](crate::is_unreachable)), when that is fewer than
+    /// `max_retries + 1`: a model with a fallback moves on after this many (`[model]
+    /// fallback_after`). `None`: such failures are retried like any transient one.
+    pub unreachable_attempts: Option<u32>,
 }
 
 /// The default of [`RetryPolicy::max_elapsed`].
@@ -45,6 +50,7 @@ impl Default for RetryPolicy {
             max_delay: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
             max_elapsed: DEFAULT_MAX_RETRY_TIME,
+            unreachable_attempts: None,
         }
     }
 }
@@ -91,6 +97,14 @@ impl RetryPolicy {
         self
     }
 
+    /// The same policy, giving up on an unreachable provider after `attempts` attempts (at
+    /// least 1).
+    #[must_use]
+    pub fn unreachable_attempts(mut self, attempts: u32) -> Self {
+        self.unreachable_attempts = Some(attempts.max(1));
+        self
+    }
+
     /// The same policy with a different first delay.
     #[must_use]
     pub fn base_delay(mut self, base_delay: Duration) -> Self {
@@ -102,6 +116,12 @@ impl RetryPolicy {
     /// the error must be surfaced.
     pub fn delay(&self, retry: u32, error: &ModelError) -> Option<Duration> {
         if retry >= self.max_retries || !error.is_retryable() {
+            return None;
+        }
+        if let Some(attempts) = self.unreachable_attempts
+            && retry + 1 >= attempts
+            && crate::fallback::is_unreachable(error)
+        {
             return None;
         }
         if let ModelError::RateLimited {
@@ -225,6 +245,10 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
 
     fn context_window(&self) -> Option<u64> {
         self.inner.context_window()
+    }
+
+    fn native_response_format(&self) -> bool {
+        self.inner.native_response_format()
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
@@ -367,6 +391,29 @@ mod tests {
         assert!(!seen.is_empty() && seen.len() < 4, "{seen:?}");
         assert_eq!(model.request_count(), seen.len() + 1);
         assert_eq!(seen, (1..=seen.len() as u32).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_provider_gets_only_its_attempts_and_a_5xx_all_its_retries() {
+        let unreachable = || {
+            ModelError::transient(crate::WireError::Idle {
+                target: "http://127.0.0.1:9".into(),
+                after: Duration::from_secs(1),
+            })
+        };
+        let policy = policy().max_retries(5).unreachable_attempts(2);
+        assert!(policy.delay(0, &unreachable()).is_some(), "the second attempt");
+        assert_eq!(policy.delay(1, &unreachable()), None, "no third attempt");
+        let status = ModelError::transient(crate::WireError::Status {
+            status: 503,
+            message: "down".into(),
+        });
+        assert!(policy.delay(4, &status).is_some(), "a 5xx keeps every retry");
+        assert_eq!(
+            RetryPolicy::default().unreachable_attempts(0).unreachable_attempts,
+            Some(1)
+        );
+        assert!(RetryPolicy::default().delay(2, &unreachable()).is_some());
     }
 
     #[test]

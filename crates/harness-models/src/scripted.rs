@@ -205,6 +205,8 @@ struct Inner {
     name: String,
     /// The context window to report; 0 = unknown.
     context_window: std::sync::atomic::AtomicU64,
+    /// What [`ChatModel::native_response_format`] reports.
+    native_response_format: std::sync::atomic::AtomicBool,
 }
 
 /// A test double that plays scripted replies in order and records every [`ChatRequest`].
@@ -299,6 +301,17 @@ impl ScriptedModel {
         self.inner
             .context_window
             .store(tokens, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// Reports that it honours [`ChatRequest::response_format`] natively (default: it does
+    /// not), as a provider client with constrained decoding does; the replies stay what the
+    /// script says. Clones share the value.
+    #[must_use]
+    pub fn with_native_response_format(self, native: bool) -> Self {
+        self.inner
+            .native_response_format
+            .store(native, std::sync::atomic::Ordering::Relaxed);
         self
     }
 
@@ -444,6 +457,12 @@ impl ChatModel for ScriptedModel {
             0 => None,
             tokens => Some(tokens),
         }
+    }
+
+    fn native_response_format(&self) -> bool {
+        self.inner
+            .native_response_format
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {

@@ -97,6 +97,10 @@ impl<M: ChatModel> ChatModel for WithContextWindow<M> {
         Some(self.tokens)
     }
 
+    fn native_response_format(&self) -> bool {
+        self.inner.native_response_format()
+    }
+
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         self.inner.stream(request).await
     }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// [`Layer`](crate::capability::Layer)). A capability may read what an earlier one
 /// [provided](crate::capability::Setup::provide); it shuts down before the ones registered
 /// before it.
-pub(crate) fn registrations() -> [Registration; 11] {
+pub(crate) fn registrations() -> [Registration; 12] {
     [
         crate::tools::files::REGISTRATION,
         crate::tools::shell::REGISTRATION,
@@ -37,6 +37,8 @@ pub(crate) fn registrations() -> [Registration; 11] {
         // After memory: it guides the model to the memory tools when they exist.
         crate::prompt::REGISTRATION,
         crate::task_list::REGISTRATION,
+        // Structured output (`call_structured`): its tool and checks only on such a call.
+        crate::structured::REGISTRATION,
     ]
 }
 

@@ -27,7 +27,9 @@ use crate::extensions::{Extensions, ExtensionsConfig};
 use harness_core::ChatModel;
 use harness_mcp::tools_json::{TOOLS_JSON, ToolsConfig};
 use harness_mcp::{HostEnv, INHERITED_VARS};
-use harness_models::{ModelSpec, RetryObserver, TransportOptions, WithContextWindow};
+use harness_models::{
+    FallbackChain, FallbackEntry, FallbackObserver, ModelSpec, RetryObserver, TransportOptions, WithContextWindow,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -42,6 +44,7 @@ pub struct WorkspaceLoader<'a> {
     model: Option<String>,
     name: Option<String>,
     observer: Option<RetryObserver>,
+    fallback_observer: Option<FallbackObserver>,
     host_env: Option<HostEnv>,
     extensions: bool,
     sections: Sections,
@@ -107,6 +110,7 @@ impl<'a> WorkspaceLoader<'a> {
             model: None,
             name: None,
             observer: None,
+            fallback_observer: None,
             host_env: None,
             extensions: true,
             sections: Sections::builtin(),
@@ -153,6 +157,12 @@ impl<'a> WorkspaceLoader<'a> {
     /// Told of each model retry as it happens (every model the workspace names).
     pub fn on_retry(mut self, observer: Option<RetryObserver>) -> Self {
         self.observer = observer;
+        self
+    }
+
+    /// Told of each switch of the main model to a `[model] fallback` model.
+    pub fn on_fallback(mut self, observer: Option<FallbackObserver>) -> Self {
+        self.fallback_observer = observer;
         self
     }
 
@@ -253,11 +263,36 @@ impl<'a> WorkspaceLoader<'a> {
             )),
             (None, None, None) => None,
         };
+        let section = config.model.clone().unwrap_or_default();
         let model = match main {
             Some((spec, source, origin)) => {
-                let mut model = build(&spec, origin)?;
+                let fallback = &section.fallback;
+                let main_transport = if fallback.is_empty() {
+                    transport.clone()
+                } else {
+                    section.transport_with_fallback(self.observer.clone())
+                };
+                let mut model = build_model(&spec, origin, self.env, &main_transport)?;
                 if let Some(tokens) = window {
                     model = Arc::new(WithContextWindow::new(model, tokens));
+                }
+                if !fallback.is_empty() {
+                    let entries = fallback
+                        .iter()
+                        .enumerate()
+                        .map(|(at, spec)| {
+                            // The last model has nothing to move on to: it keeps every retry.
+                            let options = if at + 1 < fallback.len() {
+                                &main_transport
+                            } else {
+                                &transport
+                            };
+                            let origin = format!("{} [model] fallback[{at}]", file.display());
+                            fallback_entry(spec, origin, self.env, options)
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let main = fallback_entry_of(&spec, model);
+                    model = Arc::new(FallbackChain::new(main, entries).with_observer(self.fallback_observer.clone()));
                 }
                 if !sets_token_trigger(text.as_deref())
                     && let (Some(toml::Value::Table(section)), Some(tokens)) =
@@ -341,6 +376,26 @@ fn sets_token_trigger(text: Option<&str>) -> bool {
         .is_some()
 }
 
+/// One `[model] fallback` entry: built like the main model (an operator's spec: its own
+/// preset's key and base URL), labelled with its spec.
+fn fallback_entry(
+    spec: &str,
+    origin: String,
+    env: &dyn Fn(&str) -> Option<String>,
+    transport: &TransportOptions,
+) -> Result<FallbackEntry, ConfigError> {
+    let model = build_model(spec, origin, env, transport)?;
+    Ok(fallback_entry_of(spec, model))
+}
+
+/// `model`, built from `spec` (which parsed), as a chain entry.
+fn fallback_entry_of(spec: &str, model: Arc<dyn ChatModel>) -> FallbackEntry {
+    match ModelSpec::parse(spec) {
+        Ok(parsed) => FallbackEntry::new(parsed.to_string(), parsed.provider(), model),
+        Err(_) => FallbackEntry::new(spec, spec, model),
+    }
+}
+
 /// Parses and builds one model spec; errors name `origin`.
 fn build_model(
     spec: &str,
@@ -417,6 +472,9 @@ mod tests {
         // ... unless the file gives its window.
         let unknown_sized = "[agent]\nmodel = \"openai:my-finetune\"\n[model]\ncontext_window = 32000\n[compaction]\n";
         assert_eq!(trigger(unknown_sized).await, Some(25_600));
+        // A fallback chain: compaction follows the smallest window of its models.
+        let chained = "[agent]\nmodel = \"openai:gpt-4o\"\n[model]\nfallback = [\"openai:gpt-4\"]\n[compaction]\n";
+        assert_eq!(trigger(chained).await, Some(6_553));
         // No [compaction]: nothing to follow.
         assert_eq!(trigger("[agent]\nmodel = \"openai:gpt-4o\"\n").await, None);
     }

@@ -61,6 +61,8 @@ pub mod plan_mode;
 pub mod prompt;
 pub mod session;
 pub mod state;
+pub mod structured;
+mod structured_call;
 mod subagent_control;
 pub mod subagents;
 pub mod task_list;

@@ -18,13 +18,20 @@ const CAPABILITIES: &[&str] = &[
     "permissions",
     "plan_mode",
     "prompt",
+    "structured",
     "subagents",
     "task_list",
     "tools",
 ];
 
 /// The composition root and the agent: capabilities may not import them.
-const ROOT: &[&str] = &["agent", "builtins", "from_workspace"];
+const ROOT: &[&str] = &[
+    "agent",
+    "builtins",
+    "from_workspace",
+    "structured_call",
+    "subagent_control",
+];
 
 /// The most modules one circle may hold.
 const MAX_CIRCLE: usize = 6;

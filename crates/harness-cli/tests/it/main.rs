@@ -8,6 +8,7 @@ mod compat;
 mod json_events;
 mod memory_cli;
 mod memory_screen;
+mod models;
 mod newcomer;
 mod parity;
 mod readme;

@@ -9,6 +9,7 @@ mod idle;
 mod openai;
 mod server;
 mod spec;
+mod structured;
 
 use harness_core::{ChatModel, ChatRequest, ModelError, ModelResponse, Msg, ToolAnnotations, ToolSpec, collect};
 use std::sync::Arc;

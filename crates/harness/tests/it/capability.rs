@@ -137,14 +137,16 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
         [
             "session_persistence",
             "tool_result_eviction",
+            "structured_output_calls",
             "subagents",
             "permissions",
-            "workspace_context"
+            "workspace_context",
+            "structured_output"
         ]
     );
     let capabilities = agent.capabilities();
     assert_eq!(capabilities.first(), Some(&"file_tools"));
-    assert_eq!(capabilities.last(), Some(&"workspace_context"));
+    assert_eq!(capabilities.last(), Some(&"structured_output"));
     assert!(!capabilities.contains(&"memory") && !capabilities.contains(&"shell"));
 
     // Registered last, a capability's middleware still lands in its layer.
@@ -160,9 +162,11 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
             "session_persistence",
             "probe",
             "tool_result_eviction",
+            "structured_output_calls",
             "subagents",
             "permissions",
-            "workspace_context"
+            "workspace_context",
+            "structured_output"
         ]
     );
     let agent = builder()

@@ -22,6 +22,7 @@ mod recipe;
 mod scope;
 mod sessions;
 mod skills;
+mod structured;
 mod subagents;
 mod support;
 mod task_list;

@@ -190,6 +190,7 @@ async fn http_server() -> (tokio::process::Child, u16) {
 }
 
 /// Starts server-everything over streamable HTTP on `port` (the port it had before).
+#[allow(dead_code)]
 async fn http_server_on(port: u16) -> tokio::process::Child {
     try_http_server_on(port)
         .await
