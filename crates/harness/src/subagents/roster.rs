@@ -14,7 +14,7 @@ pub(crate) struct Declarations {
     pub(crate) warnings: Vec<DeclarationWarning>,
     /// This agent's permission policy: a call of a remote subagent is open-world and is
     /// decided by it as such (it asks under the default permissions).
-    pub(crate) policy: Option<Arc<crate::permissions::Policy>>,
+    pub(crate) policy: Option<Arc<harness_policy::Policy>>,
 }
 
 impl std::fmt::Debug for Declarations {
@@ -37,7 +37,7 @@ impl Declarations {
         root: &std::path::Path,
         declared: Vec<SubagentDeclaration>,
         variables: &(dyn Fn(&str) -> Option<String> + Send + Sync),
-        policy: Option<Arc<crate::permissions::Policy>>,
+        policy: Option<Arc<harness_policy::Policy>>,
     ) -> Result<Self, CapabilityError> {
         let mut shared = BTreeMap::new();
         let builtin = SubagentDeclaration::general_purpose();
@@ -128,16 +128,16 @@ impl Declarations {
         let hints = harness_core::ToolAnnotations::new().open_world(true);
         let url = declaration.url.as_deref().unwrap_or_default();
         match policy.decide(&call.name, hints, &call.input) {
-            crate::permissions::Decision::Allow => None,
-            crate::permissions::Decision::Ask { reason, suggestion, .. } => {
+            harness_policy::Decision::Allow => None,
+            harness_policy::Decision::Ask { reason, suggestion, .. } => {
                 let reason = format!(
                     "subagent `{}` runs on the remote server {url}: {reason}",
                     declaration.id
                 );
                 Some(ctx.request_approval(call, &reason, (!suggestion.is_empty()).then_some(suggestion)))
             }
-            crate::permissions::Decision::Deny { reason }
-            | crate::permissions::Decision::Invalid { message: reason } => {
+            harness_policy::Decision::Deny { reason }
+            | harness_policy::Decision::Invalid { message: reason } => {
                 Some(harness_core::ToolOutput::error(format!(
                     "Permission denied: subagent `{}` runs on the remote server {url} and {reason}. The call was not run; do not retry it.",
                     declaration.id
