@@ -6,6 +6,8 @@
 //! groups), and a name used through a crate-root re-export (`crate::Name`) counts as an edge
 //! to the module that defines it, so a re-export cannot hide a circle. Comments are skipped.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

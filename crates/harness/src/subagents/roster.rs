@@ -136,8 +136,7 @@ impl Declarations {
                 );
                 Some(ctx.request_approval(call, &reason, (!suggestion.is_empty()).then_some(suggestion)))
             }
-            harness_policy::Decision::Deny { reason }
-            | harness_policy::Decision::Invalid { message: reason } => {
+            harness_policy::Decision::Deny { reason } | harness_policy::Decision::Invalid { message: reason } => {
                 Some(harness_core::ToolOutput::error(format!(
                     "Permission denied: subagent `{}` runs on the remote server {url} and {reason}. The call was not run; do not retry it.",
                     declaration.id
