@@ -1,4 +1,4 @@
-//! Conversation compaction and context-overflow recovery: the engine, a leaf crate. The
+//! Context bounds, the engines (a leaf crate): conversation compaction and context-overflow recovery, and large tool-result eviction ([`eviction`]). The
 //! `harness` crate makes it a capability (`[compaction]`, the builder setting, the memory
 //! flush before a compaction).
 //!
@@ -32,6 +32,7 @@
 
 mod config;
 mod estimate;
+pub mod eviction;
 mod plan;
 mod summary;
 mod truncate;

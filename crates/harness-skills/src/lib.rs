@@ -40,6 +40,7 @@ mod library;
 mod middleware;
 #[cfg(not(feature = "git"))]
 mod no_git;
+pub mod tool_groups;
 #[cfg(not(feature = "git"))]
 use no_git as git;
 mod repository;

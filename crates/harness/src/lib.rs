@@ -66,7 +66,8 @@ mod structured_call;
 mod subagent_control;
 pub mod subagents;
 pub mod task_list;
-pub mod tool_groups;
+/// On-demand tool groups (the engine lives in `harness-skills`).
+pub use harness_skills::tool_groups;
 pub mod tools;
 pub mod user_tools;
 pub mod workspace;

@@ -79,7 +79,7 @@ mod tests {
     #[test]
     fn a_child_session_is_bounded_at_any_depth() {
         // A 41-byte OpenAI-route session, then three levels of children with the longest ids.
-        let mut parent = session("chatcmpl-0123456789abcdef0123456789abcdef0");
+        let mut parent = session("chatcmpl-0123456789abcdef0123456789abcdef");
         assert_eq!(parent.as_str().len(), 41);
         let long_id = "a".repeat(64);
         for _ in 0..3 {

@@ -13,13 +13,13 @@
 //! groups' tools, so the kernel neither offers them to the model nor runs a call to one (a
 //! guessed call gets the "not available on this step" error result).
 
+use crate::{LOAD_SKILL, Skills};
 use async_trait::async_trait;
 use harness_core::{
     AgentError, AgentState, Block, Hooks, JsonSchema, Middleware, ReasoningNext, Role, Tool, ToolContext, ToolError,
     ToolOutput, ToolSpec, Turn, schema_of,
 };
 use harness_fs::CallWorkspace;
-use harness_skills::{LOAD_SKILL, Skills};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
