@@ -401,7 +401,9 @@ mod tests {
             Path::new("t"),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let compaction = config.section::<harness_compaction::CompactionConfig>().unwrap();
+        let compaction = config
+            .section::<harness_compaction::CompactionConfig>()
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(compaction.map(|c| c.trigger_messages), Some(30));
         for bad in ["[compaction]\ntriger = 1\n", "[tool_result_eviction]\nmax_char = 1\n"] {
             let message = HarnessConfig::parse(bad, Path::new("t"))
