@@ -54,7 +54,7 @@ pub const MESSAGES_PLACEHOLDER: &str = "{messages}";
 /// keeping pinned messages and a recent tail verbatim. The raw transcript is never changed.
 ///
 /// ```
-/// use harness::compaction::CompactionConfig;
+/// use harness_compaction::CompactionConfig;
 /// let config = CompactionConfig::default().trigger_messages(30).keep_messages(10);
 /// assert_eq!((config.trigger_messages, config.keep_messages, config.trigger_tokens), (30, 10, 80_000));
 /// let parsed: CompactionConfig = toml::from_str("trigger_messages = 30\nkeep_messages = 10").unwrap();

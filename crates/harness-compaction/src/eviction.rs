@@ -46,7 +46,7 @@ pub const DEFAULT_EXCLUDED_TOOLS: &[&str] = &[
 /// Settings of tool-result eviction (`[tool_result_eviction]` in `harness.toml`).
 ///
 /// ```
-/// use harness::eviction::ToolResultEvictionConfig;
+/// use harness_compaction::eviction::ToolResultEvictionConfig;
 /// let config = ToolResultEvictionConfig::default().max_chars(20_000).include("read_file");
 /// assert!(!config.excluded_tools.contains("read_file"));
 /// let parsed: ToolResultEvictionConfig = toml::from_str("max_chars = 20000\nexcluded_tools = []").unwrap();

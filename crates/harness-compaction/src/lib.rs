@@ -210,7 +210,7 @@ enum SummaryError {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// use harness::compaction::{Compaction, CompactionConfig};
+/// use harness_compaction::{Compaction, CompactionConfig};
 /// use harness_core::{ReActAgent, RuntimeContext};
 /// use harness_models::ScriptedModel;
 /// use std::sync::Arc;

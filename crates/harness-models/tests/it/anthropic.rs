@@ -255,7 +255,9 @@ async fn the_request_round_trips_thinking_merges_results_and_places_cache_breakp
             ]},
         ])
     );
-    assert_eq!(body["tool_choice"], json!({"type": "any"}));
+    // `Required` with a single tool forces that tool by name (what structured output's
+    // `generate_response` relies on); with several it is `any`.
+    assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "lookup"}));
     assert_eq!(body["max_tokens"], 1000);
 }
 
