@@ -52,8 +52,36 @@ pub(crate) struct ApproveArgs {
     pub(crate) ids: Vec<String>,
 }
 
-/// Prints the pending calls and how to decide them.
-pub(crate) fn print_pending(out: &mut Out, pending: &PendingApproval, ctx: &RuntimeContext) -> std::io::Result<()> {
+/// The flags that point `harness approve` (or any command) at the same workspace, user and
+/// session as `ws`, `user` and `session`, quoted for a POSIX shell; empty for the defaults.
+pub(crate) fn target_flags(ws: Option<&std::path::Path>, user: Option<&str>, session: Option<&str>) -> String {
+    let mut flags = String::new();
+    if let Some(ws) = ws {
+        flags.push_str(&format!(" --workspace {}", shell_word(&ws.display().to_string())));
+    }
+    for (flag, value) in [("--user", user), ("--session", session)] {
+        if let Some(value) = value {
+            flags.push_str(&format!(" {flag} {}", shell_word(value)));
+        }
+    }
+    flags
+}
+
+/// `word` as one POSIX shell word: as is when it is plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-' | '_' | ':' | '@' | '+' | '='));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Prints the pending calls and how to decide them; `target` is [`target_flags`].
+pub(crate) fn print_pending(out: &mut Out, pending: &PendingApproval, target: &str) -> std::io::Result<()> {
     out.line(&format!(
         "waiting for approval: {} call(s) did not run",
         pending.calls.len()
@@ -75,13 +103,6 @@ pub(crate) fn print_pending(out: &mut Out, pending: &PendingApproval, ctx: &Runt
                 ))?;
             }
         }
-    }
-    let mut target = String::new();
-    if let Some(user) = &ctx.user_id {
-        target.push_str(&format!(" --user {user}"));
-    }
-    if let Some(session) = &ctx.session_id {
-        target.push_str(&format!(" --session {session}"));
     }
     out.line(&format!(
         "decide with: harness approve{target} [CALL_ID…]  (--deny refuses, --always also allows calls like it in this session)"

@@ -66,9 +66,101 @@ async fn read_line(
     .await?
 }
 
-pub(crate) async fn chat(agent: HarnessAgent, base: RuntimeContext, interrupts: Arc<Interrupts>) -> anyhow::Result<()> {
+/// What the chat needs besides the agent: the session list and the flags its hints carry.
+pub(crate) struct ChatSetup {
+    /// Reads the sessions for `/sessions` (none when the workspace has no state yet).
+    pub(crate) reader: Option<harness::SessionReader>,
+    /// The user whose sessions `/sessions` lists.
+    pub(crate) user: harness_core::UserId,
+    /// `--workspace … --user …` when they are not the defaults ([`crate::approve::target_flags`]).
+    pub(crate) target: String,
+}
+
+/// What `harness chat` says when input was waiting before its first prompt.
+pub(crate) const TYPED_AHEAD: &str = "harness chat: input was already waiting before the chat started (a pasted block?); \
+     the chat did not start, so your shell runs those lines. Run `harness chat` on a line of its own to chat.";
+
+/// Whether input already waits on a terminal's stdin before the first prompt: a block
+/// pasted into a shell, whose next lines belong to the shell. A pipe or file is never
+/// typed-ahead: it is the chat's input.
+pub(crate) fn typed_ahead() -> bool {
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return false;
+    }
+    let fd = stdin.as_fd();
+    let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+    let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|ready| ready > 0)
+}
+
+/// The commands of the chat, every one exact; `/help` lists them.
+pub(crate) const HELP: &str = "commands: /session ID switches to session ID, /session shows the current one, \
+     /sessions lists your sessions, /new starts a session, /tasks lists subagent tasks, /help shows this, /exit quits. \
+     A line starting with // sends the rest starting with / (//etc/hosts sends /etc/hosts). \
+     Ctrl-C cancels a turn; a pasted block is one message.";
+
+/// One line typed at the prompt.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Input<'a> {
+    /// Nothing (an empty line).
+    Empty,
+    /// A message for the model.
+    Message(std::borrow::Cow<'a, str>),
+    /// `/exit` or `/quit`.
+    Exit,
+    /// `/new`.
+    New,
+    /// `/session` alone.
+    ShowSession,
+    /// `/session ID`.
+    Switch(&'a str),
+    /// `/sessions`.
+    Sessions,
+    /// `/tasks`.
+    Tasks,
+    /// `/help`.
+    Help,
+    /// Any other `/word`.
+    Unknown(&'a str),
+}
+
+/// Reads one line: commands are exact words, `//` escapes a leading `/`.
+pub(crate) fn parse_input(line: &str) -> Input<'_> {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Input::Empty;
+    }
+    if let Some(escaped) = trimmed.strip_prefix("//") {
+        return Input::Message(format!("/{escaped}").into());
+    }
+    let Some(command) = trimmed.strip_prefix('/') else {
+        return Input::Message(trimmed.into());
+    };
+    let (word, rest) = command.split_once(char::is_whitespace).unwrap_or((command, ""));
+    let rest = rest.trim();
+    match (word, rest.is_empty()) {
+        ("exit" | "quit", true) => Input::Exit,
+        ("new", true) => Input::New,
+        ("session", true) => Input::ShowSession,
+        ("session", false) => Input::Switch(rest),
+        ("sessions", true) => Input::Sessions,
+        ("tasks", true) => Input::Tasks,
+        ("help", true) => Input::Help,
+        _ => Input::Unknown(trimmed),
+    }
+}
+
+pub(crate) async fn chat(
+    agent: HarnessAgent,
+    base: RuntimeContext,
+    interrupts: Arc<Interrupts>,
+    setup: ChatSetup,
+) -> anyhow::Result<()> {
     let mut out = Out::new();
-    let result = chat_loop(&agent, base, &interrupts, &mut out).await;
+    let result = chat_loop(&agent, base, &interrupts, &setup, &mut out).await;
     // A reader that went away ends the chat quietly.
     if out.closed() { Ok(()) } else { result }
 }
@@ -77,12 +169,13 @@ async fn chat_loop(
     agent: &HarnessAgent,
     base: RuntimeContext,
     interrupts: &Interrupts,
+    setup: &ChatSetup,
     out: &mut Out,
 ) -> anyhow::Result<()> {
     let editor = std::sync::Arc::new(std::sync::Mutex::new(rustyline::DefaultEditor::new()?));
     let mut session = base.session_id.clone().unwrap_or(harness_core::DEFAULT_SESSION_ID);
     out.line(&format!(
-        "harness chat — session {session}. /session ID switches, /new starts a session, /tasks lists subagent tasks, /exit quits; Ctrl-C cancels a turn."
+        "harness chat — session {session}. /help lists the commands, /exit quits."
     ))?;
     while !out.closed() {
         let line = match read_line(editor.clone(), format!("{session}> ")).await? {
@@ -93,29 +186,39 @@ async fn chat_loop(
                 continue;
             }
         };
-        let line = line.trim();
-        match line {
-            "" => continue,
-            "/exit" | "/quit" => break,
-            "/new" => {
+        let message = match parse_input(&line) {
+            Input::Empty => continue,
+            Input::Exit => break,
+            Input::Help => {
+                out.line(HELP)?;
+                continue;
+            }
+            Input::New => {
                 // `s-<digits>` follows the id rule, so `parse` cannot fail; keep the session on the
                 // impossible error rather than panic.
                 session = SessionId::parse(format!("s-{}", jiff::Timestamp::now().as_millisecond())).unwrap_or(session);
                 out.line(&format!("new session {session}"))?;
                 continue;
             }
-            _ if line.starts_with("/session") => {
-                let id = line.trim_start_matches("/session").trim();
+            Input::ShowSession => {
+                out.line(&format!("session {session} (/session ID switches)"))?;
+                continue;
+            }
+            Input::Switch(id) => {
                 match SessionId::parse(id) {
                     Ok(id) => {
                         session = id;
                         out.line(&format!("session {session}"))?;
                     }
-                    Err(err) => out.line(&format!("error: {err}"))?,
+                    Err(err) => out.line(&format!("error: {err}; the session stays {session}"))?,
                 }
                 continue;
             }
-            "/tasks" => {
+            Input::Sessions => {
+                list_sessions(setup, out).await?;
+                continue;
+            }
+            Input::Tasks => {
                 let mut ctx = base.clone();
                 ctx.session_id = Some(session.clone());
                 match agent.tasks(ctx).await {
@@ -135,14 +238,15 @@ async fn chat_loop(
                 }
                 continue;
             }
-            _ if line.starts_with('/') => {
+            Input::Unknown(command) => {
                 out.line(&format!(
-                    "unknown command {line}; use /session ID, /new, /tasks or /exit"
+                    "unknown command {command}; /help lists the commands (start the line with // to send it as a message)"
                 ))?;
                 continue;
             }
-            _ => {}
-        }
+            Input::Message(message) => message.into_owned(),
+        };
+        let line = message.as_str();
         let cancel = CancellationToken::new();
         let mut ctx = base.clone().with_cancellation(cancel.clone());
         ctx.session_id = Some(session.clone());
@@ -159,7 +263,8 @@ async fn chat_loop(
             };
             let Some(decisions) = ask_decisions(&editor, &pending, out).await? else {
                 out.line(&format!(
-                    "(left waiting; decide later with `harness approve --session {session}`)"
+                    "(left waiting; decide later with `harness approve{} --session {session}`)",
+                    setup.target
                 ))?;
                 break;
             };
@@ -275,7 +380,11 @@ async fn ask_decisions(
                 "n" | "no" => harness_core::ApprovalDecision::deny(&call.id),
                 "a" | "always" if call.suggestion.is_some() => harness_core::ApprovalDecision::approve_always(&call.id),
                 _ => {
-                    out.line("    please answer y, n or a")?;
+                    out.line(if call.suggestion.is_some() {
+                        "    please answer y, n or a"
+                    } else {
+                        "    please answer y or n"
+                    })?;
                     continue;
                 }
             };
@@ -340,5 +449,48 @@ mod child_tests {
         };
         assert_eq!(child_line(&source, &done).unwrap(), "    [researcher] done: the answer");
         assert!(child_line(&source, &EventKind::TextDelta { delta: "x".into() }).is_none());
+    }
+}
+
+/// `/sessions`: the user's sessions, newest first, each with its time and first words.
+async fn list_sessions(setup: &ChatSetup, out: &mut Out) -> anyhow::Result<()> {
+    let listed = match &setup.reader {
+        Some(reader) => match reader.list(&setup.user).await {
+            Ok(listed) => listed,
+            Err(err) => return Ok(out.line(&format!("error: {}", harness_core::error_chain(&err)))?),
+        },
+        None => Vec::new(),
+    };
+    if listed.is_empty() {
+        out.line("no sessions yet")?;
+    }
+    for entry in listed {
+        out.line(&format!(
+            "  {}  {}  {} messages  {}",
+            entry.id,
+            entry.summary.updated.strftime("%Y-%m-%d %H:%M"),
+            entry.summary.message_count,
+            harness_core::excerpt(&entry.summary.summary, 60)
+        ))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Input, parse_input};
+
+    #[test]
+    fn commands_are_exact_and_a_double_slash_sends_a_leading_slash() {
+        assert_eq!(parse_input("/sessions"), Input::Sessions);
+        assert_eq!(parse_input("/session s2"), Input::Switch("s2"));
+        assert_eq!(parse_input("/session"), Input::ShowSession);
+        assert_eq!(parse_input("  /exit  "), Input::Exit);
+        assert_eq!(parse_input("/sessionx"), Input::Unknown("/sessionx"));
+        assert_eq!(parse_input("/new now"), Input::Unknown("/new now"));
+        assert_eq!(parse_input("//etc/hosts"), Input::Message("/etc/hosts".into()));
+        assert_eq!(parse_input("hello /new"), Input::Message("hello /new".into()));
+        assert_eq!(parse_input("   "), Input::Empty);
+        assert_eq!(parse_input("/help"), Input::Help);
     }
 }

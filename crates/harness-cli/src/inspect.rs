@@ -89,7 +89,7 @@ fn user_of(ws: &WorkspaceArgs) -> UserId {
     ws.user.clone().unwrap_or(harness_core::DEFAULT_USER_ID)
 }
 
-async fn reader(ws: &WorkspaceArgs) -> anyhow::Result<Option<harness::SessionReader>> {
+pub(crate) async fn reader(ws: &WorkspaceArgs) -> anyhow::Result<Option<harness::SessionReader>> {
     let workspace = workspace::resolve(ws.workspace.clone())?;
     if !workspace.exists {
         return Ok(None);

@@ -240,6 +240,15 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
     Ok((agent, spec, loaded.config))
 }
 
+/// The flags of `args` that name its workspace, user and session (for printed hints).
+fn target_flags(args: &AgentArgs) -> String {
+    approve::target_flags(
+        args.ws.workspace.as_deref(),
+        args.ws.user.as_ref().map(|user| user.as_str()),
+        args.session.as_ref().map(|session| session.as_str()),
+    )
+}
+
 fn context(args: &AgentArgs) -> RuntimeContext {
     let mut ctx = RuntimeContext::default();
     ctx.user_id = args.ws.user.clone();
@@ -288,7 +297,16 @@ async fn run(
     let _handling = interrupts.handling();
     let cancel = CancellationToken::new();
     let ctx = context(&args).with_cancellation(cancel.clone());
-    let turn = run_turn(&agent, ctx, json, TurnInput::Message(message), schema.as_ref(), &spec);
+    let target = target_flags(&args);
+    let turn = run_turn(
+        &agent,
+        ctx,
+        json,
+        TurnInput::Message(message),
+        schema.as_ref(),
+        &spec,
+        &target,
+    );
     tokio::pin!(turn);
     let result = tokio::select! {
         result = &mut turn => result,
@@ -327,6 +345,7 @@ async fn run_turn(
     input: TurnInput,
     schema: Option<&OutputSchema>,
     spec: &str,
+    target: &str,
 ) -> anyhow::Result<()> {
     ctx.insert(harness_core::TurnModelSpec(spec.to_owned()));
     let mut out = Out::new();
@@ -342,7 +361,7 @@ async fn run_turn(
                 if !text.trim().is_empty() {
                     out.line(&text)?;
                 }
-                approve::print_pending(&mut out, &pending, &ctx)?;
+                approve::print_pending(&mut out, &pending, target)?;
                 Err(anyhow::Error::new(approve::AwaitingApproval))
             }
             Err(err) => Err(runtime(&err)),
@@ -362,7 +381,7 @@ async fn run_turn(
             if !text.trim().is_empty() {
                 out.line(&text)?;
             }
-            approve::print_pending(&mut out, &pending, &ctx)?;
+            approve::print_pending(&mut out, &pending, target)?;
             return Err(anyhow::Error::new(approve::AwaitingApproval));
         }
         out.line(&text)?;
@@ -421,13 +440,14 @@ async fn approve_cmd(
     let pending = approve::read_pending(&args, &ctx).await?;
     if pending.is_empty() {
         return Err(usage(format!(
-            "nothing is waiting for approval in session `{}` of user `{}` (`harness run` exits 3 when a turn waits)",
+            "nothing is waiting for approval in session `{}` of user `{}` in the workspace {} (`harness run` exits 3 when a turn waits)",
             ctx.session_id
                 .as_ref()
                 .map_or(harness_core::DEFAULT_SESSION, |id| id.as_str()),
             ctx.user_id
                 .as_ref()
                 .map_or(harness_core::DEFAULT_USER, |id| id.as_str()),
+            workspace::resolve(args.ws.workspace.clone())?.dir.display(),
         )));
     }
     let decisions = approve::decisions(&flags, &pending)?;
@@ -453,7 +473,16 @@ async fn approve_cmd(
     let _handling = interrupts.handling();
     let cancel = CancellationToken::new();
     let ctx = ctx.with_cancellation(cancel.clone());
-    let turn = run_turn(&agent, ctx, flags.json, TurnInput::Decisions(decisions), None, &spec);
+    let target = target_flags(&args);
+    let turn = run_turn(
+        &agent,
+        ctx,
+        flags.json,
+        TurnInput::Decisions(decisions),
+        None,
+        &spec,
+        &target,
+    );
     tokio::pin!(turn);
     let result = tokio::select! {
         result = &mut turn => result,
@@ -592,9 +621,23 @@ fn main() -> ExitCode {
             }
             Command::Approve { agent, approve } => approve_cmd(agent, approve, interrupts).await,
             Command::Chat { agent } => {
+                if chat::typed_ahead() {
+                    // A block pasted into the shell: its next lines are the shell's, not messages.
+                    eprintln!("{}", chat::TYPED_AHEAD);
+                    return Ok(());
+                }
                 let (harness, _) = build_agent(&agent).await?;
                 let _handling = interrupts.handling();
-                let result = chat::chat(harness.clone(), context(&agent), Arc::clone(&interrupts)).await;
+                let setup = chat::ChatSetup {
+                    reader: inspect::reader(&agent.ws).await.ok().flatten(),
+                    user: agent.ws.user.clone().unwrap_or(harness_core::DEFAULT_USER_ID),
+                    target: approve::target_flags(
+                        agent.ws.workspace.as_deref(),
+                        agent.ws.user.as_ref().map(|user| user.as_str()),
+                        None,
+                    ),
+                };
+                let result = chat::chat(harness.clone(), context(&agent), Arc::clone(&interrupts), setup).await;
                 shutdown(&harness).await;
                 result
             }

@@ -61,16 +61,32 @@ fn run_exits_3_and_approve_runs_the_call_once() {
         stdout.contains("rule that would allow it: execute(touch marker*)"),
         "{stdout}"
     );
-    assert!(stdout.contains("harness approve --session s1"), "{stdout}");
     assert!(!stderr.contains("error"), "{stderr}");
+    // The hint is a command that works when pasted: it names the workspace and the session.
+    let hint = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("decide with: "))
+        .unwrap_or_else(|| panic!("no hint: {stdout}"));
+    let command = hint.split(" [CALL_ID").next().unwrap();
+    assert!(
+        command.starts_with("harness approve --workspace ") && command.ends_with(" --session s1"),
+        "{command}"
+    );
 
-    // The second process replays the script from its start: what follows the approval.
+    // The second process replays the script from its start: what follows the approval. It
+    // runs the hint as printed, from another directory.
     script(dir.path(), r#"{"replies": [{"text": "marker made"}]}"#);
-    let output = harness()
-        .args(["approve", "--session", "s1", "--workspace"])
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_harness"));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut pasted = std::process::Command::new("bash");
+    pasted.arg("-c").arg(command).current_dir(elsewhere.path()).env(
+        "PATH",
+        format!("{}:{}", bin.parent().unwrap().display(), std::env::var("PATH").unwrap()),
+    );
+    for (key, _) in harness().get_envs() {
+        pasted.env_remove(key);
+    }
+    let output = pasted.output().unwrap();
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout.trim(), "marker made");
@@ -84,8 +100,9 @@ fn run_exits_3_and_approve_runs_the_call_once() {
     let (_, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("nothing is waiting for approval in session `s1`"),
-        "{stderr}"
+        stderr.contains("nothing is waiting for approval in session `s1`")
+            && stderr.contains(&format!("in the workspace {}", ws.display())),
+        "the error names the workspace it searched: {stderr}"
     );
 }
 

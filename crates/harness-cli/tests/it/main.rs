@@ -15,6 +15,7 @@ mod readme;
 mod replicas;
 mod scope;
 mod serve;
+mod terminal;
 mod tidy;
 mod tools_cmd;
 mod trust;

@@ -7,7 +7,7 @@ use crate::cli::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
@@ -16,7 +16,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// The ```sh blocks of the README section that starts with `heading`.
-fn sh_blocks(readme: &str, heading: &str) -> Vec<String> {
+pub(crate) fn sh_blocks(readme: &str, heading: &str) -> Vec<String> {
     let start = readme
         .find(heading)
         .unwrap_or_else(|| panic!("no {heading:?} in README.md"));
@@ -50,7 +50,7 @@ pub(crate) fn binaries() -> PathBuf {
     dir
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -83,7 +83,7 @@ fn run_script(script: &str, cwd: &Path, bin: &Path) -> std::process::Output {
     command.output().unwrap()
 }
 
-fn prepare(block: &str, port: u16, bin: &Path) -> String {
+pub(crate) fn prepare(block: &str, port: u16, bin: &Path) -> String {
     block
         .lines()
         .filter(|line| !line.trim_start().starts_with("cargo "))
