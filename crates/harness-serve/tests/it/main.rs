@@ -5,6 +5,7 @@
 
 mod approvals;
 mod chromium;
+mod compat;
 mod guard;
 mod native;
 mod openai;

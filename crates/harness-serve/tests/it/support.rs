@@ -56,6 +56,33 @@ fn scripted() -> ScriptedModel {
             let (name, args) = call.split_once(' ').unwrap_or((call, "{}"));
             return Reply::tool_call(name, serde_json::from_str(args).unwrap());
         }
+        // `weather:CITY`: calls the client's `get_weather`, then answers with its result.
+        if let Some(city) = last.strip_prefix("weather:") {
+            if after_tool {
+                let output = request.messages.last().map(|m| serde_json::to_string(m).unwrap()).unwrap_or_default();
+                return Reply::text(format!("weather done: {output}"));
+            }
+            return Reply::tool_call("get_weather", serde_json::json!({"city": city}));
+        }
+        // `profile`: prose first; asked again, the answer through `generate_response`.
+        // `never-profile`: prose every time.
+        let asked_again = last.starts_with("Your answer did not match");
+        let first_user = request.messages.iter().find(|m| m.role == Role::User).map(|m| m.text()).unwrap_or_default();
+        if asked_again && !first_user.contains("never-profile") {
+            return Reply::tool_call("generate_response", serde_json::json!({"name": "Ann", "age": 3}));
+        }
+        if last.contains("profile") || asked_again {
+            return Reply::text("Ann is three years old.");
+        }
+        // `steps`: text with a tool call, then more text.
+        if last == "steps" {
+            if after_tool {
+                return Reply::text("Found it.");
+            }
+            let mut reply = Reply::tool_call("list_files", serde_json::json!({"path": "."}));
+            reply.text = Some("Let me look.".to_owned());
+            return reply;
+        }
         if last.contains("tool") && !after_tool {
             return Reply::tool_call("list_files", serde_json::json!({"path": "."}));
         }
