@@ -92,9 +92,15 @@ struct Table {
 }
 
 /// Fingerprint → session, per agent and user.
-#[derive(Default)]
 pub(crate) struct Threads {
     table: Mutex<Table>,
+    capacity: usize,
+}
+
+impl Default for Threads {
+    fn default() -> Self {
+        Self::with_capacity(MAX_THREADS)
+    }
 }
 
 impl std::fmt::Debug for Threads {
@@ -104,6 +110,14 @@ impl std::fmt::Debug for Threads {
 }
 
 impl Threads {
+    /// An index of at most `capacity` conversations.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        Self {
+            table: Mutex::default(),
+            capacity: capacity.max(1),
+        }
+    }
+
     /// Records that the conversation with fingerprint `hash` is `session`.
     pub(crate) fn remember(&self, agent: &str, user: &UserId, hash: [u8; 32], session: &SessionId) {
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
@@ -111,7 +125,7 @@ impl Threads {
         if table.sessions.insert(key.clone(), session.clone()).is_none() {
             table.order.push_back(key);
         }
-        while table.order.len() > MAX_THREADS {
+        while table.order.len() > self.capacity {
             if let Some(old) = table.order.pop_front() {
                 table.sessions.remove(&old);
             }
@@ -161,6 +175,21 @@ mod tests {
         assert_eq!(threads.find("a", &user, &changed), None);
         // The request itself is never its own prefix.
         assert_eq!(threads.find("a", &user, &first), None);
+    }
+
+    #[test]
+    fn the_oldest_conversation_is_forgotten_first() {
+        let threads = Threads::with_capacity(2);
+        let user = UserId::parse("u1").unwrap_or_else(|e| panic!("{e}"));
+        let session = SessionId::parse("s").unwrap_or_else(|e| panic!("{e}"));
+        let chats: Vec<[Seen; 2]> = ["a", "b", "c"].map(|t| [seen("user", t), seen("assistant", t)]).into();
+        for chat in &chats {
+            threads.remember("a", &user, prefixes(chat)[1], &session);
+        }
+        let next = |chat: &[Seen; 2]| [chat[0].clone(), chat[1].clone(), seen("user", "more")];
+        assert_eq!(threads.find("a", &user, &next(&chats[0])), None);
+        assert!(threads.find("a", &user, &next(&chats[1])).is_some());
+        assert!(threads.find("a", &user, &next(&chats[2])).is_some());
     }
 
     #[test]

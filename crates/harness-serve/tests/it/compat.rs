@@ -296,6 +296,10 @@ async fn what_the_agent_cannot_honour_is_a_clear_400() {
             json!({"model": "helper", "response_format": {"type": "yaml"}, "messages": user}),
             "use text, json_object or json_schema",
         ),
+        (
+            json!({"model": "helper", "tools": [{"type": "web_search"}], "messages": user}),
+            "send function tools",
+        ),
     ];
     for (body, expected) in cases {
         let (status, _, answer) = complete(&server, body.clone()).await;
@@ -304,6 +308,23 @@ async fn what_the_agent_cannot_honour_is_a_clear_400() {
         assert!(message.contains(expected), "{message}");
     }
     assert!(sessions(&server).await.is_empty(), "nothing ran");
+}
+
+#[tokio::test]
+async fn tool_choice_none_offers_no_client_tool() {
+    let server = Server::start(ServeOptions::default()).await;
+    let (status, _, body) = complete(
+        &server,
+        json!({"model": "helper", "tools": weather_tool(), "tool_choice": "none",
+               "messages": [{"role": "user", "content": "weather:Paris"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // The model's call of the tool it was not offered got an error result; nothing waits.
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    assert!(body["choices"][0]["message"].get("tool_calls").is_none(), "{body}");
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(content.contains("not available"), "{content}");
 }
 
 async fn respond(server: &Server, body: Value) -> Value {
@@ -331,6 +352,17 @@ async fn the_responses_api_continues_a_session_through_previous_response_id() {
     .await;
     assert_eq!(second["output"][0]["content"][0]["text"], "turn 2: again");
     assert_eq!(second["previous_response_id"], first["id"]);
+    assert_eq!(sessions(&server).await.len(), 1);
+    // An `item_reference` to one of our messages names its session too (the Vercel AI SDK).
+    let third = respond(
+        &server,
+        json!({"model": "helper", "input": [
+            {"role": "user", "content": "hello"},
+            {"type": "item_reference", "id": second["output"][0]["id"]},
+            {"role": "user", "content": "third"}]}),
+    )
+    .await;
+    assert_eq!(third["output"][0]["content"][0]["text"], "turn 3: third", "{third}");
     assert_eq!(sessions(&server).await.len(), 1);
     // An id this server never gave is a 404 that says so.
     let response = server

@@ -11,6 +11,7 @@ mod native;
 mod openai;
 mod queue;
 mod remote;
+mod sdks;
 mod support;
 mod tasks;
 mod tenancy;
