@@ -291,7 +291,11 @@ pub(crate) fn client_specs(served: &Served, functions: Vec<FunctionDef>) -> Resu
                 "tools: the parameters of `{name}` must be a JSON Schema of type object"
             )));
         }
-        specs.push(ToolSpec::new(name, function.description.unwrap_or_default(), parameters));
+        specs.push(ToolSpec::new(
+            name,
+            function.description.unwrap_or_default(),
+            parameters,
+        ));
     }
     Ok(specs.into())
 }
@@ -423,7 +427,10 @@ pub(crate) async fn plan(
 ) -> Result<Planned, ApiError> {
     if let Some(session) = header {
         // The session's own history is the context: only the new input is taken.
-        let covered = seen.iter().rposition(|message| message.role == "user").unwrap_or(seen.len());
+        let covered = seen
+            .iter()
+            .rposition(|message| message.role == "user")
+            .unwrap_or(seen.len());
         return continue_session(served, user, session, seen, covered).await;
     }
     let agent = served.agent.kernel().name().to_string();
@@ -566,7 +573,13 @@ impl Remember {
             text: text.trim().to_owned(),
             calls: calls
                 .iter()
-                .map(|call| (call.id.clone(), call.tool.clone(), Seen::arguments(&call.input.to_string())))
+                .map(|call| {
+                    (
+                        call.id.clone(),
+                        call.tool.clone(),
+                        Seen::arguments(&call.input.to_string()),
+                    )
+                })
                 .collect(),
             call_id: None,
         };

@@ -15,12 +15,12 @@
 //! `response.function_call_arguments.done`, `response.output_item.done`,
 //! `response.completed` (or `error` and `response.failed`).
 
+use crate::Gateway;
 use crate::error::ApiError;
 use crate::feed::Frame;
 use crate::openai::{self, FunctionDef, Remember, TurnText};
 use crate::queue::SessionKey;
 use crate::threads::{self, Seen};
-use crate::Gateway;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -109,7 +109,9 @@ fn content_text(content: Option<&Value>) -> Result<String, ApiError> {
             }
             Ok(text)
         }
-        Some(_) => Err(ApiError::bad_request("input: content must be a string or a list of parts")),
+        Some(_) => Err(ApiError::bad_request(
+            "input: content must be a string or a list of parts",
+        )),
     }
 }
 
@@ -118,7 +120,10 @@ fn content_text(content: Option<&Value>) -> Result<String, ApiError> {
 /// `item_reference` to a message this server sent (what the Vercel AI SDK sends for an
 /// earlier reply when it stores responses) names that message's session: with it comes how
 /// many items it covers.
-fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<Seen>, Option<(SessionId, usize)>), ApiError> {
+fn seen_items(
+    instructions: Option<&str>,
+    input: Option<Input>,
+) -> Result<(Vec<Seen>, Option<(SessionId, usize)>), ApiError> {
     let mut seen: Vec<Seen> = Vec::new();
     let mut referenced = None;
     if let Some(instructions) = instructions.filter(|text| !text.trim().is_empty()) {
@@ -158,7 +163,11 @@ fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<S
                 });
             }
             "function_call" => {
-                let call = (text_of("call_id"), text_of("name"), Seen::arguments(&text_of("arguments")));
+                let call = (
+                    text_of("call_id"),
+                    text_of("name"),
+                    Seen::arguments(&text_of("arguments")),
+                );
                 match seen.last_mut() {
                     Some(last) if last.role == "assistant" => last.calls.push(call),
                     _ => seen.push(Seen {
@@ -226,7 +235,10 @@ fn session_of(previous: &str) -> Result<SessionId, ApiError> {
         ))
     };
     let rest = previous.strip_prefix("resp_").ok_or_else(unknown)?;
-    let session = rest.get(33..).filter(|_| rest.as_bytes().get(32) == Some(&b'_')).ok_or_else(unknown)?;
+    let session = rest
+        .get(33..)
+        .filter(|_| rest.as_bytes().get(32) == Some(&b'_'))
+        .ok_or_else(unknown)?;
     SessionId::parse(session).map_err(|_| unknown())
 }
 
@@ -539,7 +551,10 @@ impl Writer {
                         "response.function_call_arguments.done",
                         json!({"item_id": item["id"], "output_index": index, "arguments": item["arguments"]}),
                     ));
-                    events.push(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
+                    events.push(self.event(
+                        "response.output_item.done",
+                        json!({"output_index": index, "item": item}),
+                    ));
                     index += 1;
                 }
                 let done = self.object("completed", self.output());
@@ -553,7 +568,10 @@ impl Writer {
                 let mut failed = self.object("failed", Vec::new());
                 failed["error"] = json!({"code": detail["code"], "message": detail["message"]});
                 vec![
-                    self.event("error", json!({"code": detail["code"], "message": detail["message"], "param": null})),
+                    self.event(
+                        "error",
+                        json!({"code": detail["code"], "message": detail["message"], "param": null}),
+                    ),
                     self.event("response.failed", json!({"response": failed})),
                 ]
             }

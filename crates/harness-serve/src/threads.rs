@@ -165,7 +165,11 @@ mod tests {
         let one = SessionId::parse("s-one").unwrap_or_else(|e| panic!("{e}"));
         let first = [seen("user", "hi"), seen("assistant", "hello")];
         threads.remember("a", &user, prefixes(&first)[1], &one);
-        let next = [seen("user", " hi\n"), seen("assistant", "hello  "), seen("user", "more")];
+        let next = [
+            seen("user", " hi\n"),
+            seen("assistant", "hello  "),
+            seen("user", "more"),
+        ];
         assert_eq!(threads.find("a", &user, &next), Some((one.clone(), 2)));
         // Another agent, another user, or another history: no match.
         assert_eq!(threads.find("b", &user, &next), None);
@@ -194,7 +198,10 @@ mod tests {
 
     #[test]
     fn tool_arguments_match_whatever_their_spacing() {
-        assert_eq!(Seen::arguments("{\"a\": 1, \"b\": 2}"), Seen::arguments("{\"b\":2,\"a\":1}"));
+        assert_eq!(
+            Seen::arguments("{\"a\": 1, \"b\": 2}"),
+            Seen::arguments("{\"b\":2,\"a\":1}")
+        );
         assert_eq!(Seen::arguments(" not json "), Value::String("not json".to_owned()));
         let call = |raw: &str| Seen {
             role: "assistant",

@@ -85,7 +85,10 @@ async fn a_client_tool_call_ends_the_reply_and_its_result_resumes_the_turn_witho
     assert_eq!(status, 200, "{body}");
     assert_eq!(again.as_deref(), Some(session.as_str()), "the same session resumes");
     let content = body["choices"][0]["message"]["content"].as_str().unwrap();
-    assert!(content.starts_with("weather done:") && content.contains("sunny, 21 C"), "{content}");
+    assert!(
+        content.starts_with("weather done:") && content.contains("sunny, 21 C"),
+        "{content}"
+    );
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
     assert_eq!(sessions(&server).await, [session.clone()]);
     let state: Value = server
@@ -114,7 +117,10 @@ async fn a_client_tool_turn_resumes_through_the_session_header_too() {
         .json()
         .await
         .unwrap();
-    let id = body["choices"][0]["message"]["tool_calls"][0]["id"].as_str().unwrap().to_owned();
+    let id = body["choices"][0]["message"]["tool_calls"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     // Only the result is sent: the session's history is the context.
     let body: Value = post(json!([{"role": "tool", "tool_call_id": id, "content": "snow"}]))
         .await
@@ -147,7 +153,10 @@ async fn a_streamed_client_tool_call_sends_tool_calls_and_every_chunk_has_one_ch
     assert_eq!(calls[0][0]["function"]["name"], "get_weather");
     let last = chunks.last().unwrap();
     assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
-    assert!(last["usage"]["total_tokens"].is_u64(), "usage rides on the finish chunk: {last}");
+    assert!(
+        last["usage"]["total_tokens"].is_u64(),
+        "usage rides on the finish chunk: {last}"
+    );
 }
 
 #[tokio::test]
@@ -184,7 +193,8 @@ async fn a_stateless_three_turn_chat_is_one_stored_session() {
         ids.push(session.unwrap());
         // Clients echo the reply with fields of their own and trailing whitespace.
         let content = body["choices"][0]["message"]["content"].as_str().unwrap();
-        messages.push(json!({"role": "assistant", "content": format!("{content}\n"), "refusal": null, "tool_calls": null}));
+        messages
+            .push(json!({"role": "assistant", "content": format!("{content}\n"), "refusal": null, "tool_calls": null}));
     }
     assert_eq!(ids[0], ids[1]);
     assert_eq!(ids[1], ids[2]);
@@ -225,7 +235,10 @@ async fn response_format_json_schema_answers_only_the_validated_json() {
     .await;
     assert_eq!(status, 200, "{body}");
     let content = body["choices"][0]["message"]["content"].as_str().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(content).unwrap(), json!({"name": "Ann", "age": 3}));
+    assert_eq!(
+        serde_json::from_str::<Value>(content).unwrap(),
+        json!({"name": "Ann", "age": 3})
+    );
     // Streamed: the prose of the first attempt is never sent.
     let chunks = chunks(
         &server,
@@ -237,7 +250,10 @@ async fn response_format_json_schema_answers_only_the_validated_json() {
         .iter()
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
         .collect();
-    assert_eq!(serde_json::from_str::<Value>(&streamed).unwrap(), json!({"name": "Ann", "age": 3}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&streamed).unwrap(),
+        json!({"name": "Ann", "age": 3})
+    );
     // json_object takes any object.
     let (status, _, body) = complete(
         &server,
@@ -261,7 +277,10 @@ async fn a_format_the_model_never_meets_is_a_clear_error_not_prose() {
     .await;
     assert_eq!(status, 500, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("did not match the output schema after 3 attempts"), "{message}");
+    assert!(
+        message.contains("did not match the output schema after 3 attempts"),
+        "{message}"
+    );
     let (status, _, body) = complete(
         &server,
         json!({"model": "helper", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 12}}},
@@ -269,7 +288,10 @@ async fn a_format_the_model_never_meets_is_a_clear_error_not_prose() {
     )
     .await;
     assert_eq!(status, 400, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("response_format"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("response_format"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -277,7 +299,10 @@ async fn what_the_agent_cannot_honour_is_a_clear_400() {
     let server = Server::start(ServeOptions::default()).await;
     let user = json!([{"role": "user", "content": "hi"}]);
     let cases = [
-        (json!({"model": "helper", "n": 2, "messages": user}), "n: only one choice"),
+        (
+            json!({"model": "helper", "n": 2, "messages": user}),
+            "n: only one choice",
+        ),
         (
             json!({"model": "helper", "messages": [{"role": "user", "content": [
                 {"type": "text", "text": "what is this?"},
@@ -366,7 +391,10 @@ async fn the_responses_api_continues_a_session_through_previous_response_id() {
     assert_eq!(sessions(&server).await.len(), 1);
     // An id this server never gave is a 404 that says so.
     let response = server
-        .post("/v1/responses", json!({"model": "helper", "previous_response_id": "resp_nope", "input": "x"}))
+        .post(
+            "/v1/responses",
+            json!({"model": "helper", "previous_response_id": "resp_nope", "input": "x"}),
+        )
         .await;
     assert_eq!(response.status(), 404);
 }
@@ -376,7 +404,11 @@ async fn the_responses_api_does_function_calls_and_text_format() {
     let server = Server::start(ServeOptions::default()).await;
     let tools = json!([{"type": "function", "name": "get_weather", "description": "weather",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
-    let first = respond(&server, json!({"model": "helper", "tools": tools, "input": "weather:Lima"})).await;
+    let first = respond(
+        &server,
+        json!({"model": "helper", "tools": tools, "input": "weather:Lima"}),
+    )
+    .await;
     let call = first["output"]
         .as_array()
         .unwrap()
@@ -399,18 +431,27 @@ async fn the_responses_api_does_function_calls_and_text_format() {
         "required": ["name", "age"]}}});
     let answer = respond(&server, json!({"model": "helper", "text": format, "input": "profile"})).await;
     let text = answer["output"][0]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), json!({"name": "Ann", "age": 3}));
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"name": "Ann", "age": 3})
+    );
 }
 
 #[tokio::test]
 async fn a_streamed_response_sends_the_responses_event_types() {
     let server = Server::start(ServeOptions::default()).await;
     let response = server
-        .post("/v1/responses", json!({"model": "helper", "stream": true, "input": "steps"}))
+        .post(
+            "/v1/responses",
+            json!({"model": "helper", "stream": true, "input": "steps"}),
+        )
         .await;
     assert_eq!(response.status(), 200);
     let events = SseReader::new(response).rest().await;
-    let types: Vec<String> = events.iter().map(|e| e.json()["type"].as_str().unwrap().to_owned()).collect();
+    let types: Vec<String> = events
+        .iter()
+        .map(|e| e.json()["type"].as_str().unwrap().to_owned())
+        .collect();
     for (event, data) in events.iter().zip(&types) {
         assert_eq!(event.event.as_deref(), Some(data.as_str()));
     }
@@ -435,6 +476,9 @@ async fn a_streamed_response_sends_the_responses_event_types() {
     assert_eq!(deltas, "Let me look.\n\nFound it.");
     let done = events.last().unwrap().json();
     assert_eq!(done["response"]["output"][0]["content"][0]["text"], deltas);
-    let numbers: Vec<u64> = events.iter().map(|e| e.json()["sequence_number"].as_u64().unwrap()).collect();
+    let numbers: Vec<u64> = events
+        .iter()
+        .map(|e| e.json()["sequence_number"].as_u64().unwrap())
+        .collect();
     assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>());
 }

@@ -66,5 +66,11 @@ async fn the_openai_node_sdk_and_the_vercel_ai_sdk_work_against_the_served_agent
         .unwrap();
     std::fs::copy(fixture("node_clients.mjs"), script.path()).unwrap();
     let server = Server::start(ServeOptions::default()).await;
-    run_client(&server, PathBuf::from("node"), vec![script.path().to_owned()], Some(dir)).await;
+    run_client(
+        &server,
+        PathBuf::from("node"),
+        vec![script.path().to_owned()],
+        Some(dir),
+    )
+    .await;
 }

@@ -59,7 +59,11 @@ fn scripted() -> ScriptedModel {
         // `weather:CITY`: calls the client's `get_weather`, then answers with its result.
         if let Some(city) = last.strip_prefix("weather:") {
             if after_tool {
-                let output = request.messages.last().map(|m| serde_json::to_string(m).unwrap()).unwrap_or_default();
+                let output = request
+                    .messages
+                    .last()
+                    .map(|m| serde_json::to_string(m).unwrap())
+                    .unwrap_or_default();
                 return Reply::text(format!("weather done: {output}"));
             }
             return Reply::tool_call("get_weather", serde_json::json!({"city": city}));
@@ -67,7 +71,12 @@ fn scripted() -> ScriptedModel {
         // `profile`: prose first; asked again, the answer through `generate_response`.
         // `never-profile`: prose every time.
         let asked_again = last.starts_with("Your answer did not match");
-        let first_user = request.messages.iter().find(|m| m.role == Role::User).map(|m| m.text()).unwrap_or_default();
+        let first_user = request
+            .messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .unwrap_or_default();
         if asked_again && !first_user.contains("never-profile") {
             return Reply::tool_call("generate_response", serde_json::json!({"name": "Ann", "age": 3}));
         }
