@@ -402,7 +402,7 @@ pub(crate) async fn continue_session(
     for message in new.iter().filter(|message| matches!(message.role, "system" | "user")) {
         messages.extend(message.to_msg()?);
     }
-    if !new.last().is_some_and(|message| message.role == "user") {
+    if new.last().is_none_or(|message| message.role != "user") {
         return Err(ApiError::bad_request(
             "the last message must be a user message, or tool results for the calls that wait",
         ));
@@ -441,7 +441,7 @@ pub(crate) async fn plan(
     for message in seen {
         messages.extend(message.to_msg()?);
     }
-    if !seen.last().is_some_and(|message| message.role == "user") {
+    if seen.last().is_none_or(|message| message.role != "user") {
         return Err(ApiError::bad_request("the last message must be a user message"));
     }
     let session = SessionId::parse(format!("chatcmpl-{}", uuid::Uuid::now_v7().simple()))
@@ -467,7 +467,7 @@ pub(crate) async fn start(
 ) -> Result<Arc<crate::feed::TurnFeed>, ApiError> {
     // The first turn records the caller as the session's owner; another user's is 404.
     crate::owners::check(gateway, served, &key, crate::owners::Access::Claim).await?;
-    let client = (!specs.is_empty() || !planned.results.is_empty()).then(|| ClientTools {
+    let client = (!specs.is_empty() || !planned.results.is_empty()).then_some(ClientTools {
         specs,
         results: planned.results,
     });

@@ -120,10 +120,7 @@ fn content_text(content: Option<&Value>) -> Result<String, ApiError> {
 /// `item_reference` to a message this server sent (what the Vercel AI SDK sends for an
 /// earlier reply when it stores responses) names that message's session: with it comes how
 /// many items it covers.
-fn seen_items(
-    instructions: Option<&str>,
-    input: Option<Input>,
-) -> Result<(Vec<Seen>, Option<(SessionId, usize)>), ApiError> {
+fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<Seen>, Option<Referenced>), ApiError> {
     let mut seen: Vec<Seen> = Vec::new();
     let mut referenced = None;
     if let Some(instructions) = instructions.filter(|text| !text.trim().is_empty()) {
@@ -220,6 +217,9 @@ fn seen_items(
     }
     Ok((seen, referenced))
 }
+
+/// The session an `item_reference` names, and how many items it covers.
+type Referenced = (SessionId, usize);
 
 /// `resp_<32 hex>_<session>`: the response's id, which names its session.
 fn response_id(turn_id: &str, session: &SessionId) -> String {

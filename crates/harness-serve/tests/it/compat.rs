@@ -90,7 +90,7 @@ async fn a_client_tool_call_ends_the_reply_and_its_result_resumes_the_turn_witho
         "{content}"
     );
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
-    assert_eq!(sessions(&server).await, [session.clone()]);
+    assert_eq!(sessions(&server).await, vec![session.clone()]);
     let state: Value = server
         .get(&format!("/api/agents/helper/sessions/{session}"))
         .await
