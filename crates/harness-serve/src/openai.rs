@@ -152,31 +152,82 @@ pub(crate) struct Part {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    #[serde(default)]
+    image_url: Option<ImageUrl>,
+}
+
+/// `image_url`: `{"url": ...}` (chat) or the URL itself.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ImageUrl {
+    Object { url: String },
+    Url(String),
+}
+
+impl ImageUrl {
+    fn url(&self) -> &str {
+        match self {
+            Self::Object { url } | Self::Url(url) => url,
+        }
+    }
+}
+
+/// Where an image part's bytes are: a `data:` URL's payload, or an `http(s)` URL.
+///
+/// # Errors
+/// 400 for any other address.
+pub(crate) fn image_source(url: &str) -> Result<harness_core::MediaSource, ApiError> {
+    if let Some(rest) = url.strip_prefix("data:") {
+        let (media_type, data) = rest
+            .split_once(";base64,")
+            .ok_or_else(|| ApiError::bad_request("an image data URL must be data:<type>;base64,<data>"))?;
+        return Ok(harness_core::MediaSource::Base64 {
+            media_type: media_type.to_owned(),
+            data: data.to_owned(),
+        });
+    }
+    if url.starts_with("https://") || url.starts_with("http://") {
+        return Ok(harness_core::MediaSource::Url { url: url.to_owned() });
+    }
+    Err(ApiError::bad_request("an image URL must be http(s):// or a data: URL"))
+}
+
+/// 400 unless the agent's model takes images (when `seen` holds any).
+///
+/// # Errors
+/// 400 naming the agent.
+pub(crate) fn check_images(served: &Served, seen: &[Seen]) -> Result<(), ApiError> {
+    if seen.iter().any(|message| !message.images.is_empty()) && !served.agent.kernel().accepts_images() {
+        return Err(ApiError::bad_request(format!(
+            "image parts: the model of agent `{}` takes no images; send text only, or serve the agent with a vision-capable model",
+            served.agent.kernel().name()
+        )));
+    }
+    Ok(())
 }
 
 impl RequestMessage {
-    fn text(&self) -> Result<String, ApiError> {
+    /// The text and the image URLs of the content.
+    fn content(&self) -> Result<(String, Vec<String>), ApiError> {
         match &self.content {
-            None => Ok(String::new()),
-            Some(Content::Text(text)) => Ok(text.clone()),
+            None => Ok((String::new(), Vec::new())),
+            Some(Content::Text(text)) => Ok((text.clone(), Vec::new())),
             Some(Content::Parts(parts)) => {
                 let mut text = String::new();
+                let mut images = Vec::new();
                 for part in parts {
-                    match (part.kind.as_str(), &part.text) {
-                        ("text" | "input_text" | "output_text", Some(part)) => text.push_str(part),
-                        ("image_url" | "input_image", _) => {
-                            return Err(ApiError::bad_request(
-                                "content part `image_url`: the served models take no images here; send text parts",
-                            ));
-                        }
-                        (kind, _) => {
+                    match (part.kind.as_str(), &part.text, &part.image_url) {
+                        ("text" | "input_text" | "output_text", Some(part), _) => text.push_str(part),
+                        ("image_url", _, Some(image)) => images.push(image.url().to_owned()),
+                        ("refusal", _, _) => {}
+                        (kind, _, _) => {
                             return Err(ApiError::bad_request(format!(
-                                "content part `{kind}` is not supported; send text parts"
+                                "content part `{kind}` is not supported; send text or image_url parts"
                             )));
                         }
                     }
                 }
-                Ok(text)
+                Ok((text, images))
             }
         }
     }
@@ -203,11 +254,16 @@ impl RequestMessage {
                 (call.id.clone(), call.function.name.clone(), arguments)
             })
             .collect();
+        let (text, images) = self.content()?;
+        if !images.is_empty() && role != "user" {
+            return Err(ApiError::bad_request("image parts are taken in user messages only"));
+        }
         Ok(Seen {
             role,
-            text: self.text()?.trim().to_owned(),
+            text: text.trim().to_owned(),
             calls,
             call_id: self.tool_call_id.clone(),
+            images,
         })
     }
 }
@@ -217,7 +273,16 @@ impl Seen {
     pub(crate) fn to_msg(&self) -> Result<Option<Msg>, ApiError> {
         Ok(match self.role {
             "system" => Some(Msg::system(self.text.clone())),
-            "user" => Some(Msg::user(self.text.clone())),
+            "user" if self.images.is_empty() => Some(Msg::user(self.text.clone())),
+            "user" => {
+                let mut blocks = vec![Block::text(self.text.clone())];
+                for url in &self.images {
+                    blocks.push(Block::Image {
+                        source: image_source(url)?,
+                    });
+                }
+                Some(Msg::new(Role::User, blocks))
+            }
             "assistant" => {
                 let mut blocks = Vec::new();
                 if !self.text.is_empty() {
@@ -513,6 +578,7 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
         .iter()
         .map(RequestMessage::seen)
         .collect::<Result<Vec<_>, _>>()?;
+    check_images(served, &seen)?;
     let planned = plan(&gateway, served, &user, session_header(&headers)?, &seen).await?;
     let session = planned.session.clone();
     let key = SessionKey {
@@ -582,6 +648,7 @@ impl Remember {
                 })
                 .collect(),
             call_id: None,
+            images: Vec::new(),
         };
         let hash = threads::extend(self.base, &reply);
         self.gateway

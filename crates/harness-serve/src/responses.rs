@@ -81,13 +81,15 @@ struct TextOptions {
     format: Option<Value>,
 }
 
-/// The text of an item's `content`: a string, or `input_text` / `output_text` parts.
-fn content_text(content: Option<&Value>) -> Result<String, ApiError> {
+/// The text and image URLs of an item's `content`: a string, or `input_text` /
+/// `output_text` / `input_image` parts.
+fn content_parts(content: Option<&Value>) -> Result<(String, Vec<String>), ApiError> {
     match content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(text)) => Ok(text.clone()),
+        None | Some(Value::Null) => Ok((String::new(), Vec::new())),
+        Some(Value::String(text)) => Ok((text.clone(), Vec::new())),
         Some(Value::Array(parts)) => {
             let mut text = String::new();
+            let mut images = Vec::new();
             for part in parts {
                 match part.get("type").and_then(Value::as_str) {
                     Some("input_text" | "output_text" | "text") => {
@@ -95,24 +97,36 @@ fn content_text(content: Option<&Value>) -> Result<String, ApiError> {
                     }
                     Some("refusal") => {}
                     Some("input_image") => {
-                        return Err(ApiError::bad_request(
-                            "input: `input_image` parts are not supported: the served models take no images here; send input_text",
-                        ));
+                        let url = part.get("image_url").and_then(Value::as_str).ok_or_else(|| {
+                            ApiError::bad_request(
+                                "input: an input_image part needs its image_url (file_id is not supported)",
+                            )
+                        })?;
+                        images.push(url.to_owned());
                     }
                     other => {
                         return Err(ApiError::bad_request(format!(
-                            "input: content part `{}` is not supported; send input_text parts",
+                            "input: content part `{}` is not supported; send input_text or input_image parts",
                             other.unwrap_or("(no type)")
                         )));
                     }
                 }
             }
-            Ok(text)
+            Ok((text, images))
         }
         Some(_) => Err(ApiError::bad_request(
             "input: content must be a string or a list of parts",
         )),
     }
+}
+
+/// The text of a content that may hold no image.
+fn content_text(content: Option<&Value>) -> Result<String, ApiError> {
+    let (text, images) = content_parts(content)?;
+    if !images.is_empty() {
+        return Err(ApiError::bad_request("input: images are taken in user messages only"));
+    }
+    Ok(text)
 }
 
 /// The input items in the normal form of [`crate::threads`]. Consecutive `function_call`
@@ -129,6 +143,7 @@ fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<S
             text: instructions.trim().to_owned(),
             calls: Vec::new(),
             call_id: None,
+            images: Vec::new(),
         });
     }
     let items = match input {
@@ -152,11 +167,17 @@ fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<S
                         )));
                     }
                 };
+                let (text, images) = if role == "user" {
+                    content_parts(item.get("content"))?
+                } else {
+                    (content_text(item.get("content"))?, Vec::new())
+                };
                 seen.push(Seen {
                     role,
-                    text: content_text(item.get("content"))?.trim().to_owned(),
+                    text: text.trim().to_owned(),
                     calls: Vec::new(),
                     call_id: None,
+                    images,
                 });
             }
             "function_call" => {
@@ -172,6 +193,7 @@ fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<S
                         text: String::new(),
                         calls: vec![call],
                         call_id: None,
+                        images: Vec::new(),
                     }),
                 }
             }
@@ -184,6 +206,7 @@ fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<S
                 },
                 calls: Vec::new(),
                 call_id: Some(text_of("call_id")),
+                images: Vec::new(),
             }),
             "reasoning" => {}
             "item_reference" => {
@@ -202,6 +225,7 @@ fn seen_items(instructions: Option<&str>, input: Option<Input>) -> Result<(Vec<S
                     text: String::new(),
                     calls: Vec::new(),
                     call_id: Some(id),
+                    images: Vec::new(),
                 });
                 referenced = Some((session, seen.len()));
             }
@@ -267,6 +291,7 @@ async fn create(State(gateway): State<Gateway>, headers: HeaderMap, body: Bytes)
         Arc::from(Vec::new())
     };
     let (seen, referenced) = seen_items(request.instructions.as_deref(), request.input)?;
+    openai::check_images(served, &seen)?;
     let planned = match (&request.previous_response_id, referenced) {
         (Some(previous), _) => {
             let session = session_of(previous)?;

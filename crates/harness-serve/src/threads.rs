@@ -31,6 +31,8 @@ pub(crate) struct Seen {
     pub(crate) calls: Vec<(String, String, Value)>,
     /// A tool result's call id.
     pub(crate) call_id: Option<String>,
+    /// The images of a user message (their URLs, `data:` URLs included).
+    pub(crate) images: Vec<String>,
 }
 
 impl Seen {
@@ -41,7 +43,7 @@ impl Seen {
     }
 
     fn canonical(&self) -> String {
-        json!([self.role, self.text.trim(), self.calls, self.call_id]).to_string()
+        json!([self.role, self.text.trim(), self.calls, self.call_id, self.images]).to_string()
     }
 }
 
@@ -155,6 +157,7 @@ mod tests {
             text: text.to_owned(),
             calls: Vec::new(),
             call_id: None,
+            images: Vec::new(),
         }
     }
 
@@ -208,6 +211,7 @@ mod tests {
             text: String::new(),
             calls: vec![("c1".to_owned(), "f".to_owned(), Seen::arguments(raw))],
             call_id: None,
+            images: Vec::new(),
         };
         assert_eq!(prefixes(&[call("{\"x\":1}")]), prefixes(&[call("{ \"x\" : 1 }")]));
         assert_eq!(extend(None, &call("{\"x\":1}")), prefixes(&[call("{\"x\":1}")])[0]);

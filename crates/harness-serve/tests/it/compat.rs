@@ -307,7 +307,7 @@ async fn what_the_agent_cannot_honour_is_a_clear_400() {
             json!({"model": "helper", "messages": [{"role": "user", "content": [
                 {"type": "text", "text": "what is this?"},
                 {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png"}}]}]}),
-            "take no images",
+            "the model of agent `helper` takes no images",
         ),
         (
             json!({"model": "helper", "tools": [{"type": "function", "function": {"name": "list_files"}}], "messages": user}),
@@ -350,6 +350,45 @@ async fn tool_choice_none_offers_no_client_tool() {
     assert!(body["choices"][0]["message"].get("tool_calls").is_none(), "{body}");
     let content = body["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(content.contains("not available"), "{content}");
+}
+
+#[tokio::test]
+async fn image_parts_reach_a_model_that_takes_images() {
+    let server = Server::start_built(ServeOptions::default(), |dir, model| {
+        super::support::agent(dir, model.with_images(), "helper")
+    })
+    .await;
+    let (status, _, body) = complete(
+        &server,
+        json!({"model": "helper", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png", "detail": "low"}}]}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "saw an image (https://example.invalid/cat.png) and: what is this?"
+    );
+    let body = respond(
+        &server,
+        json!({"model": "helper", "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "and this?"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}]}),
+    )
+    .await;
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        "saw an image (image/png) and: and this?"
+    );
+    let (status, _, body) = complete(
+        &server,
+        json!({"model": "helper", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("http(s)"), "{body}");
 }
 
 async fn respond(server: &Server, body: Value) -> Value {

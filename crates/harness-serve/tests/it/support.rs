@@ -27,6 +27,21 @@ fn scripted() -> ScriptedModel {
     ScriptedModel::from_fn(|request: &ChatRequest| {
         let last = last_user(request);
         let after_tool = request.messages.last().is_some_and(|m| m.role == Role::Tool);
+        // An image in the last message: says where it came from.
+        let image = request.messages.last().and_then(|m| {
+            m.content.iter().find_map(|block| match block {
+                harness_core::Block::Image { source } => Some(source.clone()),
+                _ => None,
+            })
+        });
+        if let Some(source) = image {
+            let from = match source {
+                harness_core::MediaSource::Url { url } => url,
+                harness_core::MediaSource::Base64 { media_type, .. } => media_type,
+                other => format!("{other:?}"),
+            };
+            return Reply::text(format!("saw an image ({from}) and: {last}"));
+        }
         if let Some(task) = last.strip_prefix("spawn:")
             && !after_tool
         {
@@ -111,6 +126,16 @@ pub struct Gated {
     pub gate: Arc<Semaphore>,
 }
 
+impl Gated {
+    /// The same model, reporting that it takes images.
+    pub fn with_images(self) -> Self {
+        Self {
+            inner: self.inner.with_images(true),
+            gate: self.gate,
+        }
+    }
+}
+
 /// A gated scripted model with a closed gate.
 pub fn gated() -> Gated {
     Gated {
@@ -123,6 +148,10 @@ pub fn gated() -> Gated {
 impl ChatModel for Gated {
     fn name(&self) -> &str {
         "gated"
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.inner.accepts_images()
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
