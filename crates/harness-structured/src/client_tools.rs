@@ -43,6 +43,25 @@ impl ClientTools {
     }
 }
 
+/// Whether `input` is an object matching the tool's parameters.
+fn check_arguments(spec: &ToolSpec, input: &serde_json::Value) -> Result<(), String> {
+    if !input.is_object() {
+        return Err("the arguments are not a JSON object".to_owned());
+    }
+    let validator =
+        jsonschema::validator_for(&spec.input_schema).map_err(|err| format!("its schema is invalid ({err})"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(input)
+        .take(3)
+        .map(|err| err.to_string())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
 /// Offers the caller's tools on each step (the innermost reasoning layer: after every other
 /// layer narrowed the agent's tools).
 #[derive(Debug, Clone, Copy, Default)]
@@ -103,7 +122,14 @@ impl Middleware for ClientToolCalls {
                 ToolOutput::text(result.content.clone())
             };
         }
-        if client.offers(&call.name) {
+        if let Some(spec) = client.specs.iter().find(|spec| spec.name == call.name) {
+            // The caller gets only calls that match its schema; the model sees why not.
+            if let Err(error) = check_arguments(spec, &call.input) {
+                return ToolOutput::error(format!(
+                    "invalid arguments for `{}`: {error}; call it again with arguments that match its schema",
+                    call.name
+                ));
+            }
             return ctx.request_approval(&call, CLIENT_TOOL_REASON, None);
         }
         next.run(call, ctx).await

@@ -336,6 +336,20 @@ async fn what_the_agent_cannot_honour_is_a_clear_400() {
 }
 
 #[tokio::test]
+async fn a_client_tool_call_with_arguments_off_its_schema_never_reaches_the_client() {
+    let server = Server::start(ServeOptions::default()).await;
+    let (status, _, body) = complete(
+        &server,
+        json!({"model": "helper", "tools": weather_tool(), "messages": [{"role": "user", "content": "weather:?"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(content.contains("invalid arguments for `get_weather`"), "{content}");
+}
+
+#[tokio::test]
 async fn tool_choice_none_offers_no_client_tool() {
     let server = Server::start(ServeOptions::default()).await;
     let (status, _, body) = complete(

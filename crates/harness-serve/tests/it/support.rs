@@ -81,6 +81,10 @@ fn scripted() -> ScriptedModel {
                     .unwrap_or_default();
                 return Reply::text(format!("weather done: {output}"));
             }
+            // `weather:?` sends arguments that do not match the schema.
+            if city == "?" {
+                return Reply::tool_call("get_weather", serde_json::json!({"town": 3}));
+            }
             return Reply::tool_call("get_weather", serde_json::json!({"city": city}));
         }
         // `profile`: prose first; asked again, the answer through `generate_response`.
