@@ -350,6 +350,11 @@ impl ReActAgent {
         &self.kernel.config.name
     }
 
+    /// Whether the agent's model takes images ([`ChatModel::accepts_images`]).
+    pub fn accepts_images(&self) -> bool {
+        self.kernel.model.accepts_images()
+    }
+
     /// The tools offered to the model.
     pub fn tool_specs(&self) -> Arc<[ToolSpec]> {
         self.kernel.toolkit.specs()

@@ -408,6 +408,13 @@ pub trait ChatModel: Send + Sync + 'static {
         false
     }
 
+    /// Whether the model takes images ([`Block::Image`](crate::Block::Image) in user
+    /// messages). `false` (the default) means a caller should refuse them rather than send
+    /// them. Wrappers forward their inner model's value.
+    fn accepts_images(&self) -> bool {
+        false
+    }
+
     /// Runs a request to completion.
     ///
     /// # Errors
@@ -431,6 +438,10 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
 
     fn native_response_format(&self) -> bool {
         (**self).native_response_format()
+    }
+
+    fn accepts_images(&self) -> bool {
+        (**self).accepts_images()
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {

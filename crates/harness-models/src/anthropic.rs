@@ -178,6 +178,11 @@ impl ChatModel for AnthropicClient {
         &self.config.model
     }
 
+    /// Every Claude model since Claude 3 takes images.
+    fn accepts_images(&self) -> bool {
+        true
+    }
+
     fn context_window(&self) -> Option<u64> {
         self.context_window
             .or_else(|| crate::window::known_context_window(&self.config.model))

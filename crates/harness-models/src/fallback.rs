@@ -252,6 +252,11 @@ impl ChatModel for FallbackChain {
         self.entries.iter().all(|entry| entry.model.native_response_format())
     }
 
+    /// Only when every model of the chain does: a switch must not break the conversation.
+    fn accepts_images(&self) -> bool {
+        self.entries.iter().all(|entry| entry.model.accepts_images())
+    }
+
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         let mut notices = Vec::new();
         let last = self.entries.len() - 1;

@@ -274,6 +274,11 @@ impl ChatModel for GeminiClient {
         true
     }
 
+    /// Every Gemini model takes images.
+    fn accepts_images(&self) -> bool {
+        true
+    }
+
     fn context_window(&self) -> Option<u64> {
         self.context_window
             .or_else(|| crate::window::known_context_window(&self.config.model))

@@ -195,6 +195,12 @@ impl ChatModel for OpenAiClient {
         true
     }
 
+    /// By the model's name: the OpenAI families that take images (`gpt-4o`, `gpt-4.1`,
+    /// `gpt-5`, `o1`/`o3`/`o4`) and names that say so (`vision`, `-vl`, `llava`).
+    fn accepts_images(&self) -> bool {
+        crate::window::takes_images(&self.config.model)
+    }
+
     fn context_window(&self) -> Option<u64> {
         self.context_window
             .or_else(|| crate::window::known_context_window(&self.config.model))

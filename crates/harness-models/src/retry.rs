@@ -251,6 +251,10 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
         self.inner.native_response_format()
     }
 
+    fn accepts_images(&self) -> bool {
+        self.inner.accepts_images()
+    }
+
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         let (inner, request) = (&self.inner, &request);
         self.policy

@@ -207,6 +207,8 @@ struct Inner {
     context_window: std::sync::atomic::AtomicU64,
     /// What [`ChatModel::native_response_format`] reports.
     native_response_format: std::sync::atomic::AtomicBool,
+    /// What [`ChatModel::accepts_images`] reports.
+    accepts_images: std::sync::atomic::AtomicBool,
 }
 
 /// A test double that plays scripted replies in order and records every [`ChatRequest`].
@@ -301,6 +303,16 @@ impl ScriptedModel {
         self.inner
             .context_window
             .store(tokens, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// Reports that it takes images ([`ChatModel::accepts_images`]; default: it does not).
+    /// Clones share the value.
+    #[must_use]
+    pub fn with_images(self, accepts: bool) -> Self {
+        self.inner
+            .accepts_images
+            .store(accepts, std::sync::atomic::Ordering::Relaxed);
         self
     }
 
@@ -463,6 +475,10 @@ impl ChatModel for ScriptedModel {
         self.inner
             .native_response_format
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.inner.accepts_images.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {

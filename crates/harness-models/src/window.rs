@@ -72,6 +72,28 @@ pub fn known_context_window(model: &str) -> Option<u64> {
         .map(|&(_, tokens)| tokens)
 }
 
+/// Whether an OpenAI-compatible model takes images, by its name: the OpenAI families that
+/// do (`gpt-4o`, `gpt-4.1`, `gpt-4-turbo`, `gpt-5`, `o1`, `o3`, `o4`) and names that say so
+/// (`vision`, `-vl`, `llava`, `pixtral`).
+pub(crate) fn takes_images(model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    const FAMILIES: [&str; 8] = [
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-4-turbo",
+        "gpt-5",
+        "o1",
+        "o3",
+        "o4",
+        "chatgpt-4o",
+    ];
+    const MARKERS: [&str; 5] = ["vision", "-vl", "llava", "pixtral", "qvq"];
+    FAMILIES.iter().any(|family| {
+        name.strip_prefix(family)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    }) || MARKERS.iter().any(|marker| name.contains(marker))
+}
+
 /// A model with a configured context window (`[model] context_window = N`), overriding the
 /// table and the inner model's own value. Everything else is forwarded.
 #[derive(Debug, Clone)]
@@ -101,6 +123,10 @@ impl<M: ChatModel> ChatModel for WithContextWindow<M> {
         self.inner.native_response_format()
     }
 
+    fn accepts_images(&self) -> bool {
+        self.inner.accepts_images()
+    }
+
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         self.inner.stream(request).await
     }
@@ -113,6 +139,16 @@ impl<M: ChatModel> ChatModel for WithContextWindow<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_models_are_known_by_name() {
+        assert!(takes_images("gpt-4o-mini"));
+        assert!(takes_images("openai/gpt-4.1"));
+        assert!(takes_images("Qwen2.5-VL-7B-Instruct"));
+        assert!(!takes_images("gpt-3.5-turbo"));
+        assert!(!takes_images("deepseek-chat"));
+        assert!(!takes_images("o1x"));
+    }
 
     #[test]
     fn longest_entry_at_a_dash_boundary_wins() {

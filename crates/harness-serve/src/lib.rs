@@ -34,7 +34,9 @@ mod native;
 mod openai;
 mod owners;
 mod queue;
+mod responses;
 mod section;
+mod threads;
 
 pub use guard::MAX_BODY_BYTES;
 pub use section::{SECTION, ServeKey, ServeSection, sections};
@@ -245,6 +247,8 @@ struct Inner {
     agents: BTreeMap<String, Served>,
     auth: Auth,
     queues: Arc<Queues>,
+    /// Stateless clients' conversations → their sessions.
+    threads: threads::Threads,
     shutdown_grace: Duration,
     guard: guard::GuardConfig,
     limits: listen::Limits,
@@ -302,6 +306,7 @@ impl Gateway {
                         per_user: options.max_turns_per_user.max(1),
                     },
                 ),
+                threads: threads::Threads::default(),
                 shutdown_grace: options.shutdown_grace,
                 guard: guard::GuardConfig {
                     cors_origins: options.cors_origins,
@@ -335,12 +340,14 @@ impl Gateway {
         }
     }
 
-    /// The routes: the chat page at `/`, `/v1/models`, `/v1/chat/completions` and `/api/...`
+    /// The routes: the chat page at `/`, `/v1/models`, `/v1/chat/completions`,
+    /// `/v1/responses` and `/api/...`
     /// (see the README), behind the Host/Origin guard; every error answer is the error JSON.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", axum::routing::get(chat_page))
             .merge(openai::routes())
+            .merge(responses::routes())
             .merge(native::routes())
             .fallback(unknown_route)
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))

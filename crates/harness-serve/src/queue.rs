@@ -53,10 +53,22 @@ pub(crate) struct Delegation {
     pub(crate) inherit: Option<harness::permissions::Inheritance>,
 }
 
+/// What an OpenAI-compatible caller asks of the turn: tools it runs itself (and the results
+/// of the ones it ran), and the shape of the answer. Default: nothing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Asks {
+    /// The caller's tools and results.
+    pub(crate) client: Option<harness::structured::client_tools::ClientTools>,
+    /// `response_format`: the answer's schema.
+    pub(crate) schema: Option<harness::structured::OutputSchema>,
+}
+
 struct Job {
     input: TurnInput,
     /// What a remote parent passed down.
     delegation: Delegation,
+    /// What the caller asks of the turn.
+    asks: Asks,
     cancel: CancellationToken,
     feed: Arc<TurnFeed>,
 }
@@ -134,7 +146,21 @@ impl Queues {
         input: impl Into<TurnInput>,
         delegation: Delegation,
     ) -> Result<Arc<TurnFeed>, ApiError> {
-        let input = input.into();
+        self.enqueue_asking(agent, key, input.into(), delegation, Asks::default())
+    }
+
+    /// [`enqueue`](Self::enqueue) with what the caller asks of the turn.
+    ///
+    /// # Errors
+    /// As [`enqueue`](Self::enqueue).
+    pub(crate) fn enqueue_asking(
+        self: &Arc<Self>,
+        agent: &HarnessAgent,
+        key: SessionKey,
+        input: TurnInput,
+        delegation: Delegation,
+        asks: Asks,
+    ) -> Result<Arc<TurnFeed>, ApiError> {
         let feed = TurnFeed::new(format!("turn-{}", uuid::Uuid::now_v7()), self.replay);
         let mut table = self.table();
         if table.closed {
@@ -181,6 +207,7 @@ impl Queues {
             slot.waiting.push_back(Job {
                 input,
                 delegation,
+                asks,
                 cancel: CancellationToken::new(),
                 feed: Arc::clone(&feed),
             });
@@ -299,6 +326,7 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
     let Job {
         input,
         delegation,
+        asks,
         cancel,
         feed,
     } = job;
@@ -307,9 +335,15 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
         turn_id: turn_id.clone(),
         session_id: key.session.to_string(),
     }));
-    let ctx = RuntimeContext::for_user(key.user.clone())
+    let mut ctx = RuntimeContext::for_user(key.user.clone())
         .with_session(key.session.clone())
         .with_cancellation(cancel);
+    if let Some(client) = asks.client {
+        ctx.insert(client);
+    }
+    if let Some(schema) = asks.schema {
+        ctx.insert(harness::structured::StructuredCall(schema));
+    }
     // A remote parent's child: its own spawns count from its depth.
     let ctx = match delegation.depth {
         Some(depth) => harness::subagents::delegated(ctx, depth, &key.agent),

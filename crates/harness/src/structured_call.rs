@@ -31,7 +31,7 @@ impl HarnessAgent {
         let value = schema
             .parse(&message.text())
             .map_err(|error| StructuredError::NotCompliant { attempts: 1, error })?;
-        Ok(StructuredReply { value, message })
+        Ok(StructuredReply::new(value, message))
     }
 
     /// [`call_structured`](Self::call_structured), yielding the turn's events like

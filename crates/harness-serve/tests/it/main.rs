@@ -5,11 +5,13 @@
 
 mod approvals;
 mod chromium;
+mod compat;
 mod guard;
 mod native;
 mod openai;
 mod queue;
 mod remote;
+mod sdks;
 mod support;
 mod tasks;
 mod tenancy;

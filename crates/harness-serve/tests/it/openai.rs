@@ -107,7 +107,9 @@ async fn a_streamed_completion_sends_chunks_tool_activity_usage_and_done() {
         .filter(|f| !f.is_null())
         .collect();
     assert_eq!(finish, [&json!("stop")]);
-    // Tool activity rides in `harness` on chunks with no choices.
+    // Every chunk has exactly one choice; tool activity rides in `harness` on chunks with an
+    // empty delta.
+    assert!(chunks.iter().all(|c| c["choices"].as_array().map(Vec::len) == Some(1)));
     let tool_events: Vec<&str> = chunks
         .iter()
         .filter_map(|c| c["harness"]["type"].as_str())
@@ -115,11 +117,11 @@ async fn a_streamed_completion_sends_chunks_tool_activity_usage_and_done() {
         .collect();
     assert_eq!(tool_events, ["tool_call_start", "tool_call", "tool_result"]);
     let tool_call = chunks.iter().find(|c| c["harness"]["type"] == "tool_call").unwrap();
-    assert_eq!(tool_call["choices"], json!([]));
+    assert_eq!(tool_call["choices"][0]["delta"], json!({}));
     assert_eq!(tool_call["harness"]["name"], "list_files");
-    // The usage chunk comes last, with no choices.
+    // The usage rides on the last chunk, the one with the finish reason.
     let usage = &chunks[chunks.len() - 1];
-    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["choices"][0]["finish_reason"], "stop");
     assert!(usage["usage"]["total_tokens"].is_u64());
 }
 

@@ -27,6 +27,21 @@ fn scripted() -> ScriptedModel {
     ScriptedModel::from_fn(|request: &ChatRequest| {
         let last = last_user(request);
         let after_tool = request.messages.last().is_some_and(|m| m.role == Role::Tool);
+        // An image in the last message: says where it came from.
+        let image = request.messages.last().and_then(|m| {
+            m.content.iter().find_map(|block| match block {
+                harness_core::Block::Image { source } => Some(source.clone()),
+                _ => None,
+            })
+        });
+        if let Some(source) = image {
+            let from = match source {
+                harness_core::MediaSource::Url { url } => url,
+                harness_core::MediaSource::Base64 { media_type, .. } => media_type,
+                other => format!("{other:?}"),
+            };
+            return Reply::text(format!("saw an image ({from}) and: {last}"));
+        }
         if let Some(task) = last.strip_prefix("spawn:")
             && !after_tool
         {
@@ -56,6 +71,46 @@ fn scripted() -> ScriptedModel {
             let (name, args) = call.split_once(' ').unwrap_or((call, "{}"));
             return Reply::tool_call(name, serde_json::from_str(args).unwrap());
         }
+        // `weather:CITY`: calls the client's `get_weather`, then answers with its result.
+        if let Some(city) = last.strip_prefix("weather:") {
+            if after_tool {
+                let output = request
+                    .messages
+                    .last()
+                    .map(|m| serde_json::to_string(m).unwrap())
+                    .unwrap_or_default();
+                return Reply::text(format!("weather done: {output}"));
+            }
+            // `weather:?` sends arguments that do not match the schema.
+            if city == "?" {
+                return Reply::tool_call("get_weather", serde_json::json!({"town": 3}));
+            }
+            return Reply::tool_call("get_weather", serde_json::json!({"city": city}));
+        }
+        // `profile`: prose first; asked again, the answer through `generate_response`.
+        // `never-profile`: prose every time.
+        let asked_again = last.starts_with("Your answer did not match");
+        let first_user = request
+            .messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .unwrap_or_default();
+        if asked_again && !first_user.contains("never-profile") {
+            return Reply::tool_call("generate_response", serde_json::json!({"name": "Ann", "age": 3}));
+        }
+        if last.contains("profile") || asked_again {
+            return Reply::text("Ann is three years old.");
+        }
+        // `steps`: text with a tool call, then more text.
+        if last == "steps" {
+            if after_tool {
+                return Reply::text("Found it.");
+            }
+            let mut reply = Reply::tool_call("list_files", serde_json::json!({"path": "."}));
+            reply.text = Some("Let me look.".to_owned());
+            return reply;
+        }
         if last.contains("tool") && !after_tool {
             return Reply::tool_call("list_files", serde_json::json!({"path": "."}));
         }
@@ -75,6 +130,16 @@ pub struct Gated {
     pub gate: Arc<Semaphore>,
 }
 
+impl Gated {
+    /// The same model, reporting that it takes images.
+    pub fn with_images(self) -> Self {
+        Self {
+            inner: self.inner.with_images(true),
+            gate: self.gate,
+        }
+    }
+}
+
 /// A gated scripted model with a closed gate.
 pub fn gated() -> Gated {
     Gated {
@@ -87,6 +152,10 @@ pub fn gated() -> Gated {
 impl ChatModel for Gated {
     fn name(&self) -> &str {
         "gated"
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.inner.accepts_images()
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
