@@ -30,6 +30,7 @@ mod error;
 mod feed;
 mod guard;
 mod listen;
+mod control;
 mod native;
 mod openai;
 mod owners;
@@ -342,6 +343,7 @@ impl Gateway {
             .route("/", axum::routing::get(chat_page))
             .merge(openai::routes())
             .merge(native::routes())
+            .merge(control::routes())
             .fallback(unknown_route)
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
             .layer(axum::middleware::from_fn_with_state(self.clone(), guard::guard))

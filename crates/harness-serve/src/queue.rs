@@ -95,6 +95,9 @@ pub(crate) struct Queues {
     caps: TurnCaps,
     replay: usize,
     tracker: TaskTracker,
+    /// Fired when the shutdown grace period is over: a turn cancelled then is flagged as
+    /// cut by the shutdown.
+    stopping: CancellationToken,
 }
 
 impl std::fmt::Debug for Queues {
@@ -113,6 +116,7 @@ impl Queues {
             caps,
             replay,
             tracker: TaskTracker::new(),
+            stopping: CancellationToken::new(),
         })
     }
 
@@ -220,7 +224,7 @@ impl Queues {
                     }
                 }
             };
-            run_turn(&agent, &key, job).await;
+            run_turn(&agent, &key, job, &self.stopping).await;
         }
     }
 
@@ -256,6 +260,7 @@ impl Queues {
 
     /// Cancels every running turn (the shutdown deadline passed); each still saves.
     pub(crate) fn cancel_all(&self) {
+        self.stopping.cancel();
         for token in self.table().slots.values().filter_map(|slot| slot.running.as_ref()) {
             token.cancel();
         }
@@ -295,7 +300,7 @@ fn prune(table: &mut Table) {
 }
 
 /// Runs one turn to its end, feeding its events; the feed always gets a terminal event.
-async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
+async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job, stopping: &CancellationToken) {
     let Job {
         input,
         delegation,
@@ -307,9 +312,10 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
         turn_id: turn_id.clone(),
         session_id: key.session.to_string(),
     }));
-    let ctx = RuntimeContext::for_user(key.user.clone())
+    let mut ctx = RuntimeContext::for_user(key.user.clone())
         .with_session(key.session.clone())
         .with_cancellation(cancel);
+    ctx.insert(harness::control::ShutdownSignal(stopping.clone()));
     // A remote parent's child: its own spawns count from its depth.
     let ctx = match delegation.depth {
         Some(depth) => harness::subagents::delegated(ctx, depth, &key.agent),

@@ -30,6 +30,7 @@
 
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod expiring_lease;
+pub mod control;
 mod fence;
 mod file_state;
 mod kv;

@@ -48,6 +48,7 @@ mod builtins;
 pub mod capability;
 pub mod compaction;
 pub mod config;
+pub mod control;
 pub mod eviction;
 pub mod extensions;
 pub mod facts;
