@@ -55,8 +55,12 @@ impl HarnessAgent {
     /// Turns plan mode on or off for the session, with no person involved.
     ///
     /// # Errors
-    /// The errors of a call.
+    /// [`AgentError::Refused`] when plan mode is off (`[plan] enabled`), and the errors of a call.
     pub async fn set_plan_mode(&self, active: bool, ctx: RuntimeContext) -> Result<(), AgentError> {
+        if !self.capabilities().contains(&"plan_mode") {
+            let what = "plan mode is off for this agent; set `[plan] enabled = true` in harness.toml".to_owned();
+            return Err(AgentError::Refused { what });
+        }
         let set = ControlCall::update::<PlanState>(move |plan| plan.active = active);
         self.control(Vec::new(), ctx, set).await
     }

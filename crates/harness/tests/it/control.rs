@@ -14,6 +14,8 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 
+const PLAN_ON: &str = "[plan]\nenabled = true\n";
+
 /// An agent on `dir` with the `sleep` tool and `config` as its harness.toml.
 fn agent(dir: &Path, config: &str, model: &ScriptedModel) -> HarnessAgent {
     builder()
@@ -102,7 +104,7 @@ async fn observed_messages_are_saved_without_a_model_call_and_the_next_turn_sees
 async fn clear_context_starts_the_context_afresh_and_keeps_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let model = ScriptedModel::new().reply_text("apple noted").reply_text("fresh");
-    let agent = agent(dir.path(), "", &model);
+    let agent = agent(dir.path(), PLAN_ON, &model);
     agent.call("remember: apple", ctx("alice", "s")).await.unwrap();
     agent.set_plan_mode(true, ctx("alice", "s")).await.unwrap();
     agent
@@ -261,7 +263,12 @@ async fn plan_mode_is_entered_and_left_by_code() {
     let model = ScriptedModel::new()
         .reply_tool_call("write_file", json!({"path": "notes.md", "content": "x"}))
         .reply_text("could not write");
-    let agent = agent(dir.path(), "", &model);
+    let off = agent(dir.path(), "", &model).set_plan_mode(true, ctx("alice", "s")).await;
+    match off {
+        Err(AgentError::Refused { what }) => assert!(what.contains("[plan] enabled"), "{what}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let agent = agent(dir.path(), PLAN_ON, &model);
     agent.set_plan_mode(true, ctx("alice", "s")).await.unwrap();
     assert!(PlanState::from_state(&state(&agent, "s").await).active);
     agent.call("write notes", ctx("alice", "s")).await.unwrap();
