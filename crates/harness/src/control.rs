@@ -1,5 +1,6 @@
-//! Session control for code (the engine is [`harness_store::control`]). None of these is a
-//! tool: the model cannot call them.
+//! Session control for code on [`HarnessAgent`] (part of the composition root: it joins the
+//! agent, plan mode and permissions; the engine is [`harness_store::control`]). None of
+//! these is a tool: the model cannot call them.
 
 use crate::HarnessAgent;
 use crate::plan_mode::PlanState;

@@ -5,6 +5,7 @@
 
 mod approvals;
 mod chromium;
+mod control;
 mod guard;
 mod native;
 mod openai;
