@@ -122,13 +122,21 @@ impl Replicas {
             if let Some(dir) = inbox
                 && let Ok(bytes) = std::fs::read(dir.join("agent_state.json"))
                 && let Ok(state) = serde_json::from_slice::<Value>(&bytes)
-                && state["extensions"]["inbox"]["signals"] == json!([])
+                && state["state"]["extensions"]["inbox"]["signals"] == json!([])
             {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        panic!("the running turn never read its inbox");
+        let inbox = find(self.dir.path(), "s.inbox");
+        let files = inbox.map(|dir| {
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| (e.path(), std::fs::read_to_string(e.path()).unwrap_or_default()))
+                .collect::<Vec<_>>()
+        });
+        panic!("the running turn never read its inbox: {files:?}");
     }
 }
 
