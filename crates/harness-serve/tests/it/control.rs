@@ -192,3 +192,45 @@ async fn a_cancel_posted_to_replica_b_cancels_the_turn_running_on_replica_a() {
     assert_eq!(response.status(), 503, "cancelled");
     assert!(response.text().await.unwrap().contains("cancel"));
 }
+
+/// Row 41: a turn the shutdown cancels (after the grace period) is flagged in the session,
+/// shown with its history by the next server and offered to resume; the resuming turn
+/// clears the flag.
+#[tokio::test]
+async fn a_turn_cut_by_the_shutdown_is_flagged_in_the_history_after_a_restart() {
+    let mut options = ServeOptions::default();
+    options.shutdown_grace = Duration::from_millis(200);
+    let mut server = Server::start(options).await;
+    let base = server.base.clone();
+    let client = server.client.clone();
+    let turn = tokio::spawn(async move {
+        let url = format!("{base}{SESSION}/messages");
+        client.post(url).json(&json!({"message": "wait for me"})).send().await.unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.shutdown().await.unwrap().unwrap();
+    assert_eq!(turn.await.unwrap().status(), 503, "the cut turn ends with an error");
+
+    // The next server on the same workspace.
+    let model = gated();
+    let gate = Arc::clone(&model.gate);
+    let gateway = Gateway::new(vec![agent(server.workspace(), model, "helper")], ServeOptions::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(gateway.serve(listener, std::future::pending()));
+    let client = reqwest::Client::new();
+    let history: Value = client.get(format!("{base}{SESSION}")).send().await.unwrap().json().await.unwrap();
+    assert!(history["control"]["shutdown_cut"].is_string(), "{history}");
+    assert!(history["control"]["resume"].as_str().unwrap().contains("/messages"), "{history}");
+
+    gate.add_permits(1);
+    let resumed = client
+        .post(format!("{base}{SESSION}/messages"))
+        .json(&json!({"message": "wait for me"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    let history: Value = client.get(format!("{base}{SESSION}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(history["control"]["shutdown_cut"], Value::Null, "{history}");
+}
