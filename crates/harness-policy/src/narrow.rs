@@ -180,11 +180,20 @@ mod tests {
             (Mode::Explore, Mode::DontAsk, false),
             (Mode::Bypass, Mode::Bypass, true),
         ] {
-            assert_eq!(SessionMode::check(configured, wanted).is_ok(), ok, "{configured:?} -> {wanted:?}");
+            assert_eq!(
+                SessionMode::check(configured, wanted).is_ok(),
+                ok,
+                "{configured:?} -> {wanted:?}"
+            );
         }
         let refused = SessionMode::check(Mode::Default, Mode::Bypass).unwrap_err();
-        assert!(refused.contains("`bypass`") && refused.contains("`default`"), "{refused}");
-        let session = SessionMode { mode: Some(Mode::Bypass) };
+        assert!(
+            refused.contains("`bypass`") && refused.contains("`default`"),
+            "{refused}"
+        );
+        let session = SessionMode {
+            mode: Some(Mode::Bypass),
+        };
         assert_eq!(session.effective(Mode::Explore), Mode::Explore, "it only narrows");
         assert_eq!(SessionMode::default().effective(Mode::DontAsk), Mode::DontAsk);
     }

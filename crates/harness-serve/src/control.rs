@@ -26,7 +26,9 @@ use harness::control::ShutdownCut;
 use harness::permissions::SessionMode;
 use harness::plan_mode::PlanState;
 use harness_core::{AgentError, Msg, SessionState, StateKey};
-use harness_protocol::native::{CONTROL_SHAPE, InterruptRequest, ModeRequest, OBSERVE_SHAPE, ObserveRequest, PlanRequest};
+use harness_protocol::native::{
+    CONTROL_SHAPE, InterruptRequest, ModeRequest, OBSERVE_SHAPE, ObserveRequest, PlanRequest,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -40,7 +42,11 @@ pub(crate) fn routes() -> Router<Gateway> {
 }
 
 fn parse<T: DeserializeOwned>(body: &Bytes, shape: &str) -> Result<T, ApiError> {
-    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) { b"{}" } else { body };
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        body
+    };
     serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body ({err}); {shape}")))
 }
 
@@ -71,7 +77,11 @@ async fn observe(
         .collect::<Result<Vec<_>, _>>()?;
     let count = messages.len();
     let served = gateway.agent(&agent)?;
-    served.agent.observe(messages, context(&key)).await.map_err(|e| failed(&e))?;
+    served
+        .agent
+        .observe(messages, context(&key))
+        .await
+        .map_err(|e| failed(&e))?;
     Ok(axum::Json(json!({"observed": count})).into_response())
 }
 
@@ -82,7 +92,11 @@ async fn clear(
 ) -> Result<Response, ApiError> {
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let served = gateway.agent(&agent)?;
-    served.agent.clear_context(context(&key)).await.map_err(|e| failed(&e))?;
+    served
+        .agent
+        .clear_context(context(&key))
+        .await
+        .map_err(|e| failed(&e))?;
     Ok(axum::Json(json!({"cleared": true})).into_response())
 }
 

@@ -26,11 +26,11 @@
 //! request: a client that disconnects or reads slowly cannot stop, stall or lose a turn.
 
 mod auth;
+mod control;
 mod error;
 mod feed;
 mod guard;
 mod listen;
-mod control;
 mod native;
 mod openai;
 mod owners;

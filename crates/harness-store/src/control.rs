@@ -20,8 +20,8 @@
 //! injected message is never lost.
 
 use harness_core::{
-    AgentError, AgentNext, AgentState, CancellationToken, Hooks, Middleware, Msg, PendingApproval, ReasoningNext, SessionId,
-    SessionSlot, StateError, StateKey, StateStore, Turn, async_trait,
+    AgentError, AgentNext, AgentState, CancellationToken, Hooks, Middleware, Msg, PendingApproval, ReasoningNext,
+    SessionId, SessionSlot, StateError, StateKey, StateStore, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -120,7 +120,11 @@ impl SessionInbox {
 
     /// Loads the inbox, applies `change` and saves it with compare-and-set when `change`
     /// says it changed anything; retried on a concurrent write.
-    async fn change(&self, session: &StateKey, mut change: impl FnMut(&mut InboxDoc) -> bool) -> Result<(), StateError> {
+    async fn change(
+        &self,
+        session: &StateKey,
+        mut change: impl FnMut(&mut InboxDoc) -> bool,
+    ) -> Result<(), StateError> {
         let key = Self::key_of(session);
         let mut last = None;
         for _attempt in 0..16 {
@@ -179,7 +183,10 @@ impl ControlCall {
     /// transcript; refused while calls wait for a person's approval.
     pub fn clear_context() -> Self {
         Self(Arc::new(|turn| {
-            let waiting = turn.session().get::<PendingApproval>().map_or(0, |p| p.waiting_ids().len());
+            let waiting = turn
+                .session()
+                .get::<PendingApproval>()
+                .map_or(0, |p| p.waiting_ids().len());
             if waiting > 0 {
                 return Err(AgentError::Refused {
                     what: format!(
@@ -354,7 +361,11 @@ impl Middleware for SessionControl {
         // Messages that arrived too late for this turn go to the next one.
         let late = std::mem::take(&mut delivered.lock().unwrap_or_else(PoisonError::into_inner).messages);
         for message in late {
-            if let Err(err) = self.inbox.post(&key, Signal::Interrupt { message: Some(message) }).await {
+            if let Err(err) = self
+                .inbox
+                .post(&key, Signal::Interrupt { message: Some(message) })
+                .await
+            {
                 tracing::warn!(error = %err, "an injected message could not be kept for the next turn");
             }
         }

@@ -28,9 +28,9 @@
 //! several replicas `RedisStateStore` + `RedisLease` or `PostgresStateStore` +
 //! `PostgresLease`.
 
+pub mod control;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod expiring_lease;
-pub mod control;
 mod fence;
 mod file_state;
 mod kv;

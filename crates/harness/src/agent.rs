@@ -397,7 +397,10 @@ impl HarnessAgentBuilder {
             vec![(Layer::Session, Arc::clone(&sessions) as Arc<dyn Middleware>), {
                 // Right inside: control calls, the session inbox, the shutdown flag.
                 let inbox = harness_store::control::SessionInbox::new(Arc::clone(&store));
-                (Layer::Session, Arc::new(harness_store::control::SessionControl::new(inbox)))
+                (
+                    Layer::Session,
+                    Arc::new(harness_store::control::SessionControl::new(inbox)),
+                )
             }];
         let assembly = Assembly::new(capabilities.all.iter().flat_map(|c| c.prompt_parts()).collect());
         for capability in capabilities.all.iter() {
@@ -653,7 +656,12 @@ impl HarnessAgent {
         Ok((ctx, key))
     }
 
-    pub(crate) async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
+    pub(crate) async fn run(
+        &self,
+        input: AgentInput,
+        ctx: RuntimeContext,
+        events: EventSink,
+    ) -> Result<Msg, AgentError> {
         let (mut ctx, key) = self.bind_scoped(ctx)?;
         let guard = match self.lease.acquire(&key, ctx.cancellation()).await {
             Ok(guard) => guard,

@@ -488,7 +488,15 @@ fn a_cancel_and_an_interrupt_posted_to_replica_b_reach_the_turn_on_replica_a() {
     deployment.await_requests(1);
     let cancel: Value = runtime.block_on(async {
         let url = format!("{b}{session}/cancel");
-        client.post(url).json(&json!({})).send().await.unwrap().json().await.unwrap()
+        client
+            .post(url)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     });
     assert_eq!(cancel, json!({"cancelled": false, "posted": true}));
     // A liveness bound (the model would answer after 120 s), not a performance assertion.
@@ -506,7 +514,12 @@ fn a_cancel_and_an_interrupt_posted_to_replica_b_reach_the_turn_on_replica_a() {
     deployment.await_requests(2);
     let posted = runtime.block_on(async {
         let url = format!("{b}{session}/interrupt");
-        client.post(url).json(&json!({"message": "PS: metric units"})).send().await.unwrap()
+        client
+            .post(url)
+            .json(&json!({"message": "PS: metric units"}))
+            .send()
+            .await
+            .unwrap()
     });
     assert_eq!(posted.status(), 200);
     runtime.block_on(running).unwrap();

@@ -33,7 +33,10 @@ async fn observed_messages_are_in_the_history_and_seen_by_the_next_turn() {
     assert_eq!(reply["text"], "turn 2: who am I?");
 
     let bad = server
-        .post(&format!("{SESSION}/observe"), json!({"messages": [{"role": "tool", "content": "x"}]}))
+        .post(
+            &format!("{SESSION}/observe"),
+            json!({"messages": [{"role": "tool", "content": "x"}]}),
+        )
         .await;
     assert_eq!(bad.status(), 400);
     assert!(bad.text().await.unwrap().contains("cannot be observed"));
@@ -60,7 +63,9 @@ async fn a_mode_above_harness_toml_is_refused_and_one_below_is_kept_in_the_sessi
     assert!(above.text().await.unwrap().contains("more permissive"));
     let unknown = server.post(&format!("{SESSION}/mode"), json!({"mode": "yolo"})).await;
     assert_eq!(unknown.status(), 400);
-    let below = server.post(&format!("{SESSION}/mode"), json!({"mode": "explore"})).await;
+    let below = server
+        .post(&format!("{SESSION}/mode"), json!({"mode": "explore"}))
+        .await;
     assert_eq!(below.status(), 200);
     let history: Value = server.get(SESSION).await.json().await.unwrap();
     assert_eq!(history["control"]["permission_mode"], "explore", "{history}");
@@ -76,7 +81,12 @@ async fn plan_mode_is_switched_by_the_api_and_refused_when_off() {
 
     let on = Server::start_with(ServeOptions::default(), Some("[plan]\nenabled = true\n")).await;
     on.send("s", "hello", false).await;
-    assert_eq!(on.post(&format!("{SESSION}/plan"), json!({"active": true})).await.status(), 200);
+    assert_eq!(
+        on.post(&format!("{SESSION}/plan"), json!({"active": true}))
+            .await
+            .status(),
+        200
+    );
     let history: Value = on.get(SESSION).await.json().await.unwrap();
     assert_eq!(history["control"]["plan_mode"], true, "{history}");
 }
@@ -96,7 +106,11 @@ async fn replicas() -> Replicas {
     let gate = Arc::clone(&model.gate);
     let mut bases = Vec::new();
     for _ in 0..2 {
-        let gateway = Gateway::new(vec![agent(dir.path(), model.clone(), "helper")], ServeOptions::default()).unwrap();
+        let gateway = Gateway::new(
+            vec![agent(dir.path(), model.clone(), "helper")],
+            ServeOptions::default(),
+        )
+        .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         bases.push(format!("http://{}", listener.local_addr().unwrap()));
         tokio::spawn(gateway.serve(listener, std::future::pending()));
@@ -162,11 +176,18 @@ async fn an_interrupt_posted_to_replica_b_reaches_the_turn_running_on_replica_a(
     let running = Arc::clone(&replicas);
     let turn = tokio::spawn(async move {
         let body = json!({"message": "wait, then use a tool"});
-        running.post(0, &format!("{SESSION}/messages"), body).await.json::<Value>().await.unwrap()
+        running
+            .post(0, &format!("{SESSION}/messages"), body)
+            .await
+            .json::<Value>()
+            .await
+            .unwrap()
     });
     // The turn runs on A (its model waits at the gate); B posts the interrupt.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let posted = replicas.post(1, &format!("{SESSION}/interrupt"), json!({"message": "PS use metric"})).await;
+    let posted = replicas
+        .post(1, &format!("{SESSION}/interrupt"), json!({"message": "PS use metric"}))
+        .await;
     assert_eq!(posted.status(), 200);
     replicas.await_inbox_taken().await;
     replicas.gate.add_permits(1);
@@ -185,10 +206,18 @@ async fn a_cancel_posted_to_replica_b_cancels_the_turn_running_on_replica_a() {
         running.post(0, &format!("{SESSION}/messages"), body).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cancel: Value = replicas.post(1, &format!("{SESSION}/cancel"), json!({})).await.json().await.unwrap();
+    let cancel: Value = replicas
+        .post(1, &format!("{SESSION}/cancel"), json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(cancel, json!({"cancelled": false, "posted": true}));
     // A liveness bound: the gate never opens, only the cancel ends the turn.
-    let response = tokio::time::timeout(Duration::from_secs(60), turn).await.unwrap().unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(60), turn)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(response.status(), 503, "cancelled");
     assert!(response.text().await.unwrap().contains("cancel"));
 }
@@ -205,7 +234,12 @@ async fn a_turn_cut_by_the_shutdown_is_flagged_in_the_history_after_a_restart() 
     let client = server.client.clone();
     let turn = tokio::spawn(async move {
         let url = format!("{base}{SESSION}/messages");
-        client.post(url).json(&json!({"message": "wait for me"})).send().await.unwrap()
+        client
+            .post(url)
+            .json(&json!({"message": "wait for me"}))
+            .send()
+            .await
+            .unwrap()
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.shutdown().await.unwrap().unwrap();
@@ -214,14 +248,28 @@ async fn a_turn_cut_by_the_shutdown_is_flagged_in_the_history_after_a_restart() 
     // The next server on the same workspace.
     let model = gated();
     let gate = Arc::clone(&model.gate);
-    let gateway = Gateway::new(vec![agent(server.workspace(), model, "helper")], ServeOptions::default()).unwrap();
+    let gateway = Gateway::new(
+        vec![agent(server.workspace(), model, "helper")],
+        ServeOptions::default(),
+    )
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(gateway.serve(listener, std::future::pending()));
     let client = reqwest::Client::new();
-    let history: Value = client.get(format!("{base}{SESSION}")).send().await.unwrap().json().await.unwrap();
+    let history: Value = client
+        .get(format!("{base}{SESSION}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(history["control"]["shutdown_cut"].is_string(), "{history}");
-    assert!(history["control"]["resume"].as_str().unwrap().contains("/messages"), "{history}");
+    assert!(
+        history["control"]["resume"].as_str().unwrap().contains("/messages"),
+        "{history}"
+    );
 
     gate.add_permits(1);
     let resumed = client
@@ -231,6 +279,13 @@ async fn a_turn_cut_by_the_shutdown_is_flagged_in_the_history_after_a_restart() 
         .await
         .unwrap();
     assert_eq!(resumed.status(), 200);
-    let history: Value = client.get(format!("{base}{SESSION}")).send().await.unwrap().json().await.unwrap();
+    let history: Value = client
+        .get(format!("{base}{SESSION}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(history["control"]["shutdown_cut"], Value::Null, "{history}");
 }

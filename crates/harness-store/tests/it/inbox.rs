@@ -20,7 +20,12 @@ async fn posts_are_taken_once_in_order(one: Arc<dyn StateStore>, two: Arc<dyn St
     assert!(reader.take(&key()).await.unwrap().is_empty());
     poster.post(&key(), Signal::Cancel).await.unwrap();
     poster
-        .post(&key(), Signal::Interrupt { message: Some(Msg::user("hi")) })
+        .post(
+            &key(),
+            Signal::Interrupt {
+                message: Some(Msg::user("hi")),
+            },
+        )
         .await
         .unwrap();
     let taken = reader.take(&key()).await.unwrap();
@@ -28,7 +33,10 @@ async fn posts_are_taken_once_in_order(one: Arc<dyn StateStore>, two: Arc<dyn St
     assert_eq!(taken[0], Signal::Cancel);
     assert!(matches!(&taken[1], Signal::Interrupt { message: Some(m) } if m.text() == "hi"));
     assert!(reader.take(&key()).await.unwrap().is_empty(), "taken once");
-    assert!(two.load(&key()).await.unwrap().is_none(), "the session's state is another key");
+    assert!(
+        two.load(&key()).await.unwrap().is_none(),
+        "the session's state is another key"
+    );
     // Concurrent posts are all kept.
     let key = key();
     let posts = (0..8).map(|_| poster.post(&key, Signal::Interrupt { message: None }));

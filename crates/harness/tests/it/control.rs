@@ -93,7 +93,10 @@ async fn observed_messages_are_saved_without_a_model_call_and_the_next_turn_sees
     let reply = agent.call("what is the code?", ctx("alice", "s")).await.unwrap();
     assert_eq!(reply.text(), "4711, as you said");
     let seen = sent(&model, 0);
-    assert!(seen.contains("the door code is 4711") && seen.contains("noted"), "{seen}");
+    assert!(
+        seen.contains("the door code is 4711") && seen.contains("noted"),
+        "{seen}"
+    );
     let empty = agent.observe(Vec::new(), ctx("alice", "s")).await;
     assert!(matches!(empty, Err(AgentError::Refused { .. })), "{empty:?}");
 }
@@ -116,7 +119,11 @@ async fn clear_context_starts_the_context_afresh_and_keeps_the_rest() {
     assert!(after.messages.is_empty(), "{:?}", after.messages);
     assert!(PlanState::from_state(&after).active, "plan mode kept");
     let session = SessionState::from_extensions(&after.extensions);
-    assert_eq!(session.get::<SessionMode>().unwrap().mode, Some(Mode::Explore), "mode kept");
+    assert_eq!(
+        session.get::<SessionMode>().unwrap().mode,
+        Some(Mode::Explore),
+        "mode kept"
+    );
 
     agent.call("what did I say?", ctx("alice", "s")).await.unwrap();
     let seen = sent(&model, 1);
@@ -124,7 +131,11 @@ async fn clear_context_starts_the_context_afresh_and_keeps_the_rest() {
     let lines = transcript(dir.path(), "s");
     assert!(lines[0].to_string().contains("apple"), "the transcript keeps it");
     let marker = lines.iter().find(|l| l["metadata"][CONTEXT_CLEARED].is_number());
-    assert_eq!(marker.map(|m| m["metadata"][CONTEXT_CLEARED].clone()), Some(json!(2)), "{lines:?}");
+    assert_eq!(
+        marker.map(|m| m["metadata"][CONTEXT_CLEARED].clone()),
+        Some(json!(2)),
+        "{lines:?}"
+    );
 }
 
 /// Row 39: while a call waits for a person, clearing is refused and the call still waits.
@@ -165,9 +176,15 @@ async fn an_interrupt_with_a_message_reaches_the_running_turn_at_its_next_step()
     let reply = turn.await.unwrap().unwrap();
     assert_eq!(reply.text(), "done, and the weather too");
     assert_eq!(model.requests().len(), 2);
-    assert!(sent(&model, 1).contains("also check the weather"), "{}", sent(&model, 1));
     assert!(
-        transcript(dir.path(), "s").iter().any(|l| l.to_string().contains("also check the weather")),
+        sent(&model, 1).contains("also check the weather"),
+        "{}",
+        sent(&model, 1)
+    );
+    assert!(
+        transcript(dir.path(), "s")
+            .iter()
+            .any(|l| l.to_string().contains("also check the weather")),
         "the injected message is in the transcript"
     );
 }
@@ -205,7 +222,10 @@ async fn a_cancel_posted_from_another_instance_stops_the_running_turn() {
     }
     other.cancel_turn(ctx("alice", "s")).await.unwrap();
     // A liveness bound (the tool would sleep two minutes), not a performance assertion.
-    let result = tokio::time::timeout(Duration::from_secs(60), turn).await.unwrap().unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(60), turn)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(result, Err(AgentError::Cancelled)), "{result:?}");
     assert!(transcript(dir.path(), "s")[0].to_string().contains("wait a long time"));
 }
@@ -252,7 +272,10 @@ async fn a_turn_cut_by_the_shutdown_is_flagged_until_the_next_turn() {
 
     // A turn cancelled for another reason is not flagged.
     agent.call("long job", ctx("alice", "s")).await.unwrap();
-    assert_eq!(ShutdownCut::from_state(&state(&agent, "s").await), ShutdownCut::default());
+    assert_eq!(
+        ShutdownCut::from_state(&state(&agent, "s").await),
+        ShutdownCut::default()
+    );
 }
 
 /// Row 228: code turns plan mode on and off with no person involved; while it is on, a
@@ -263,7 +286,9 @@ async fn plan_mode_is_entered_and_left_by_code() {
     let model = ScriptedModel::new()
         .reply_tool_call("write_file", json!({"path": "notes.md", "content": "x"}))
         .reply_text("could not write");
-    let off = agent(dir.path(), "", &model).set_plan_mode(true, ctx("alice", "s")).await;
+    let off = agent(dir.path(), "", &model)
+        .set_plan_mode(true, ctx("alice", "s"))
+        .await;
     match off {
         Err(AgentError::Refused { what }) => assert!(what.contains("[plan] enabled"), "{what}"),
         other => panic!("expected a refusal, got {other:?}"),
