@@ -7,6 +7,8 @@
 //! | `POST /api/agents/{agent}/sessions/{session}/interrupt` | interrupt the running turn, on any replica |
 //! | `POST /api/agents/{agent}/sessions/{session}/mode` | the session's permission mode |
 //! | `POST /api/agents/{agent}/sessions/{session}/plan` | plan mode on or off |
+//! | `GET /api/agents/{agent}/sessions/{session}/subagents` | the subagent instances exposed to the user |
+//! | `POST /api/agents/{agent}/sessions/{session}/subagents/{label}/messages` | talk to an exposed one |
 //!
 //! They run on whichever replica answers: the ones that change the session hold it like a
 //! turn (they wait for a running one), `interrupt` goes through the session's inbox in the
@@ -21,13 +23,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use harness::control::ShutdownCut;
+use axum::routing::{get, post};
+use harness::control::{Exposed, ShutdownCut};
 use harness::permissions::SessionMode;
 use harness::plan_mode::PlanState;
 use harness_core::{AgentError, Msg, SessionState, StateKey};
 use harness_protocol::native::{
-    CONTROL_SHAPE, InterruptRequest, ModeRequest, OBSERVE_SHAPE, ObserveRequest, PlanRequest,
+    CONTROL_SHAPE, InterruptRequest, ModeRequest, OBSERVE_SHAPE, ObserveRequest, PlanRequest, SEND_SHAPE, SendRequest,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -39,6 +41,11 @@ pub(crate) fn routes() -> Router<Gateway> {
         .route("/api/agents/{agent}/sessions/{session}/interrupt", post(interrupt))
         .route("/api/agents/{agent}/sessions/{session}/mode", post(mode))
         .route("/api/agents/{agent}/sessions/{session}/plan", post(plan))
+        .route("/api/agents/{agent}/sessions/{session}/subagents", get(exposed))
+        .route(
+            "/api/agents/{agent}/sessions/{session}/subagents/{label}/messages",
+            post(to_child),
+        )
 }
 
 fn parse<T: DeserializeOwned>(body: &Bytes, shape: &str) -> Result<T, ApiError> {
@@ -178,4 +185,82 @@ pub(crate) async fn status(served: &Served, key: &StateKey, history_url: &str) -
         "plan_mode": PlanState::from_state(&state).active,
         "permission_mode": session.get::<SessionMode>().unwrap_or_default().mode,
     }))
+}
+
+/// How long a message to an exposed subagent waits for its answer.
+const CHILD_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The session's exposed instances (after the owner check: another user's are a 404).
+async fn exposure(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    agent: &str,
+    session: &str,
+) -> Result<(Exposed, crate::queue::SessionKey), ApiError> {
+    let (key, _) = session_key(gateway, headers, agent, session, Access::Read).await?;
+    let served = gateway.agent(agent)?;
+    let state_key = crate::owners::state_key(served, &key)?;
+    let loaded = served
+        .agent
+        .kernel()
+        .state_store()
+        .load(&state_key)
+        .await
+        .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))?;
+    Ok((
+        loaded.map(|(state, _)| Exposed::from_state(&state)).unwrap_or_default(),
+        key,
+    ))
+}
+
+async fn exposed(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (exposed, _) = exposure(&gateway, &headers, &agent, &session).await?;
+    let children: Vec<Value> = exposed
+        .children
+        .iter()
+        .map(|(label, agent_id)| json!({"label": label, "agent_id": agent_id}))
+        .collect();
+    Ok(axum::Json(json!({"subagents": children})).into_response())
+}
+
+/// A message of the user to an exposed subagent instance: it continues that instance's
+/// conversation and answers here. An instance that is not exposed is a 404.
+async fn to_child(
+    State(gateway): State<Gateway>,
+    headers: HeaderMap,
+    Path((agent, session, label)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let (exposed, key) = exposure(&gateway, &headers, &agent, &session).await?;
+    let request: SendRequest = parse(&body, SEND_SHAPE)?;
+    if request.stream {
+        return Err(ApiError::bad_request(
+            "a message to a subagent answers in JSON; send \"stream\": false",
+        ));
+    }
+    let Some(agent_id) = exposed.children.get(&label) else {
+        return Err(ApiError::not_found(format!(
+            "session `{session}` exposes no subagent `{label}`; GET /api/agents/{agent}/sessions/{session}/subagents lists them"
+        )));
+    };
+    let served = gateway.agent(&agent)?;
+    let spawn = harness::subagents::SpawnRequest::new(agent_id.clone(), request.message)
+        .label(label.clone())
+        .wait(CHILD_WAIT);
+    let outcome = served
+        .agent
+        .spawn_subagent(context(&key), spawn)
+        .await
+        .map_err(|err| ApiError::bad_request(harness_core::error_chain(&err)))?;
+    Ok(axum::Json(json!({
+        "label": label,
+        "task_id": outcome.task_id,
+        "status": outcome.status,
+        "text": outcome.result,
+    }))
+    .into_response())
 }

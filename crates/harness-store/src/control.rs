@@ -76,12 +76,12 @@ impl SessionInbox {
     /// `.inbox` appended (a digest of it when that would be too long).
     pub fn key_of(session: &StateKey) -> StateKey {
         let id = format!("{}.inbox", session.session_id);
-        let session_id = SessionId::parse(&id).unwrap_or_else(|_| {
+        let session_id = SessionId::parse(id).unwrap_or_else(|_| {
             use sha2::Digest as _;
             let digest = sha2::Sha256::digest(session.session_id.as_str().as_bytes());
             let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
             // Hex digits and a dot: always a valid id (proven by the test below).
-            SessionId::parse(&format!("{hex}.inbox")).unwrap_or_else(|_| session.session_id.clone())
+            SessionId::parse(format!("{hex}.inbox")).unwrap_or_else(|_| session.session_id.clone())
         });
         StateKey {
             agent_id: session.agent_id.clone(),
@@ -160,7 +160,10 @@ impl SessionInbox {
 /// it appends goes to the transcript and the index, and the state is saved after it), and
 /// its returned message is the call's reply. Put it on the call's context.
 #[derive(Clone)]
-pub struct ControlCall(pub Arc<dyn Fn(&mut Turn) -> Result<Msg, AgentError> + Send + Sync>);
+pub struct ControlCall(pub Arc<ControlFn>);
+
+/// What a [`ControlCall`] runs: it changes the turn and returns the call's reply.
+pub type ControlFn = dyn Fn(&mut Turn) -> Result<Msg, AgentError> + Send + Sync;
 
 /// The metadata key of the transcript record [`ControlCall::clear_context`] writes (its
 /// value: how many messages the context held).
@@ -246,6 +249,31 @@ impl SessionSlot for ShutdownCut {
 
 impl ShutdownCut {
     /// The flag saved in a session's state (not cut when absent or unreadable).
+    pub fn from_state(state: &AgentState) -> Self {
+        state
+            .extensions
+            .get(Self::KEY)
+            .and_then(|value| serde_json::from_value(value.clone()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// The subagent instances of a session exposed to its user (by label, with the subagent's
+/// id): the user may talk to them directly. Saved with the session, so it holds on every
+/// replica and after a restart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exposed {
+    /// The subagent id of each exposed instance label.
+    #[serde(default)]
+    pub children: std::collections::BTreeMap<String, String>,
+}
+
+impl SessionSlot for Exposed {
+    const KEY: &'static str = "exposed_subagents";
+}
+
+impl Exposed {
+    /// The exposure saved in a session's state (none when absent or unreadable).
     pub fn from_state(state: &AgentState) -> Self {
         state
             .extensions

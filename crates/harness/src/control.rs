@@ -9,7 +9,7 @@ use harness_policy::{Mode, SessionMode};
 use harness_store::control::{ControlCall, SessionInbox};
 use std::sync::Arc;
 
-pub use harness_store::control::{CONTEXT_CLEARED, INTERRUPTED_META, ShutdownCut, ShutdownSignal, Signal};
+pub use harness_store::control::{CONTEXT_CLEARED, Exposed, INTERRUPTED_META, ShutdownCut, ShutdownSignal, Signal};
 
 impl HarnessAgent {
     /// Appends `messages` to the session (context, transcript, index) without a model call;
@@ -78,6 +78,30 @@ impl HarnessAgent {
             SessionMode::check(configured, wanted).map_err(|what| AgentError::Refused { what })?;
         }
         let set = ControlCall::update::<SessionMode>(move |session| session.mode = mode);
+        self.control(Vec::new(), ctx, set).await
+    }
+
+    /// Exposes the session's subagent instance `label` (spawned with that label) to the
+    /// session's user, who may then talk to it directly ([`Self::spawn_subagent`] with the
+    /// label continues it); saved with the session.
+    ///
+    /// # Errors
+    /// [`AgentError::Refused`] when the session has no instance `label`, and the errors of a call.
+    pub async fn expose_subagent(&self, label: &str, ctx: RuntimeContext) -> Result<(), AgentError> {
+        let tasks = self.tasks(ctx.clone()).await?;
+        let Some(agent_id) = tasks
+            .iter()
+            .find(|t| t.label.as_deref() == Some(label))
+            .map(|t| t.agent_id.clone())
+        else {
+            let what =
+                format!("the session has no subagent instance labelled `{label}`; spawn one with that label first");
+            return Err(AgentError::Refused { what });
+        };
+        let label = label.to_owned();
+        let set = ControlCall::update::<Exposed>(move |exposed| {
+            exposed.children.insert(label.clone(), agent_id.clone());
+        });
         self.control(Vec::new(), ctx, set).await
     }
 

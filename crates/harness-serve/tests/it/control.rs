@@ -289,3 +289,71 @@ async fn a_turn_cut_by_the_shutdown_is_flagged_in_the_history_after_a_restart() 
         .unwrap();
     assert_eq!(history["control"]["shutdown_cut"], Value::Null, "{history}");
 }
+
+/// Rows 212, 213, 264: code exposes a labelled subagent instance of a session; the user
+/// talks to it directly over the native API (it keeps its conversation), also after the
+/// server restarts; another user, and an instance that is not exposed, get 404.
+#[tokio::test]
+async fn an_exposed_subagent_answers_the_user_directly_after_a_restart_and_others_get_404() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = gated();
+    let parent = agent(dir.path(), model.clone(), "helper");
+    let alice = harness_core::RuntimeContext::for_user(harness_core::UserId::parse("alice").unwrap())
+        .with_session(harness_core::SessionId::parse("s").unwrap());
+    let spawn = harness::subagents::SpawnRequest::new("researcher", "first task")
+        .label("r1")
+        .wait(Duration::from_secs(60));
+    let first = parent.spawn_subagent(alice.clone(), spawn).await.unwrap();
+    assert_eq!(first.result.as_deref(), Some("turn 1: first task"));
+    let unknown = parent.expose_subagent("nobody", alice.clone()).await;
+    assert!(
+        matches!(unknown, Err(harness_core::AgentError::Refused { .. })),
+        "{unknown:?}"
+    );
+    parent.expose_subagent("r1", alice).await.unwrap();
+    drop(parent);
+
+    // A server started afterwards (a restart, or another replica) on the same workspace.
+    let gateway = Gateway::new(vec![agent(dir.path(), model, "helper")], ServeOptions::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(gateway.serve(listener, std::future::pending()));
+    let client = reqwest::Client::new();
+    let as_user = |user: &str, request: reqwest::RequestBuilder| request.header("X-Harness-User", user.to_owned());
+    let listed: Value = as_user("alice", client.get(format!("{base}{SESSION}/subagents")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed,
+        json!({"subagents": [{"label": "r1", "agent_id": "researcher"}]})
+    );
+    let url = format!("{base}{SESSION}/subagents/r1/messages");
+    let reply = as_user("alice", client.post(&url))
+        .json(&json!({"message": "and now?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let reply: Value = reply.json().await.unwrap();
+    assert_eq!(
+        reply["text"], "turn 2: and now?",
+        "the child keeps its conversation: {reply}"
+    );
+
+    let other = as_user("bob", client.post(&url))
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404, "another user");
+    let hidden = as_user("alice", client.post(format!("{base}{SESSION}/subagents/r2/messages")))
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hidden.status(), 404, "not exposed");
+}
