@@ -162,11 +162,13 @@ pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
         SessionsCommand::Mode { ws, id, mode } => {
             let mode = match mode.as_str() {
                 "reset" => None,
-                name => Some(serde_json::from_value::<harness::permissions::Mode>(name.into()).map_err(|_| {
-                    usage(format!(
-                        "unknown mode `{name}`; use explore, dont_ask, default, accept_edits, bypass or reset"
-                    ))
-                })?),
+                name => Some(
+                    serde_json::from_value::<harness::permissions::Mode>(name.into()).map_err(|_| {
+                        usage(format!(
+                            "unknown mode `{name}`; use explore, dont_ask, default, accept_edits, bypass or reset"
+                        ))
+                    })?,
+                ),
             };
             let args = AgentArgs {
                 ws: ws.clone(),
@@ -239,7 +241,11 @@ fn session_status(state: &harness_core::AgentState) -> Vec<String> {
         lines.push(format!("plan mode: active ({file}; plan_exit waits for approval)"));
     }
     let session = harness_core::SessionState::from_extensions(&state.extensions);
-    if let Some(mode) = session.get::<harness::permissions::SessionMode>().unwrap_or_default().mode {
+    if let Some(mode) = session
+        .get::<harness::permissions::SessionMode>()
+        .unwrap_or_default()
+        .mode
+    {
         lines.push(format!("permission mode: {} (this session)", mode.name()));
     }
     if let Some(at) = harness::control::ShutdownCut::from_state(state).at {

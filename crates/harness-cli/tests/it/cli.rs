@@ -575,5 +575,9 @@ fn sessions_mode_switches_a_session_below_harness_toml_only() {
         .arg(&ws)
         .output()
         .unwrap();
-    assert!(text(&show).0.contains("permission mode: explore (this session)"), "{:?}", text(&show));
+    assert!(
+        text(&show).0.contains("permission mode: explore (this session)"),
+        "{:?}",
+        text(&show)
+    );
 }
