@@ -357,3 +357,20 @@ async fn an_exposed_subagent_answers_the_user_directly_after_a_restart_and_other
         .unwrap();
     assert_eq!(hidden.status(), 404, "not exposed");
 }
+
+/// Row 39: while a call waits for approval, `…/clear` is a 400 that says to decide it first.
+#[tokio::test]
+async fn clear_is_refused_while_a_call_waits_for_approval() {
+    let server = Server::start_with(ServeOptions::default(), Some(super::support::ASK_LIST)).await;
+    let reply: Value = server.send("s", "use a tool", false).await.json().await.unwrap();
+    assert_eq!(reply["status"], "awaiting_approval", "{reply}");
+    let refused = server.post(&format!("{SESSION}/clear"), json!({})).await;
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("approval"));
+    let pending: Value = server.get(&format!("{SESSION}/approvals")).await.json().await.unwrap();
+    assert_eq!(
+        pending["pending"].as_array().map(Vec::len),
+        Some(1),
+        "still waiting: {pending}"
+    );
+}
