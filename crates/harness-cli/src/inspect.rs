@@ -30,6 +30,17 @@ pub(crate) enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Switch a session's permission mode (explore, dont_ask, default, accept_edits, bypass;
+    /// `reset` for harness.toml's). Never above harness.toml's mode.
+    Mode {
+        #[command(flatten)]
+        ws: WorkspaceArgs,
+        /// Session id.
+        #[arg(value_parser = parse_session)]
+        id: SessionId,
+        /// The mode, or `reset`.
+        mode: String,
+    },
     /// Find messages in a user's sessions (any of the words, case-insensitive).
     Search {
         #[command(flatten)]
@@ -148,6 +159,36 @@ pub(crate) async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
                 }
             }
         }
+        SessionsCommand::Mode { ws, id, mode } => {
+            let mode = match mode.as_str() {
+                "reset" => None,
+                name => Some(
+                    serde_json::from_value::<harness::permissions::Mode>(name.into()).map_err(|_| {
+                        usage(format!(
+                            "unknown mode `{name}`; use explore, dont_ask, default, accept_edits, bypass or reset"
+                        ))
+                    })?,
+                ),
+            };
+            let args = AgentArgs {
+                ws: ws.clone(),
+                session: Some(id.clone()),
+                model: None,
+                max_iters: None,
+            };
+            let agent = memory_agent(&args, false)
+                .await?
+                .ok_or_else(|| usage("the workspace does not exist (see `harness init`)"))?;
+            let mut ctx = RuntimeContext::default();
+            ctx.user_id = ws.user.clone();
+            ctx.session_id = Some(id.clone());
+            agent.set_permission_mode(mode, ctx).await.map_err(|err| match err {
+                harness_core::AgentError::Refused { what } => usage(what),
+                other => runtime(&other),
+            })?;
+            let name = mode.map_or("harness.toml's", harness::permissions::Mode::name);
+            out.line(&format!("session {id}: permission mode {name}"))?;
+        }
         SessionsCommand::Show { ws, id, json } => {
             let (messages, state) = match reader(&ws).await? {
                 Some(reader) => {
@@ -198,6 +239,19 @@ fn session_status(state: &harness_core::AgentState) -> Vec<String> {
             .plan_file
             .map_or_else(|| "no plan written yet".to_owned(), |file| format!("plan in {file}"));
         lines.push(format!("plan mode: active ({file}; plan_exit waits for approval)"));
+    }
+    let session = harness_core::SessionState::from_extensions(&state.extensions);
+    if let Some(mode) = session
+        .get::<harness::permissions::SessionMode>()
+        .unwrap_or_default()
+        .mode
+    {
+        lines.push(format!("permission mode: {} (this session)", mode.name()));
+    }
+    if let Some(at) = harness::control::ShutdownCut::from_state(state).at {
+        lines.push(format!(
+            "interrupted by a shutdown at {at}: send the last message again to resume the cut turn"
+        ));
     }
     let tasks = harness::task_list::TaskList::from_state(state);
     if !tasks.tasks.is_empty() {

@@ -149,6 +149,13 @@ impl Turn {
         self.offered = offered;
     }
 
+    /// Ends the call with `reply` as its final message, for an `agent` middleware that
+    /// answers without running the loop (a control call: a session change without a model
+    /// call). The reply is not added to the context; [`push`](Self::push) what should be.
+    pub fn set_output(&mut self, reply: Msg) {
+        self.output = Some(reply);
+    }
+
     /// Typed per-session capability state ([`SessionSlot`](crate::SessionSlot)s), shared with
     /// every tool call of the turn and written into the state's extensions before the kernel
     /// saves.

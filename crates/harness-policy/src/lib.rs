@@ -49,7 +49,7 @@ mod protected;
 mod rule;
 mod shell;
 
-pub use narrow::Inheritance;
+pub use narrow::{Inheritance, SessionMode};
 pub use policy::{Decision, Mode, PLAN_EXIT_TOOL, PLAN_TOOLS, Policy, SHELL_TOOL};
 pub use protected::{DEFAULT_PROTECTED, DEFAULT_READ_PROTECTED, Protected};
 pub use rule::{Rule, RuleError};

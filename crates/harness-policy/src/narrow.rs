@@ -33,6 +33,57 @@ impl Mode {
     }
 }
 
+/// A session's own permission mode, switched at run time by code, the CLI or the API (never
+/// by a tool the model can call). Saved with the session; it only narrows: the mode in force
+/// is the stricter of it and the configured one, and [`SessionMode::check`] refuses a switch
+/// to a mode more permissive than the configured one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMode {
+    /// The session's mode; `None` = the configured mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+}
+
+impl harness_core::SessionSlot for SessionMode {
+    const KEY: &'static str = "permission_mode";
+}
+
+impl SessionMode {
+    /// Whether a session of an agent configured with `configured` may switch to `wanted`.
+    ///
+    /// # Errors
+    /// A message naming both modes and the order when `wanted` is more permissive.
+    pub fn check(configured: Mode, wanted: Mode) -> Result<(), String> {
+        if wanted.permissiveness() > configured.permissiveness() {
+            return Err(format!(
+                "the permission mode `{}` is more permissive than harness.toml's `{}`; a session may only \
+                 switch to a mode at most as permissive (explore < dont_ask < default = accept_edits < bypass)",
+                wanted.name(),
+                configured.name()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The mode in force for a session of an agent configured with `configured`.
+    pub fn effective(self, configured: Mode) -> Mode {
+        self.mode.map_or(configured, |mode| configured.stricter(mode))
+    }
+}
+
+impl Mode {
+    /// The mode as written in harness.toml (`accept_edits`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AcceptEdits => "accept_edits",
+            Self::Explore => "explore",
+            Self::Bypass => "bypass",
+            Self::DontAsk => "dont_ask",
+        }
+    }
+}
+
 /// What a child must keep of its parent: plan mode, the deny and ask rules and the mode (never
 /// the allow rules). Travels as a typed value on the call context and, for a remote child, as
 /// the `inherit` object of the native API's `messages` and `approvals` requests:
@@ -118,6 +169,34 @@ mod tests {
     use crate::Decision;
     use harness_core::ToolAnnotations;
     use serde_json::json;
+
+    #[test]
+    fn a_session_mode_never_goes_above_the_configured_one() {
+        for (configured, wanted, ok) in [
+            (Mode::Default, Mode::Explore, true),
+            (Mode::Default, Mode::DontAsk, true),
+            (Mode::Default, Mode::AcceptEdits, true),
+            (Mode::Default, Mode::Bypass, false),
+            (Mode::Explore, Mode::DontAsk, false),
+            (Mode::Bypass, Mode::Bypass, true),
+        ] {
+            assert_eq!(
+                SessionMode::check(configured, wanted).is_ok(),
+                ok,
+                "{configured:?} -> {wanted:?}"
+            );
+        }
+        let refused = SessionMode::check(Mode::Default, Mode::Bypass).unwrap_err();
+        assert!(
+            refused.contains("`bypass`") && refused.contains("`default`"),
+            "{refused}"
+        );
+        let session = SessionMode {
+            mode: Some(Mode::Bypass),
+        };
+        assert_eq!(session.effective(Mode::Explore), Mode::Explore, "it only narrows");
+        assert_eq!(SessionMode::default().effective(Mode::DontAsk), Mode::DontAsk);
+    }
 
     const ALL: [Mode; 5] = [
         Mode::Explore,

@@ -257,8 +257,70 @@ pub struct ApprovalsReply {
 /// `POST …/cancel`: whether a running turn was cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelReply {
-    /// Whether a turn was running.
+    /// Whether a turn was running on the replica that answered.
     pub cancelled: bool,
+    /// Whether the cancel was posted to the session's inbox, for the replica that runs the
+    /// turn (when none ran on the one that answered); it takes effect within a fraction of
+    /// a second, and is dropped when no turn runs anywhere.
+    #[serde(default)]
+    pub posted: bool,
+}
+
+/// The shape of `POST …/observe`, for error messages.
+pub const OBSERVE_SHAPE: &str =
+    "send {\"messages\": [{\"role\": \"user\" or \"assistant\" or \"system\", \"content\": \"...\"}]}";
+
+/// The shape of the session control routes (`…/interrupt`, `…/mode`, `…/plan`), for error
+/// messages.
+pub const CONTROL_SHAPE: &str = "send {\"message\": \"...\"} or {} to …/interrupt, {\"mode\": \"explore\"} (or null for harness.toml's) to …/mode, {\"active\": true} to …/plan";
+
+/// One message of `POST …/observe`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservedMessage {
+    /// `user` (the default), `assistant` or `system`.
+    #[serde(default = "user_role")]
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+fn user_role() -> String {
+    "user".to_owned()
+}
+
+/// `POST …/observe`: messages added to the session without a model call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserveRequest {
+    /// The messages, oldest first.
+    pub messages: Vec<ObservedMessage>,
+}
+
+/// `POST …/interrupt`: stop the running turn at its next step, or (with a message) show
+/// the model the message at its next step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptRequest {
+    /// The message to inject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `POST …/mode`: the session's permission mode (`None`: harness.toml's).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModeRequest {
+    /// The mode.
+    pub mode: Option<harness_policy::Mode>,
+}
+
+/// `POST …/plan`: plan mode on or off.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanRequest {
+    /// Whether plan mode is on.
+    pub active: bool,
 }
 
 #[cfg(test)]

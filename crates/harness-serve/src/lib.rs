@@ -26,6 +26,7 @@
 //! request: a client that disconnects or reads slowly cannot stop, stall or lose a turn.
 
 mod auth;
+mod control;
 mod error;
 mod feed;
 mod guard;
@@ -349,6 +350,7 @@ impl Gateway {
             .merge(openai::routes())
             .merge(responses::routes())
             .merge(native::routes())
+            .merge(control::routes())
             .fallback(unknown_route)
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
             .layer(axum::middleware::from_fn_with_state(self.clone(), guard::guard))

@@ -7,7 +7,7 @@
 //! | `GET /api/agents/{agent}/sessions/{session}` | a session's history (transcript messages) |
 //! | `POST /api/agents/{agent}/sessions/{session}/messages` | send a message: JSON reply, or SSE with `"stream": true` |
 //! | `GET /api/agents/{agent}/sessions/{session}/events` | the running or last turn's events, from `Last-Event-ID` / `?after=N` |
-//! | `POST /api/agents/{agent}/sessions/{session}/cancel` | cancel the running turn |
+//! | `POST /api/agents/{agent}/sessions/{session}/cancel` | cancel the running turn (on this replica, else through the session's inbox on the one running it) |
 //! | `GET /api/agents/{agent}/sessions/{session}/approvals` | the calls waiting for a person |
 //! | `POST /api/agents/{agent}/sessions/{session}/approvals` | decide them; the turn resumes (JSON or SSE) |
 //! | `GET /api/agents/{agent}/sessions/{session}/tasks` | the session's subagent tasks |
@@ -65,7 +65,7 @@ pub(crate) fn routes() -> Router<Gateway> {
 
 /// The caller, the agent and (for session routes) the session key, after the owner check:
 /// another user's session is 404 ([`owners::check`]).
-async fn session_key(
+pub(crate) async fn session_key(
     gateway: &Gateway,
     headers: &HeaderMap,
     agent: &str,
@@ -150,16 +150,19 @@ async fn history(
         return Err(ApiError::not_found(format!("no session `{session}` for this user")));
     }
     let pending = pending_calls(served, &key).await?;
+    let url = format!("/api/agents/{agent}/sessions/{session}");
+    let control = crate::control::status(served, &owners::state_key(served, &key)?, &url).await?;
     Ok(axum::Json(json!({
         "id": key.session.as_str(),
         "messages": messages,
         "pending_approvals": pending,
+        "control": control,
     }))
     .into_response())
 }
 
 /// The context of a call on `key`'s session.
-fn context(key: &SessionKey) -> RuntimeContext {
+pub(crate) fn context(key: &SessionKey) -> RuntimeContext {
     RuntimeContext::for_user(key.user.clone()).with_session(key.session.clone())
 }
 
@@ -317,7 +320,17 @@ async fn cancel(
 ) -> Result<Response, ApiError> {
     let (key, _) = session_key(&gateway, &headers, &agent, &session, Access::Read).await?;
     let cancelled = gateway.inner.queues.cancel(&key);
-    Ok(axum::Json(CancelReply { cancelled }).into_response())
+    // Not running here: the replica that runs it reads the session's inbox.
+    let posted = !cancelled;
+    if posted {
+        let served = gateway.agent(&agent)?;
+        served
+            .agent
+            .cancel_turn(context(&key))
+            .await
+            .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))?;
+    }
+    Ok(axum::Json(CancelReply { cancelled, posted }).into_response())
 }
 
 async fn approvals(

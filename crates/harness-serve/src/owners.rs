@@ -19,7 +19,7 @@ pub(crate) enum Access {
 }
 
 /// The state key of `key`'s session as the agent lays it out (the scope decides its user).
-fn state_key(served: &Served, key: &SessionKey) -> Result<StateKey, ApiError> {
+pub(crate) fn state_key(served: &Served, key: &SessionKey) -> Result<StateKey, ApiError> {
     let ctx = served
         .agent
         .bind(RuntimeContext::for_user(key.user.clone()).with_session(key.session.clone()))

@@ -107,6 +107,9 @@ pub(crate) struct Queues {
     caps: TurnCaps,
     replay: usize,
     tracker: TaskTracker,
+    /// Fired when the shutdown grace period is over: a turn cancelled then is flagged as
+    /// cut by the shutdown.
+    stopping: CancellationToken,
 }
 
 impl std::fmt::Debug for Queues {
@@ -125,6 +128,7 @@ impl Queues {
             caps,
             replay,
             tracker: TaskTracker::new(),
+            stopping: CancellationToken::new(),
         })
     }
 
@@ -247,7 +251,7 @@ impl Queues {
                     }
                 }
             };
-            run_turn(&agent, &key, job).await;
+            run_turn(&agent, &key, job, &self.stopping).await;
         }
     }
 
@@ -283,6 +287,7 @@ impl Queues {
 
     /// Cancels every running turn (the shutdown deadline passed); each still saves.
     pub(crate) fn cancel_all(&self) {
+        self.stopping.cancel();
         for token in self.table().slots.values().filter_map(|slot| slot.running.as_ref()) {
             token.cancel();
         }
@@ -322,7 +327,7 @@ fn prune(table: &mut Table) {
 }
 
 /// Runs one turn to its end, feeding its events; the feed always gets a terminal event.
-async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
+async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job, stopping: &CancellationToken) {
     let Job {
         input,
         delegation,
@@ -344,6 +349,7 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job) {
     if let Some(schema) = asks.schema {
         ctx.insert(harness::structured::StructuredCall(schema));
     }
+    ctx.insert(harness::control::ShutdownSignal(stopping.clone()));
     // A remote parent's child: its own spawns count from its depth.
     let ctx = match delegation.depth {
         Some(depth) => harness::subagents::delegated(ctx, depth, &key.agent),

@@ -28,6 +28,7 @@
 //! several replicas `RedisStateStore` + `RedisLease` or `PostgresStateStore` +
 //! `PostgresLease`.
 
+pub mod control;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod expiring_lease;
 mod fence;

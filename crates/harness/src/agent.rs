@@ -391,7 +391,7 @@ impl HarnessAgentBuilder {
             .name(name)
             .shared_model(model)
             .sys_prompt(sys_prompt.unwrap_or_default())
-            .state_store(store);
+            .state_store(Arc::clone(&store));
         let mut tools = self.tools;
         for capability in capabilities.all.iter() {
             tools.extend(capability.tools());
@@ -415,7 +415,14 @@ impl HarnessAgentBuilder {
         }
         let sessions = Arc::new(SessionPersistence::default());
         let mut layers: Vec<(Layer, Arc<dyn Middleware>)> =
-            vec![(Layer::Session, Arc::clone(&sessions) as Arc<dyn Middleware>)];
+            vec![(Layer::Session, Arc::clone(&sessions) as Arc<dyn Middleware>), {
+                // Right inside: control calls, the session inbox, the shutdown flag.
+                let inbox = harness_store::control::SessionInbox::new(Arc::clone(&store));
+                (
+                    Layer::Session,
+                    Arc::new(harness_store::control::SessionControl::new(inbox)),
+                )
+            }];
         let assembly = Assembly::new(capabilities.all.iter().flat_map(|c| c.prompt_parts()).collect());
         for capability in capabilities.all.iter() {
             layers.extend(capability.middleware(&assembly));
@@ -670,7 +677,12 @@ impl HarnessAgent {
         Ok((ctx, key))
     }
 
-    async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
+    pub(crate) async fn run(
+        &self,
+        input: AgentInput,
+        ctx: RuntimeContext,
+        events: EventSink,
+    ) -> Result<Msg, AgentError> {
         let (mut ctx, key) = self.bind_scoped(ctx)?;
         let guard = match self.lease.acquire(&key, ctx.cancellation()).await {
             Ok(guard) => guard,

@@ -9,7 +9,8 @@
 //! ones, and the middleware order is each one's [`Layer`](capability::Layer), inside the
 //! user's middlewares, outermost first:
 //!
-//! 1. `Session`: `session_persistence` — crash replay, transcript, session index ([`session`]).
+//! 1. `Session`: `session_persistence` — crash replay, transcript, session index ([`session`]);
+//!    then `session_control` — control calls, the session inbox, the shutdown flag ([`control`]).
 //! 2. `Memory`: `memory` (on by default) — fact extraction after calls (`harness_memory`).
 //! 3. `Compaction`: `compaction` (when configured) — bounded context and
 //!    overflow recovery ([`compaction`]).
@@ -48,6 +49,7 @@ mod builtins;
 pub mod capability;
 pub mod compaction;
 pub mod config;
+pub mod control;
 pub mod eviction;
 pub mod extensions;
 pub mod facts;

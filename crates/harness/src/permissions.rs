@@ -33,7 +33,9 @@
 
 // The engine is the `harness-policy` crate; its types appear in this module's signatures
 // (`permissions(Policy)`, `PermissionsSection::policy`), hence the re-export.
-pub use harness_policy::{DEFAULT_PROTECTED, Decision, Inheritance, Mode, Policy, Protected, Rule, RuleError};
+pub use harness_policy::{
+    DEFAULT_PROTECTED, Decision, Inheritance, Mode, Policy, Protected, Rule, RuleError, SessionMode,
+};
 
 use crate::capability::{Assembly, Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
 use harness_core::{
@@ -241,6 +243,16 @@ impl Middleware for PermissionGate {
                         source: Box::new(err),
                     })?;
             }
+        }
+        // The session's own mode (switched by code, the CLI or the API) narrows this turn
+        // like a parent's would, and so every child it starts.
+        if let Some(mode) = turn.session().get::<SessionMode>().ok().and_then(|m| m.mode) {
+            let mut narrowed = turn.ctx().get::<Inheritance>().cloned().unwrap_or_else(|| Inheritance {
+                mode: self.policy.mode,
+                ..Inheritance::default()
+            });
+            narrowed.mode = narrowed.mode.stricter(mode);
+            turn.ctx_mut().insert(narrowed);
         }
         next.run(turn).await
     }

@@ -30,6 +30,7 @@ const CAPABILITIES: &[&str] = &[
 const ROOT: &[&str] = &[
     "agent",
     "builtins",
+    "control",
     "from_workspace",
     "structured_call",
     "subagent_control",

@@ -536,3 +536,48 @@ fn a_subagents_model_key_and_own_layer_work_through_the_cli() {
     assert_eq!(std::fs::read_to_string(layer.join("hello.txt")).unwrap(), "hi");
     assert!(!dir.path().join("default/hello.txt").exists());
 }
+
+/// Issue 31, row 240: `sessions mode` switches one session's permission mode (saved with
+/// it, shown by `sessions show`), never above harness.toml's, and names the modes when one
+/// is unknown.
+#[test]
+fn sessions_mode_switches_a_session_below_harness_toml_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("harness.toml"), "[permissions]\nmode = \"default\"\n").unwrap();
+    let model = script(dir.path(), r#"{"replies": [{"text": "hi"}]}"#);
+    let output = harness()
+        .args(["run", "--model", &model, "--session", "s1", "--workspace"])
+        .arg(&ws)
+        .arg("hello")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{:?}", text(&output));
+    let mode = |name: &str| {
+        harness()
+            .args(["sessions", "mode", "s1", name, "--workspace"])
+            .arg(&ws)
+            .output()
+            .unwrap()
+    };
+    let above = mode("bypass");
+    assert_eq!(above.status.code(), Some(2), "{:?}", text(&above));
+    assert!(text(&above).1.contains("more permissive"), "{:?}", text(&above));
+    let unknown = mode("yolo");
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(text(&unknown).1.contains("explore, dont_ask"), "{:?}", text(&unknown));
+    let below = mode("explore");
+    assert!(below.status.success(), "{:?}", text(&below));
+    assert!(text(&below).0.contains("permission mode explore"));
+    let show = harness()
+        .args(["sessions", "show", "s1", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(
+        text(&show).0.contains("permission mode: explore (this session)"),
+        "{:?}",
+        text(&show)
+    );
+}

@@ -459,3 +459,73 @@ fn a_depth_two_delegation_from_a_chat_completion_returns_the_grandchilds_answer(
     assert_eq!(depths[1].0, 2);
     assert!(depths[1].1.starts_with("sub.general-purpose."), "{depths:?}");
 }
+
+/// Issue 31, row 8: two `harness serve` processes on Redis state. A cancel posted to replica
+/// B reaches the turn running on replica A (through the session's inbox in Redis), and a
+/// message injected through B while A runs a turn reaches the model on the session's next
+/// step.
+#[test]
+fn a_cancel_and_an_interrupt_posted_to_replica_b_reach_the_turn_on_replica_a() {
+    let deployment = Deployment::new(StateKind::Redis, "5s");
+    let replicas: Vec<Serve> = deployment
+        .replicas
+        .iter()
+        .map(|ws| Serve::start(ws, &deployment.base))
+        .collect();
+    let (a, b) = (replicas[0].url.clone(), replicas[1].url.clone());
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let session = "/api/agents/harness/sessions/s";
+
+    // Cancel: the model would take two minutes to answer `hang`.
+    let running = {
+        let (client, a) = (client.clone(), a.clone());
+        runtime.spawn(async move {
+            let url = format!("{a}{session}/messages");
+            client.post(url).json(&json!({"message": "hang"})).send().await.unwrap()
+        })
+    };
+    deployment.await_requests(1);
+    let cancel: Value = runtime.block_on(async {
+        let url = format!("{b}{session}/cancel");
+        client
+            .post(url)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    assert_eq!(cancel, json!({"cancelled": false, "posted": true}));
+    // A liveness bound (the model would answer after 120 s), not a performance assertion.
+    let response = runtime
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), running).await })
+        .expect("the cancel reached replica A")
+        .unwrap();
+    assert_eq!(response.status(), 503);
+
+    // Interrupt with a message while A runs a slow turn; the message reaches the model.
+    let running = {
+        let (client, a) = (client.clone(), a.clone());
+        runtime.spawn(async move { send(&client, &a, "s", "slow").await })
+    };
+    deployment.await_requests(2);
+    let posted = runtime.block_on(async {
+        let url = format!("{b}{session}/interrupt");
+        client
+            .post(url)
+            .json(&json!({"message": "PS: metric units"}))
+            .send()
+            .await
+            .unwrap()
+    });
+    assert_eq!(posted.status(), 200);
+    runtime.block_on(running).unwrap();
+    runtime.block_on(send(&client, &b, "s", "next"));
+    let seen = deployment.seen.lock().unwrap().clone();
+    let last = seen.last().unwrap().to_string();
+    assert!(last.contains("PS: metric units"), "{last}");
+    drop(replicas);
+}

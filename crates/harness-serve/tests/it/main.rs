@@ -6,6 +6,7 @@
 mod approvals;
 mod chromium;
 mod compat;
+mod control;
 mod guard;
 mod native;
 mod openai;

@@ -136,6 +136,7 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
         agent.middleware_order(),
         [
             "session_persistence",
+            "session_control",
             "tool_result_eviction",
             "structured_output_calls",
             "subagents",
@@ -160,6 +161,7 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
         agent.middleware_order(),
         [
             "session_persistence",
+            "session_control",
             "probe",
             "tool_result_eviction",
             "structured_output_calls",
@@ -175,7 +177,10 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
         .capability(Arc::new(Probe::at(Layer::Session)))
         .build()
         .unwrap();
-    assert_eq!(agent.middleware_order()[..2], ["session_persistence", "probe"]);
+    assert_eq!(
+        agent.middleware_order()[..3],
+        ["session_persistence", "session_control", "probe"]
+    );
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ mod caching;
 mod caller_tools;
 mod capability;
 mod compaction;
+mod control;
 mod delegation;
 mod doubles;
 mod eviction;
