@@ -6,6 +6,7 @@ mod capture;
 mod local;
 
 pub(crate) use local::ShellSettings;
+pub use capture::Capture as OutputCapture;
 pub use local::{DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig};
 
 use crate::error::FsError;

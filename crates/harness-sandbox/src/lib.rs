@@ -35,11 +35,13 @@ mod namespace;
 mod process;
 mod protocol;
 mod provider;
+mod proxy;
 mod work_fs;
 
 pub use init::init_main;
 pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 pub use namespace::{DEFAULT_INHERITED_ENV, Limits, NamespaceConfig, NamespaceProvider};
+pub use proxy::{NetworkDenial, PROXY_LISTEN, ProxyPolicy, ProxyPolicyError};
 pub use process::{ProcessExit, ProcessOutput, ProcessStdin, SandboxProcess, SpawnRequest, WORK_TREE_MOUNT};
 pub use provider::{
     Capabilities, CreateRequest, Network, ProbeError, Resumed, Sandbox, SandboxError, SandboxProvider, SandboxState,

@@ -8,7 +8,7 @@
 
 use crate::support::{Fixture, Scratch, config, processes_of};
 use harness_fs::ShellRequest;
-use harness_sandbox::{CreateRequest, Limits, NamespaceProvider, Network, SandboxProvider};
+use harness_sandbox::{CreateRequest, Limits, NamespaceProvider, Network, ProxyPolicy, SandboxProvider};
 use std::io::{ErrorKind, Read};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
@@ -201,15 +201,40 @@ const ALLOWED_ENV: &[&str] = &[
     "OPTIND",
 ];
 
+/// Names a proxy-mode sandbox adds (all pointing at its in-sandbox relay).
+const PROXY_ENV: &[&str] = &[
+    "http_proxy",
+    "https_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "npm_config_proxy",
+    "npm_config_https_proxy",
+    "CARGO_HTTP_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
 #[tokio::test]
 async fn the_escape_corpus_breaks_no_canary() {
+    run_corpus(Network::Offline).await;
+}
+
+/// The same corpus with `network = "proxy"` and an allow-list that names neither the host's
+/// loopback canaries nor anything the scripts try.
+#[tokio::test]
+async fn the_escape_corpus_breaks_no_canary_in_proxy_mode() {
+    run_corpus(Network::Proxy).await;
+}
+
+async fn run_corpus(network: Network) {
     let mut canaries = Canaries::new();
     let fixture = Fixture::with(
         |mut config| {
             config.limits.tmp_bytes = 32 << 20;
+            config.proxy = ProxyPolicy::new(["allowed.test", "*.allowed.test:443"]).unwrap();
             config
         },
-        Network::Offline,
+        network,
     )
     .await;
     let other = fixture
@@ -245,7 +270,8 @@ async fn the_escape_corpus_breaks_no_canary() {
                     continue;
                 };
                 let passed = env.iter().any(|(key, _)| key == variable);
-                if !passed && !ALLOWED_ENV.contains(&variable) {
+                let proxy = network == Network::Proxy && PROXY_ENV.contains(&variable);
+                if !passed && !proxy && !ALLOWED_ENV.contains(&variable) {
                     failures.push(format!("{name}: unexpected variable {variable} in the sandbox"));
                 }
             }
