@@ -25,9 +25,16 @@ fn scripts() -> Vec<(String, String)> {
     cases
 }
 
-fn plant(work: &Path) {
+/// The canary file and an empty directory, owned by the sandbox uid (so only the read-only
+/// layer stands between a command and a write).
+fn plant(work: &Path, uid: Option<u32>) {
     std::fs::write(work.join("plan.txt"), "plan\n").unwrap();
     std::fs::create_dir_all(work.join("sub")).unwrap();
+    if let Some(uid) = uid {
+        for path in ["plan.txt", "sub"] {
+            std::os::unix::fs::chown(work.join(path), Some(uid), Some(uid)).unwrap();
+        }
+    }
 }
 
 /// Every script of `tests/plan-mode` against `shell`; returns the failures.
@@ -68,7 +75,7 @@ async fn run_scripts(shell: &dyn harness_fs::Shell, work: &Path) -> Vec<String> 
 async fn the_read_only_shell_reads_but_never_writes_the_work_tree() {
     let fixture = Fixture::new().await;
     let work = fixture.work();
-    plant(&work);
+    plant(&work, Some(fixture.sandbox.state().uid));
     let plan = fixture.sandbox.read_only_shell();
     assert!(plan.describe().contains("read-only"));
     let failures = run_scripts(plan.as_ref(), &work).await;
@@ -96,7 +103,7 @@ async fn the_read_only_shell_reads_but_never_writes_the_work_tree() {
 async fn a_read_only_spawn_cannot_write_and_a_normal_one_can() {
     let fixture = Fixture::new().await;
     let work = fixture.work();
-    plant(&work);
+    plant(&work, Some(fixture.sandbox.state().uid));
     let script = "import sys\ntry:\n    open('plan.txt', 'w').write('x')\n    print('wrote')\nexcept OSError as e:\n    print('denied', e.errno)\nprint(open('plan.txt').read().strip())\n";
     for (read_only, expected) in [(true, "denied 13\nplan\n"), (false, "wrote\nx\n")] {
         let mut process = fixture
@@ -122,7 +129,7 @@ async fn a_read_only_sandbox_binds_the_work_tree_read_only() {
     let scratch = Scratch::new();
     let work = scratch.join("work");
     std::fs::create_dir_all(&work).unwrap();
-    plant(&work);
+    plant(&work, None);
     let provider = NamespaceProvider::new(config(&scratch));
     let sandbox = provider
         .create(CreateRequest::new(&work, "tests", "test/plan").read_only(true))
