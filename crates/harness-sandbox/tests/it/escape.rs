@@ -59,11 +59,18 @@ impl Canaries {
         let data = scratch.join("data");
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("agent_state.json"), "{\"state\":1}\n").unwrap();
-        let tmp_marker = PathBuf::from(format!("/tmp/hsbx-marker-{}", std::process::id()));
+        // Unique per run: the offline and the proxy corpus run at once in this process.
+        static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = format!(
+            "{}-{}",
+            std::process::id(),
+            RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let tmp_marker = PathBuf::from(format!("/tmp/hsbx-marker-{run}"));
         std::fs::write(&tmp_marker, "host tmp\n").unwrap();
         let unix = UnixListener::bind(host.join("canary.sock")).unwrap();
         unix.set_nonblocking(true).unwrap();
-        let abstract_name = format!("harness-canary-{}", std::process::id());
+        let abstract_name = format!("harness-canary-{run}");
         let abstract_socket =
             UnixListener::bind_addr(&SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()).unwrap();
         abstract_socket.set_nonblocking(true).unwrap();
@@ -263,6 +270,11 @@ async fn run_corpus(network: Network) {
         }
         if output.timed_out {
             failures.push(format!("{name}: timed out"));
+        }
+        // In proxy mode the proxy scripts must have met the proxy (and its refusal), else they
+        // proved nothing.
+        if network == Network::Proxy && name.starts_with("network/proxy_") && !text.contains("403") {
+            failures.push(format!("{name}: the proxy did not answer\n{text}"));
         }
         if name == "filesystem/environment.sh" {
             for line in output.stdout.lines().filter(|line| !line.starts_with(' ')) {
