@@ -380,14 +380,15 @@ impl Server {
             Err(err) => return Err(format!("working directory {}: {err}", spec.cwd)),
         }
         // Always exec `/bin/sh` (which exists in every mount view): a missing program becomes
-        // sh's exit 127, never an exec failure inside `spawn`.
+        // sh's exit 127, never an exec failure inside `spawn`. A shell command (`sh -c …`, what
+        // `execute` sends) is that exec itself, one exec instead of two.
         let mut command = Command::new("/bin/sh");
+        if program == "sh" && args.first().is_some_and(|arg| arg == "-c") {
+            command.arg0("sh").args(args);
+        } else {
+            command.arg("-c").arg("exec \"$@\"").arg(program).arg(program).args(args);
+        }
         command
-            .arg("-c")
-            .arg("exec \"$@\"")
-            .arg(program)
-            .arg(program)
-            .args(args)
             .env_clear()
             .envs(spec.env.iter().map(|(name, value)| (name, value)))
             .current_dir(&spec.cwd)

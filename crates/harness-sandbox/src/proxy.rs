@@ -31,6 +31,8 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Denials kept per sandbox (the oldest are dropped).
 const MAX_DENIALS: usize = 256;
+/// Connections one sandbox may have open through its proxy at once; more are answered `503`.
+const MAX_CONNECTIONS: usize = 128;
 
 /// Which hosts a sandbox with `network = "proxy"` may reach. Plain data; an empty policy
 /// refuses everything.
@@ -470,11 +472,23 @@ impl ProxyServer {
         let record = denials.clone();
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
+            let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
-                        connections.spawn(serve(stream, policy.clone(), resolver.clone(), record.clone()));
+                        let Ok((mut stream, _)) = accepted else { continue };
+                        let Ok(permit) = permits.clone().try_acquire_owned() else {
+                            let body = format!("The harness sandbox proxy allows {MAX_CONNECTIONS} open connections per sandbox; close some and retry.\n");
+                            connections.spawn(async move {
+                                let _ = stream.write_all(&response(503, "Too Many Connections", &body, &[])).await;
+                            });
+                            continue;
+                        };
+                        let (policy, resolver, record) = (policy.clone(), resolver.clone(), record.clone());
+                        connections.spawn(async move {
+                            serve(stream, policy, resolver, record).await;
+                            drop(permit);
+                        });
                     }
                     Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 }
