@@ -180,8 +180,10 @@ fn take_clean_mark(lock: &File) -> bool {
     let clean = file.seek(std::io::SeekFrom::Start(0)).is_ok()
         && file.take(16).read_to_end(&mut content).is_ok()
         && content == CLEAN_MARK;
-    // Cleared before the uid is used, so a harness killed from here on leaves it unmarked.
-    let cleared = lock.set_len(0).is_ok() && lock.sync_data().is_ok();
+    // Cleared before the uid is used, so a harness killed from here on leaves it unmarked (the
+    // page cache outlives a killed process; a machine crash takes the sandboxes with it, so
+    // no fsync).
+    let cleared = lock.set_len(0).is_ok();
     clean && cleared
 }
 
