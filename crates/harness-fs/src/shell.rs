@@ -5,8 +5,8 @@
 mod capture;
 mod local;
 
-pub(crate) use local::ShellSettings;
 pub use capture::Capture as OutputCapture;
+pub(crate) use local::ShellSettings;
 pub use local::{DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig};
 
 use crate::error::FsError;

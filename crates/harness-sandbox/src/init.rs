@@ -386,7 +386,12 @@ impl Server {
         if program == "sh" && args.first().is_some_and(|arg| arg == "-c") {
             command.arg0("sh").args(args);
         } else {
-            command.arg("-c").arg("exec \"$@\"").arg(program).arg(program).args(args);
+            command
+                .arg("-c")
+                .arg("exec \"$@\"")
+                .arg(program)
+                .arg(program)
+                .args(args);
         }
         command
             .env_clear()

@@ -17,10 +17,10 @@ use crate::provider::{
 };
 use crate::proxy::{NetworkDenial, ProxyPolicy, ProxyServer};
 use crate::work_fs::WorkTreeFs;
-use std::os::unix::fs::PermissionsExt;
 use async_trait::async_trait;
 use harness_fs::{Filesystem, LocalFs, Shell};
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;

@@ -375,7 +375,10 @@ impl Shell for RefusingShell {
         "sandbox:read-only-unsupported".to_owned()
     }
 
-    async fn execute(&self, _request: harness_fs::ShellRequest) -> Result<harness_fs::ShellOutput, harness_fs::ShellError> {
+    async fn execute(
+        &self,
+        _request: harness_fs::ShellRequest,
+    ) -> Result<harness_fs::ShellOutput, harness_fs::ShellError> {
         Err(harness_fs::ShellError::Spawn(std::io::Error::other(
             "this sandbox backend has no read-only (plan mode) shell; leave plan mode or use the namespace backend",
         )))

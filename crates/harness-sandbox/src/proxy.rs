@@ -128,9 +128,9 @@ impl ProxyPolicy {
     /// Whether `address` is named by an entry (so it may be dialed even when not public).
     fn allows_address(&self, address: IpAddr, port: u16) -> bool {
         let address = canonical_ip(address);
-        self.rules.iter().any(|rule| {
-            rule.port.is_none_or(|allowed| allowed == port) && rule.pattern == Pattern::Address(address)
-        })
+        self.rules
+            .iter()
+            .any(|rule| rule.port.is_none_or(|allowed| allowed == port) && rule.pattern == Pattern::Address(address))
     }
 }
 
@@ -162,7 +162,11 @@ fn parse_rule(entry: &str) -> Result<Rule, ProxyPolicyError> {
         return Err(fail("a wildcard may only be a leading `*.` before a host name"));
     }
     Ok(Rule {
-        pattern: if below { Pattern::Below(name) } else { Pattern::Exact(name) },
+        pattern: if below {
+            Pattern::Below(name)
+        } else {
+            Pattern::Exact(name)
+        },
         port,
     })
 }
@@ -350,8 +354,17 @@ pub(crate) fn refusal_response(host: &str, port: u16, refusal: &Refusal) -> Vec<
             format!("The harness sandbox proxy could not resolve {host}: {detail}.\n"),
         ),
     };
-    let status = if matches!(refusal, Refusal::Unresolved(_)) { 502 } else { 403 };
-    response(status, &phrase, &body, &[("X-Harness-Denial", format!("host={host}; port={port}"))])
+    let status = if matches!(refusal, Refusal::Unresolved(_)) {
+        502
+    } else {
+        403
+    };
+    response(
+        status,
+        &phrase,
+        &body,
+        &[("X-Harness-Denial", format!("host={host}; port={port}"))],
+    )
 }
 
 fn response(status: u16, phrase: &str, body: &str, headers: &[(&str, String)]) -> Vec<u8> {
@@ -688,8 +701,19 @@ mod tests {
     async fn ip_literals_need_their_own_entry() {
         let resolver = table();
         let none = ProxyPolicy::new(["pypi.org"]).unwrap();
-        for host in ["127.0.0.1", "[::1]", "::ffff:127.0.0.1", "169.254.169.254", "2130706433", "0x7f.1"] {
-            assert_eq!(decide(&none, &resolver, host, 8080).await, Err(Refusal::NotAllowed), "{host}");
+        for host in [
+            "127.0.0.1",
+            "[::1]",
+            "::ffff:127.0.0.1",
+            "169.254.169.254",
+            "2130706433",
+            "0x7f.1",
+        ] {
+            assert_eq!(
+                decide(&none, &resolver, host, 8080).await,
+                Err(Refusal::NotAllowed),
+                "{host}"
+            );
         }
         let loopback = ProxyPolicy::new(["127.0.0.1:8080"]).unwrap();
         assert_eq!(
@@ -697,9 +721,15 @@ mod tests {
             Ok("127.0.0.1:8080".parse().unwrap())
         );
         assert!(decide(&loopback, &resolver, "::ffff:127.0.0.1", 8080).await.is_ok());
-        assert_eq!(decide(&loopback, &resolver, "127.0.0.1", 8081).await, Err(Refusal::NotAllowed));
+        assert_eq!(
+            decide(&loopback, &resolver, "127.0.0.1", 8081).await,
+            Err(Refusal::NotAllowed)
+        );
         // A name that resolves to the allowed address is still refused by name.
-        assert_eq!(decide(&loopback, &resolver, "localhost", 8080).await, Err(Refusal::NotAllowed));
+        assert_eq!(
+            decide(&loopback, &resolver, "localhost", 8080).await,
+            Err(Refusal::NotAllowed)
+        );
         let both = ProxyPolicy::new(["localhost", "127.0.0.1"]).unwrap();
         assert!(decide(&both, &resolver, "localhost", 9).await.is_ok());
     }
@@ -720,7 +750,16 @@ mod tests {
 
     #[test]
     fn bad_entries_are_named() {
-        for bad in ["", "http://x.com", "x.com/path", "x.com:0", "x.com:99999", "*x.com", "a.*.com", "exämple.com"] {
+        for bad in [
+            "",
+            "http://x.com",
+            "x.com/path",
+            "x.com:0",
+            "x.com:99999",
+            "*x.com",
+            "a.*.com",
+            "exämple.com",
+        ] {
             let err = ProxyPolicy::new([bad]).unwrap_err();
             assert_eq!(err.entry, bad);
             assert!(err.to_string().contains("optionally with `:port`"), "{err}");
@@ -771,7 +810,10 @@ mod tests {
             "GET /a?b HTTP/1.1\r\nHost: example.com\r\n\r\n"
         );
         let bare = parse_head(b"GET http://example.com HTTP/1.0\r\n\r\n").unwrap();
-        assert_eq!((bare.port, String::from_utf8(bare.upstream_head).unwrap().as_str()), (80, "GET / HTTP/1.0\r\n\r\n"));
+        assert_eq!(
+            (bare.port, String::from_utf8(bare.upstream_head).unwrap().as_str()),
+            (80, "GET / HTTP/1.0\r\n\r\n")
+        );
         for bad in [
             &b"GET /local HTTP/1.1\r\n\r\n"[..],
             b"GET https://x.com/ HTTP/1.1\r\n\r\n",

@@ -171,7 +171,11 @@ pub(crate) fn command(plan: &Plan<'_>, uid: u32, drop_to_uid: bool) -> Command {
         .arg(plan.tmp_bytes.to_string())
         .args(["--tmpfs", "/tmp"]);
     command
-        .arg(if plan.read_only_work_tree { "--ro-bind" } else { "--bind" })
+        .arg(if plan.read_only_work_tree {
+            "--ro-bind"
+        } else {
+            "--bind"
+        })
         .arg(plan.work_tree)
         .arg(WORK_TREE_MOUNT);
     if let Some(dir) = plan.proxy_dir {

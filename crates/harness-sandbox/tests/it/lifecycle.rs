@@ -353,20 +353,39 @@ async fn a_uid_not_proven_clean_is_swept_before_reuse() {
     assert_eq!(output.stdout, "ok\n");
     sandbox.shutdown().await.unwrap();
     let lock = crate::support::state_dir().join("uids").join(format!("{UID}.lock"));
-    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "clean\n", "a clean stop marks the uid");
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "clean\n",
+        "a clean stop marks the uid"
+    );
     // What a harness killed mid-sandbox leaves: a process of the uid, and no mark (a uid in
     // use never carries it).
     std::fs::write(&lock, "").unwrap();
     let mut leftover = std::process::Command::new("setpriv")
-        .args(["--reuid", &UID.to_string(), "--regid", &UID.to_string(), "--clear-groups", "sleep", "300"])
+        .args([
+            "--reuid",
+            &UID.to_string(),
+            "--regid",
+            &UID.to_string(),
+            "--clear-groups",
+            "sleep",
+            "300",
+        ])
         .spawn()
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(processes_of(UID), 1);
     let sandbox = provider.create(CreateRequest::new(&work, "t", "k")).await.unwrap();
     let status = leftover.wait().unwrap();
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
-    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "", "the mark is cleared while in use");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "",
+        "the mark is cleared while in use"
+    );
     sandbox.shutdown().await.unwrap();
     assert_eq!(processes_of(UID), 0);
 }

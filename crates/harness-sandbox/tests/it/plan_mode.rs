@@ -59,7 +59,15 @@ async fn run_scripts(shell: &dyn harness_fs::Shell, work: &Path) -> Vec<String> 
         if std::fs::read_to_string(work.join("plan.txt")).unwrap_or_default() != "plan\n" {
             failures.push(format!("{name}: the work tree file changed"));
         }
-        for stray in ["new-file", "new-dir", "created", "made", "late-file", "moved", "renamed"] {
+        for stray in [
+            "new-file",
+            "new-dir",
+            "created",
+            "made",
+            "late-file",
+            "moved",
+            "renamed",
+        ] {
             if work.join(stray).exists() {
                 failures.push(format!("{name}: created {stray}"));
             }

@@ -123,11 +123,17 @@ async fn an_allowed_loopback_server_is_reached_through_the_proxy_only() {
             .contains(&format!("refused a connection to localhost:{}", allowed.port)),
         "{refused:?}"
     );
-    assert!(refused.stdout.contains("CONNECT tunnel failed, response 403"), "{refused:?}");
+    assert!(
+        refused.stdout.contains("CONNECT tunnel failed, response 403"),
+        "{refused:?}"
+    );
     assert_eq!(other.served.load(Ordering::SeqCst), 0);
     assert_eq!(allowed.served.load(Ordering::SeqCst), 2);
     let denials = fixture.sandbox.network_denials();
-    let hosts: Vec<(String, u16)> = denials.iter().map(|denial| (denial.host.clone(), denial.port)).collect();
+    let hosts: Vec<(String, u16)> = denials
+        .iter()
+        .map(|denial| (denial.host.clone(), denial.port))
+        .collect();
     assert_eq!(
         hosts,
         vec![
@@ -145,10 +151,16 @@ async fn an_allowed_name_that_resolves_to_loopback_is_refused() {
     // `localhost` is on the list by name, but it resolves to 127.0.0.1, which is not.
     let fixture = proxy_fixture(&["localhost".to_owned()]).await;
     let output = fixture
-        .sh(&format!("curl -sS -m 10 --noproxy '' http://localhost:{}/", server.port))
+        .sh(&format!(
+            "curl -sS -m 10 --noproxy '' http://localhost:{}/",
+            server.port
+        ))
         .await;
     assert!(output.stdout.contains("resolves to 127.0.0.1"), "{output:?}");
-    assert!(output.stdout.contains(&format!("\"127.0.0.1:{}\"", server.port)), "{output:?}");
+    assert!(
+        output.stdout.contains(&format!("\"127.0.0.1:{}\"", server.port)),
+        "{output:?}"
+    );
     assert_eq!(server.served.load(Ordering::SeqCst), 0);
     fixture.stop().await;
 }
@@ -170,6 +182,9 @@ async fn an_empty_allow_list_refuses_everything_and_offline_has_no_proxy() {
         .await;
     assert!(output.stdout.starts_with("proxy=\n"), "{output:?}");
     assert!(output.stdout.contains("No such file"), "{output:?}");
-    assert!(output.stdout.contains("Failed to connect") || output.stdout.contains("Couldn't connect"), "{output:?}");
+    assert!(
+        output.stdout.contains("Failed to connect") || output.stdout.contains("Couldn't connect"),
+        "{output:?}"
+    );
     offline.stop().await;
 }
