@@ -5,6 +5,7 @@
 mod capture;
 mod local;
 
+pub use capture::Capture as OutputCapture;
 pub(crate) use local::ShellSettings;
 pub use local::{DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig};
 

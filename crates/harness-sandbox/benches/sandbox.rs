@@ -17,7 +17,8 @@ fn bench(c: &mut Criterion) {
         .tempdir_in("/var/tmp")
         .unwrap();
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    let init = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/harness-sandbox-init");
+    // The init of this build profile (the bench profile: optimised, like an installed one).
+    let init = std::path::PathBuf::from(env!("CARGO_BIN_EXE_harness-sandbox-init"));
     let init = std::env::var_os("HARNESS_SANDBOX_INIT").map_or(init, Into::into);
     let config = NamespaceConfig::new(init, scratch.path().join("state")).uid_range(232_000, 232_099);
     let provider = NamespaceProvider::new(config);

@@ -31,6 +31,24 @@ pub(crate) struct Confinement {
     pub(crate) files: Vec<String>,
     /// Resource limits.
     pub(crate) rlimits: Rlimits,
+    /// Directories a read-only process ([`ExecSpec::read_only`](crate::protocol::ExecSpec))
+    /// may still write (the private `/tmp`): everything else, the work tree included, is
+    /// read-only for it, by a second Landlock layer the init adds before exec.
+    #[serde(default)]
+    pub(crate) read_only_write: Vec<String>,
+    /// With `network = "proxy"`: the relay the init runs from a loopback port to the host's
+    /// proxy socket.
+    #[serde(default)]
+    pub(crate) proxy: Option<ProxyRelay>,
+}
+
+/// The in-sandbox end of `network = "proxy"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ProxyRelay {
+    /// The loopback address the init listens on (`127.0.0.1:3128`).
+    pub(crate) listen: String,
+    /// The proxy's Unix socket inside the mount view.
+    pub(crate) socket: String,
 }
 
 /// Hard and soft limits set with `setrlimit` (inherited by every process of the sandbox).
@@ -117,6 +135,47 @@ fn apply_landlock(confinement: &Confinement) -> Result<u8, String> {
     match status.landlock {
         LandlockStatus::Available { effective_abi, .. } => Ok(effective_abi as u8),
         other => Err(format!("landlock unavailable: {other:?}")),
+    }
+}
+
+/// The second Landlock layer of read-only processes, built once by the init: every write right
+/// is handled, and granted only beneath `confinement.read_only_write` and on the device files.
+/// Returned as the ruleset's descriptor (close-on-exec), for [`restrict_self_raw`] after fork.
+///
+/// # Errors
+/// A message naming what could not be built.
+pub(crate) fn read_only_layer(confinement: &Confinement) -> Result<rustix::fd::OwnedFd, String> {
+    let fail = |what: &str, err: &dyn std::fmt::Display| format!("landlock read-only layer {what}: {err}");
+    let write = AccessFs::from_write(FS_ABI);
+    let file = AccessFs::WriteFile | AccessFs::Truncate;
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(write)
+        .map_err(|err| fail("handle write access", &err))?
+        .create()
+        .map_err(|err| fail("create", &err))?;
+    for (paths, access) in [(&confinement.read_only_write, write), (&confinement.files, file)] {
+        for path in paths {
+            let fd = PathFd::new(path).map_err(|err| fail(&format!("open {path}"), &err))?;
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(|err| fail(&format!("rule for {path}"), &err))?;
+        }
+    }
+    let fd: Option<rustix::fd::OwnedFd> = ruleset.into();
+    fd.ok_or_else(|| "landlock read-only layer: no ruleset descriptor".to_owned())
+}
+
+/// `landlock_restrict_self(ruleset, 0)`: one raw system call, async-signal-safe, for a child
+/// between fork and exec (`NoNewPrivs` is inherited from the init).
+#[allow(unsafe_code)]
+pub(crate) fn restrict_self_raw(ruleset: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: the call takes an integer descriptor and flags; it touches no memory of ours.
+    let result = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

@@ -11,10 +11,10 @@
 //! One thread polls the harness pipe, the process pipes and a pipe fed by a second thread that
 //! blocks in `waitpid(-1)`; the second thread is started after confinement, so it inherits it.
 
-use crate::confine::{self, Confinement};
+use crate::confine::{self, Confinement, ProxyRelay};
 use crate::protocol::{Decoder, ExecSpec, Exited, Failed, Frame, InitReport, Kind, PROTOCOL_VERSION, Started};
 use rustix::event::{PollFd, PollFlags, poll};
-use rustix::fd::OwnedFd;
+use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal, WaitOptions};
 use std::collections::HashMap;
@@ -25,6 +25,9 @@ use std::sync::mpsc;
 
 /// Bytes of one reaper record: pid, exit code (-1 none), signal (-1 none).
 const REAP_RECORD: usize = 12;
+
+/// Stack of a proxy relay thread (it only copies bytes).
+const RELAY_STACK: usize = 64 * 1024;
 
 /// The entry point of the `harness-sandbox-init` binary. Not meant to be called otherwise: it
 /// closes descriptors and confines the calling process for good.
@@ -40,10 +43,21 @@ pub fn init_main() -> ExitCode {
         seccomp: false,
         error: None,
     };
+    let mut read_only_layer = None;
     match confine_self() {
-        Ok(abi) => {
+        Ok((abi, confinement)) => {
             report.landlock_abi = abi;
             report.seccomp = true;
+            // Built after confinement: the layer and the relay threads are confined too.
+            match confine::read_only_layer(&confinement) {
+                Ok(layer) => read_only_layer = Some(layer),
+                Err(message) => report.error = Some(message),
+            }
+            if let Some(relay) = &confinement.proxy
+                && let Err(message) = start_relay(relay)
+            {
+                report.error = Some(message);
+            }
         }
         Err(message) => report.error = Some(message),
     }
@@ -56,9 +70,65 @@ pub fn init_main() -> ExitCode {
     if send(&Frame::json(Kind::Hello, 0, &report)).is_err() || refused {
         return ExitCode::FAILURE;
     }
-    match serve() {
+    let Some(read_only_layer) = read_only_layer else {
+        return ExitCode::FAILURE;
+    };
+    match serve(read_only_layer) {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
+    }
+}
+
+/// Makes `command`'s process add the read-only Landlock layer `layer` to itself before exec.
+#[allow(unsafe_code)]
+fn restrict_before_exec(command: &mut Command, layer: std::os::fd::RawFd) {
+    // SAFETY: the hook runs between fork and exec and makes one raw system call
+    // (async-signal-safe); it allocates nothing and takes no lock. The descriptor stays open
+    // in the init for its whole life.
+    unsafe {
+        command.pre_exec(move || confine::restrict_self_raw(layer));
+    }
+}
+
+/// Listens on the relay's loopback address and joins every connection to the host's proxy
+/// socket (two copying threads per connection; a thread that cannot start drops the
+/// connection).
+fn start_relay(relay: &ProxyRelay) -> Result<(), String> {
+    let listener =
+        std::net::TcpListener::bind(&relay.listen).map_err(|err| format!("proxy relay on {}: {err}", relay.listen))?;
+    let socket = std::path::PathBuf::from(&relay.socket);
+    std::thread::Builder::new()
+        .name("proxy-relay".to_owned())
+        .stack_size(RELAY_STACK)
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let socket = socket.clone();
+                let _ = std::thread::Builder::new()
+                    .stack_size(RELAY_STACK)
+                    .spawn(move || relay_one(stream, &socket));
+            }
+        })
+        .map(drop)
+        .map_err(|err| format!("proxy relay thread: {err}"))
+}
+
+fn relay_one(client: std::net::TcpStream, socket: &std::path::Path) {
+    use std::net::Shutdown;
+    let Ok(proxy) = std::os::unix::net::UnixStream::connect(socket) else {
+        return;
+    };
+    let (Ok(client_reader), Ok(proxy_writer)) = (client.try_clone(), proxy.try_clone()) else {
+        return;
+    };
+    let upstream = std::thread::Builder::new().stack_size(RELAY_STACK).spawn(move || {
+        let _ = std::io::copy(&mut &client_reader, &mut &proxy_writer);
+        let _ = proxy_writer.shutdown(Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut &proxy, &mut &client);
+    let _ = client.shutdown(Shutdown::Write);
+    if let Ok(upstream) = upstream {
+        let _ = upstream.join();
     }
 }
 
@@ -69,7 +139,7 @@ fn close_inherited_descriptors() {
     let _ = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
 }
 
-fn confine_self() -> Result<u8, String> {
+fn confine_self() -> Result<(u8, Confinement), String> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|err| format!("prctl(PR_SET_DUMPABLE): {err}"))?;
     let argument = std::env::args()
@@ -77,7 +147,8 @@ fn confine_self() -> Result<u8, String> {
         .ok_or_else(|| "missing confinement argument".to_owned())?;
     let confinement: Confinement =
         serde_json::from_str(&argument).map_err(|err| format!("bad confinement argument: {err}"))?;
-    confine::apply(&confinement).map(|confined| confined.landlock_abi)
+    let confined = confine::apply(&confinement)?;
+    Ok((confined.landlock_abi, confinement))
 }
 
 fn capabilities_are_empty() -> bool {
@@ -128,9 +199,11 @@ struct Server {
     detached: Vec<OwnedFd>,
     decoder: Decoder,
     wake_reaper: mpsc::Sender<()>,
+    /// The Landlock layer of read-only processes (close-on-exec).
+    read_only_layer: OwnedFd,
 }
 
-fn serve() -> std::io::Result<()> {
+fn serve(read_only_layer: OwnedFd) -> std::io::Result<()> {
     let (reaped, reaper_pipe) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let (wake_reaper, wake) = mpsc::channel();
     std::thread::spawn(move || reap(&reaper_pipe, &wake));
@@ -141,6 +214,7 @@ fn serve() -> std::io::Result<()> {
         detached: Vec::new(),
         decoder: Decoder::default(),
         wake_reaper,
+        read_only_layer,
     };
     let mut reap_buffer = Vec::new();
     let host = rustix::stdio::stdin();
@@ -306,14 +380,20 @@ impl Server {
             Err(err) => return Err(format!("working directory {}: {err}", spec.cwd)),
         }
         // Always exec `/bin/sh` (which exists in every mount view): a missing program becomes
-        // sh's exit 127, never an exec failure inside `spawn`.
+        // sh's exit 127, never an exec failure inside `spawn`. A shell command (`sh -c …`, what
+        // `execute` sends) is that exec itself, one exec instead of two.
         let mut command = Command::new("/bin/sh");
+        if program == "sh" && args.first().is_some_and(|arg| arg == "-c") {
+            command.arg0("sh").args(args);
+        } else {
+            command
+                .arg("-c")
+                .arg("exec \"$@\"")
+                .arg(program)
+                .arg(program)
+                .args(args);
+        }
         command
-            .arg("-c")
-            .arg("exec \"$@\"")
-            .arg(program)
-            .arg(program)
-            .args(args)
             .env_clear()
             .envs(spec.env.iter().map(|(name, value)| (name, value)))
             .current_dir(&spec.cwd)
@@ -321,6 +401,9 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        if spec.read_only {
+            restrict_before_exec(&mut command, self.read_only_layer.as_raw_fd());
+        }
         let spawned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| command.spawn()));
         let mut child = match spawned {
             Ok(Ok(child)) => child,

@@ -35,6 +35,7 @@ mod namespace;
 mod process;
 mod protocol;
 mod provider;
+mod proxy;
 mod work_fs;
 
 pub use init::init_main;
@@ -44,3 +45,4 @@ pub use process::{ProcessExit, ProcessOutput, ProcessStdin, SandboxProcess, Spaw
 pub use provider::{
     Capabilities, CreateRequest, Network, ProbeError, Resumed, Sandbox, SandboxError, SandboxProvider, SandboxState,
 };
+pub use proxy::{NetworkDenial, PROXY_LISTEN, ProxyPolicy, ProxyPolicyError};

@@ -15,10 +15,12 @@ use crate::protocol::{Decoder, InitReport, Kind, PROTOCOL_VERSION, read_frame};
 use crate::provider::{
     Capabilities, CreateRequest, Network, ProbeError, Resumed, Sandbox, SandboxError, SandboxProvider, SandboxState,
 };
+use crate::proxy::{NetworkDenial, ProxyPolicy, ProxyServer};
 use crate::work_fs::WorkTreeFs;
 use async_trait::async_trait;
 use harness_fs::{Filesystem, LocalFs, Shell};
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -88,6 +90,8 @@ pub struct NamespaceConfig {
     pub inherit_env: Vec<String>,
     /// Limits of every sandbox.
     pub limits: Limits,
+    /// The hosts sandboxes with `network = "proxy"` may reach (empty: none).
+    pub proxy: ProxyPolicy,
 }
 
 impl NamespaceConfig {
@@ -101,6 +105,7 @@ impl NamespaceConfig {
             read_only: Vec::new(),
             inherit_env: DEFAULT_INHERITED_ENV.iter().map(|name| (*name).to_owned()).collect(),
             limits: Limits::default(),
+            proxy: ProxyPolicy::default(),
         }
     }
 
@@ -117,6 +122,9 @@ pub struct NamespaceProvider {
     config: NamespaceConfig,
     inherited: Vec<(String, String)>,
     live: Mutex<HashMap<String, Weak<NamespaceSandbox>>>,
+    /// The bubblewrap version once [`check_host`](Self::check_host) passed: later starts skip
+    /// running `bwrap --version` (the configuration cannot change; [`probe`] always re-checks).
+    checked: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for NamespaceProvider {
@@ -138,6 +146,7 @@ impl NamespaceProvider {
             config,
             inherited,
             live: Mutex::new(HashMap::new()),
+            checked: std::sync::OnceLock::new(),
         }
     }
 
@@ -164,17 +173,32 @@ impl NamespaceProvider {
         if rustix::process::geteuid().is_root() && self.config.uid_range.is_none() {
             return Err(ProbeError::UidRangeRequired);
         }
+        let _ = self.checked.set(version.clone());
         Ok(version)
     }
 
-    async fn start(&self, request: &CreateRequest) -> Result<(Arc<NamespaceSandbox>, InitReport), SandboxError> {
-        if request.network == Network::Proxy {
-            return Err(SandboxError::Unsupported {
-                backend: "namespace",
-                what: "network = \"proxy\"",
-            });
+    /// [`check_host`](Self::check_host) once per provider; the binaries are still required to
+    /// exist at every start (a removed bwrap or init fails the start, never weakens it).
+    fn check_host_cached(&self) -> Result<(), ProbeError> {
+        if self.checked.get().is_some() {
+            if !self.config.bwrap.is_file() {
+                return Err(ProbeError::BwrapMissing {
+                    path: self.config.bwrap.clone(),
+                });
+            }
+            if !self.config.init.is_file() {
+                return Err(ProbeError::InitMissing {
+                    path: self.config.init.clone(),
+                });
+            }
+            return Ok(());
         }
-        self.check_host()?;
+        self.check_host().map(drop)
+    }
+
+    async fn start(&self, request: &CreateRequest) -> Result<(Arc<NamespaceSandbox>, InitReport), SandboxError> {
+        let began = std::time::Instant::now();
+        self.check_host_cached()?;
         let state_dir = self.config.state_dir.clone();
         let range = self.config.uid_range;
         let work_tree = request.work_tree.clone();
@@ -201,6 +225,12 @@ impl NamespaceProvider {
             created_ms: jiff_now_ms(),
         };
         lease.record(&state)?;
+        let proxy = if request.network == Network::Proxy {
+            let dir = lease.proxy_dir()?;
+            Some((self.serve_proxy(&dir, lease.uid())?, dir))
+        } else {
+            None
+        };
         let plan = bwrap::Plan {
             bwrap: &self.config.bwrap,
             init: &self.config.init,
@@ -209,8 +239,16 @@ impl NamespaceProvider {
             read_only: &self.config.read_only,
             network: request.network,
             tmp_bytes: self.config.limits.tmp_bytes,
-            confinement: bwrap::confinement(&self.config.read_only, &rlimits(&self.config.limits)),
+            confinement: bwrap::confinement(
+                &self.config.read_only,
+                &rlimits(&self.config.limits),
+                request.read_only,
+                proxy.is_some(),
+            ),
+            proxy_dir: proxy.as_ref().map(|(_, dir)| dir.as_path()),
+            read_only_work_tree: request.read_only,
         };
+        let prepared = began.elapsed();
         let command = bwrap::command(&plan, lease.uid(), rustix::process::geteuid().is_root());
         let mut child = launcher::spawn(command).await.map_err(|source| SandboxError::Io {
             operation: "start bubblewrap",
@@ -265,6 +303,12 @@ impl NamespaceProvider {
             .into());
         }
         drop(stderr);
+        tracing::debug!(
+            instance = %state.instance,
+            prepare_us = prepared.as_micros(),
+            confined_us = (began.elapsed() - prepared).as_micros(),
+            "sandbox started"
+        );
         let connection = Arc::new(Connection::new(
             tokio::process::ChildStdin::from_std(stdin).map_err(|source| SandboxError::Io {
                 operation: "adopt init stdin",
@@ -281,6 +325,9 @@ impl NamespaceProvider {
             source: std::io::Error::other(err.to_string()),
         })?;
         let mut env = sandbox_env(&self.inherited);
+        if proxy.is_some() {
+            env.extend(proxy_env());
+        }
         env.sort();
         let settings = Arc::new(ExecSettings {
             env,
@@ -295,6 +342,7 @@ impl NamespaceProvider {
             filesystem: Arc::new(WorkTreeFs::new(fs, work_tree, lease.uid())),
             bwrap: Mutex::new(Some(child)),
             lease: Mutex::new(Some(lease)),
+            proxy: proxy.map(|(server, _)| server),
         });
         self.live
             .lock()
@@ -302,6 +350,43 @@ impl NamespaceProvider {
             .insert(sandbox.state.instance.clone(), Arc::downgrade(&sandbox));
         Ok((sandbox, report))
     }
+}
+
+impl NamespaceProvider {
+    /// Binds the proxy socket in `dir` (for the sandbox uid only) and serves it.
+    fn serve_proxy(&self, dir: &Path, uid: u32) -> Result<ProxyServer, SandboxError> {
+        let path = dir.join(bwrap::PROXY_SOCKET);
+        let _ = std::fs::remove_file(&path);
+        let io = |operation| move |source| SandboxError::Io { operation, source };
+        let listener = tokio::net::UnixListener::bind(&path).map_err(io("bind the sandbox proxy socket"))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io("set the sandbox proxy socket mode"))?;
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::lchown(&path, Some(uid), Some(uid)).map_err(io("hand over the sandbox proxy socket"))?;
+        }
+        Ok(ProxyServer::start(listener, self.config.proxy.clone()))
+    }
+}
+
+/// The variables that send a sandbox's HTTP clients (curl, pip, npm, cargo, git) to the relay.
+fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://{}", crate::proxy::PROXY_LISTEN);
+    let mut env = Vec::new();
+    for name in [
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "CARGO_HTTP_PROXY",
+    ] {
+        env.push((name.to_owned(), url.clone()));
+    }
+    for name in ["no_proxy", "NO_PROXY"] {
+        env.push((name.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
+    }
+    env
 }
 
 fn jiff_now_ms() -> i64 {
@@ -459,21 +544,31 @@ pub(crate) struct NamespaceSandbox {
     filesystem: Arc<WorkTreeFs>,
     bwrap: Mutex<Option<std::process::Child>>,
     lease: Mutex<Option<UidLease>>,
+    proxy: Option<ProxyServer>,
 }
 
 impl NamespaceSandbox {
-    /// Kills bwrap (its child, the init, dies with it, and with the init the whole pid
-    /// namespace), waits for it, kills anything left of the sandbox uid, and frees the uid.
+    /// Closes the init's command pipe, so the init exits, and with it (pid 1) every process
+    /// of its pid namespace; bwrap exits once the kernel has reaped them all. A bwrap that does
+    /// not exit in time is killed, and then everything left of the sandbox uid is killed too.
+    /// Frees the uid.
     fn stop(&self) -> std::io::Result<()> {
         self.connection.close();
+        if let Some(proxy) = &self.proxy {
+            proxy.stop();
+        }
         let child = self.bwrap.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let mut clean = false;
         if let Some(mut child) = child {
-            let _ = child.kill();
-            let _ = child.wait();
+            clean = exits_on_its_own(&mut child);
+            if !clean {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
         let lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(lease) = lease {
-            lease.release()?;
+            lease.release(clean)?;
         }
         Ok(())
     }
@@ -501,7 +596,22 @@ impl Sandbox for NamespaceSandbox {
             settings: self.settings.clone(),
             serial: self.serial.clone(),
             name: self.state.instance.clone(),
+            read_only: false,
         })
+    }
+
+    fn read_only_shell(&self) -> Arc<dyn Shell> {
+        Arc::new(SandboxShell {
+            connection: self.connection.clone(),
+            settings: self.settings.clone(),
+            serial: self.serial.clone(),
+            name: self.state.instance.clone(),
+            read_only: true,
+        })
+    }
+
+    fn network_denials(&self) -> Vec<NetworkDenial> {
+        self.proxy.as_ref().map(ProxyServer::denials).unwrap_or_default()
     }
 
     async fn spawn(&self, request: SpawnRequest) -> Result<SandboxProcess, SandboxError> {
@@ -518,6 +628,31 @@ impl Sandbox for NamespaceSandbox {
             operation: "stop sandbox",
             source,
         })
+    }
+}
+
+/// How long a stopping sandbox's bwrap may take to exit after its init's pipe closed.
+const STOP_GRACE: Duration = Duration::from_millis(500);
+
+/// Waits up to [`STOP_GRACE`] for bwrap to exit by itself; `true` when it did with an exit
+/// code. bwrap exits with a code only after `waitpid` returned its child, the init, which is
+/// pid 1 of the sandbox's pid namespace: the kernel completes pid 1's exit only after every
+/// other process of the namespace is gone. So nothing of the sandbox is left. A bwrap killed
+/// by a signal proves nothing (its child dies by `PR_SET_PDEATHSIG`, asynchronously).
+fn exits_on_its_own(child: &mut std::process::Child) -> bool {
+    let deadline = std::time::Instant::now() + STOP_GRACE;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.code().is_some(),
+            Ok(None) => {}
+            Err(_) => return false,
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(2));
     }
 }
 

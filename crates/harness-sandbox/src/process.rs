@@ -7,8 +7,7 @@ use crate::client::{Connection, Event};
 use crate::protocol::{ExecSpec, Exited, Frame, Kind};
 use crate::provider::SandboxError;
 use async_trait::async_trait;
-use harness_fs::{FsError, Shell, ShellError, ShellOutput, ShellRequest, WsPath};
-use std::collections::VecDeque;
+use harness_fs::{FsError, OutputCapture, Shell, ShellError, ShellOutput, ShellRequest, WsPath};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -49,6 +48,15 @@ pub(crate) struct SandboxShell {
     pub(crate) settings: Arc<ExecSettings>,
     pub(crate) serial: Arc<tokio::sync::Mutex<()>>,
     pub(crate) name: String,
+    /// Plan mode: every command gets the read-only Landlock layer.
+    pub(crate) read_only: bool,
+}
+
+/// The environment of a read-only process: `TMPDIR` moves to the private `/tmp` (the work
+/// tree's `.tmp` is not writable for it).
+fn read_only_env(env: &mut Vec<(String, String)>) {
+    env.retain(|(name, _)| name != "TMPDIR");
+    env.push(("TMPDIR".to_owned(), "/tmp".to_owned()));
 }
 
 /// Sends a kill for a process group when dropped, unless disarmed.
@@ -74,18 +82,26 @@ impl Drop for KillOnDrop {
 #[async_trait]
 impl Shell for SandboxShell {
     fn describe(&self) -> String {
-        format!("sandbox:{}", self.name)
+        if self.read_only {
+            format!("sandbox:{} (read-only)", self.name)
+        } else {
+            format!("sandbox:{}", self.name)
+        }
     }
 
     async fn execute(&self, request: ShellRequest) -> Result<ShellOutput, ShellError> {
         let _turn = self.serial.lock().await;
         let mut env = self.settings.env.clone();
+        if self.read_only {
+            read_only_env(&mut env);
+        }
         env.extend(request.env.iter().cloned());
         let spec = ExecSpec {
             argv: vec!["sh".to_owned(), "-c".to_owned(), request.command.clone()],
             cwd: sandbox_dir(&request.cwd),
             env,
             stdin: false,
+            read_only: self.read_only,
         };
         let started = Instant::now();
         let gone = || ShellError::Spawn(std::io::Error::other("the sandbox is no longer running"));
@@ -94,8 +110,8 @@ impl Shell for SandboxShell {
             writer: self.connection.writer(),
             id: Some(id),
         };
-        let mut out = Capture::new(self.settings.max_output_bytes);
-        let mut err = Capture::new(self.settings.max_output_bytes);
+        let mut out = OutputCapture::new(self.settings.max_output_bytes);
+        let mut err = OutputCapture::new(self.settings.max_output_bytes);
         let deadline = tokio::time::sleep(request.timeout.min(self.settings.max_timeout));
         tokio::pin!(deadline);
         let cancel = request.cancel.clone();
@@ -141,8 +157,8 @@ impl Shell for SandboxShell {
             cancelled: was_cancelled,
             stdout_truncated: out.truncated(),
             stderr_truncated: err.truncated(),
-            stdout_bytes: out.total,
-            stderr_bytes: err.total,
+            stdout_bytes: out.total(),
+            stderr_bytes: err.total(),
             duration: started.elapsed(),
         })
     }
@@ -151,55 +167,6 @@ impl Shell for SandboxShell {
 impl SandboxShell {
     async fn kill(&self, id: u64) {
         let _ = self.connection.send(Frame::new(Kind::Kill, id, Vec::new())).await;
-    }
-}
-
-/// Keeps the head and the tail of a stream and counts the rest.
-struct Capture {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    head_cap: usize,
-    tail_cap: usize,
-    total: u64,
-}
-
-impl Capture {
-    fn new(cap: usize) -> Self {
-        Self {
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            head_cap: cap / 2,
-            tail_cap: cap - cap / 2,
-            total: 0,
-        }
-    }
-
-    fn push(&mut self, mut bytes: &[u8]) {
-        self.total += bytes.len() as u64;
-        let room = self.head_cap - self.head.len();
-        let take = bytes.len().min(room);
-        self.head.extend_from_slice(&bytes[..take]);
-        bytes = &bytes[take..];
-        self.tail.extend(bytes);
-        let excess = self.tail.len().saturating_sub(self.tail_cap);
-        self.tail.drain(..excess);
-    }
-
-    fn truncated(&self) -> bool {
-        self.total > (self.head.len() + self.tail.len()) as u64
-    }
-
-    fn render(&self) -> String {
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        if !self.truncated() {
-            return String::from_utf8_lossy(&[self.head.as_slice(), &tail].concat()).into_owned();
-        }
-        let omitted = self.total - (self.head.len() + tail.len()) as u64;
-        format!(
-            "{}\n[… {omitted} bytes omitted …]\n{}",
-            String::from_utf8_lossy(&self.head),
-            String::from_utf8_lossy(&tail)
-        )
     }
 }
 
@@ -213,6 +180,8 @@ pub struct SpawnRequest {
     pub cwd: WsPath,
     /// Variables on top of the sandbox's environment.
     pub env: Vec<(String, String)>,
+    /// Plan mode: the process sees the work tree read-only (a second Landlock layer).
+    pub read_only: bool,
 }
 
 impl SpawnRequest {
@@ -222,7 +191,15 @@ impl SpawnRequest {
             argv: argv.into_iter().map(Into::into).collect(),
             cwd: WsPath::root(),
             env: Vec::new(),
+            read_only: false,
         }
+    }
+
+    /// Makes the work tree read-only for the process and its children.
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
     }
 
     /// Sets the working directory.
@@ -283,12 +260,16 @@ impl SandboxProcess {
             });
         }
         let mut env = settings.env.clone();
+        if request.read_only {
+            read_only_env(&mut env);
+        }
         env.extend(request.env);
         let spec = ExecSpec {
             argv: request.argv,
             cwd: sandbox_dir(&request.cwd),
             env,
             stdin: true,
+            read_only: request.read_only,
         };
         let (id, mut events) = connection.exec(&spec).await.ok_or(SandboxError::Gone)?;
         let killer = KillOnDrop {
@@ -495,21 +476,5 @@ impl AsyncRead for ProcessOutput {
                 Poll::Pending => return Poll::Pending,
             }
         }
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn capture_keeps_head_and_tail() {
-        let mut capture = Capture::new(10);
-        capture.push(b"0123456789");
-        assert_eq!((capture.render().as_str(), capture.truncated()), ("0123456789", false));
-        capture.push(b"abc");
-        assert_eq!(capture.render(), "01234\n[… 3 bytes omitted …]\n89abc");
-        assert_eq!(capture.total, 13);
     }
 }

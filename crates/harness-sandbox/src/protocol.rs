@@ -181,6 +181,10 @@ pub(crate) struct ExecSpec {
     pub(crate) env: Vec<(String, String)>,
     /// Whether stdin is a pipe fed by [`Kind::Stdin`] frames (else `/dev/null`).
     pub(crate) stdin: bool,
+    /// Whether the process sees the work tree read-only (plan mode): a second Landlock layer
+    /// denies every write outside the private `/tmp`.
+    #[serde(default)]
+    pub(crate) read_only: bool,
 }
 
 /// A process started.

@@ -17,8 +17,10 @@ pub enum Network {
     /// other, nothing outside is reachable, host loopback included.
     #[default]
     Offline,
-    /// Egress only through the harness's allow-list proxy. Not implemented yet: creating a
-    /// sandbox with it is [`SandboxError::Unsupported`].
+    /// Its own network namespace as with `Offline`, plus egress through the harness's
+    /// allow-list proxy only ([`ProxyPolicy`](crate::ProxyPolicy)): `http_proxy` and
+    /// `https_proxy` point at `127.0.0.1:3128`, relayed by the init to a Unix socket served by
+    /// the harness. Host loopback stays unreachable unless an address is on the list.
     Proxy,
     /// The host's network, unfiltered (an operator's choice; host loopback is reachable).
     Full,
@@ -39,6 +41,9 @@ pub struct CreateRequest {
     pub owner: String,
     /// The scope key the sandbox serves (recorded in its state).
     pub scope_key: String,
+    /// The work tree is read-only for everything in the sandbox: bound read-only in the mount
+    /// view, and without write rights in Landlock (plan mode for a whole sandbox).
+    pub read_only: bool,
 }
 
 impl CreateRequest {
@@ -49,7 +54,15 @@ impl CreateRequest {
             network: Network::Offline,
             owner: owner.into(),
             scope_key: scope_key.into(),
+            read_only: false,
         }
+    }
+
+    /// Makes the work tree read-only for the whole sandbox (mount view and Landlock).
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
     }
 
     /// Sets the network policy.
@@ -323,6 +336,20 @@ pub trait Sandbox: Send + Sync + 'static {
     /// work tree.
     fn shell(&self) -> Arc<dyn Shell>;
 
+    /// The sandbox's shell in plan mode: every command it runs gets a second Landlock layer
+    /// that leaves the work tree (and everything else but the private `/tmp`) read-only, so
+    /// writes fail with `EACCES` while reads work. Backends without it return a shell that
+    /// refuses every command (never one that could write).
+    fn read_only_shell(&self) -> Arc<dyn Shell> {
+        Arc::new(RefusingShell)
+    }
+
+    /// Connections the sandbox's network proxy refused, oldest first (empty unless
+    /// `network = "proxy"`).
+    fn network_denials(&self) -> Vec<crate::proxy::NetworkDenial> {
+        Vec::new()
+    }
+
     /// Starts a long-running process with piped stdio (MCP stdio servers, skill scripts).
     ///
     /// # Errors
@@ -337,6 +364,25 @@ pub trait Sandbox: Send + Sync + 'static {
     /// # Errors
     /// IO while stopping.
     async fn shutdown(&self) -> Result<(), SandboxError>;
+}
+
+/// The read-only shell of a backend that cannot provide one: fails closed.
+struct RefusingShell;
+
+#[async_trait]
+impl Shell for RefusingShell {
+    fn describe(&self) -> String {
+        "sandbox:read-only-unsupported".to_owned()
+    }
+
+    async fn execute(
+        &self,
+        _request: harness_fs::ShellRequest,
+    ) -> Result<harness_fs::ShellOutput, harness_fs::ShellError> {
+        Err(harness_fs::ShellError::Spawn(std::io::Error::other(
+            "this sandbox backend has no read-only (plan mode) shell; leave plan mode or use the namespace backend",
+        )))
+    }
 }
 
 impl std::fmt::Debug for dyn Sandbox {

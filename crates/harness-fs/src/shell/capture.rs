@@ -1,13 +1,23 @@
-//! [`Capture`]: a bounded output buffer that keeps the head and the tail of a stream.
+//! [`Capture`] (public as [`OutputCapture`](crate::OutputCapture)): a bounded output buffer
+//! that keeps the head and the tail of a stream. Shared with the other shells (the sandbox's),
+//! so every shell caps and renders output the same way.
 
 use crate::text::{utf8_head, utf8_tail};
 use std::collections::VecDeque;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// Keeps the first `head_cap` and the last `tail_cap` bytes of everything pushed, and counts
-/// the rest.
+/// Keeps the first half and the last half of `cap` bytes of everything pushed, and counts the
+/// rest: what a [`Shell`](crate::Shell) returns of a command's stdout or stderr.
+///
+/// ```
+/// let mut capture = harness_fs::OutputCapture::new(10);
+/// capture.push(b"0123456789abc");
+/// assert!(capture.truncated());
+/// assert_eq!(capture.total(), 13);
+/// assert_eq!(capture.render(), "01234\n[… 3 bytes omitted …]\n89abc");
+/// ```
 #[derive(Debug)]
-pub(crate) struct Capture {
+pub struct Capture {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     head_cap: usize,
@@ -17,7 +27,7 @@ pub(crate) struct Capture {
 
 impl Capture {
     /// A buffer keeping at most `cap` bytes: half from the start, half from the end.
-    pub(crate) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         let head_cap = cap / 2;
         Self {
             head: Vec::new(),
@@ -28,7 +38,8 @@ impl Capture {
         }
     }
 
-    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
+    /// Adds the next bytes of the stream.
+    pub fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len() as u64;
         if self.head.len() < self.head_cap {
             let take = bytes.len().min(self.head_cap - self.head.len());
@@ -46,18 +57,18 @@ impl Capture {
     }
 
     /// Total bytes pushed.
-    pub(crate) fn total(&self) -> u64 {
+    pub fn total(&self) -> u64 {
         self.total
     }
 
     /// Whether anything was dropped.
-    pub(crate) fn truncated(&self) -> bool {
+    pub fn truncated(&self) -> bool {
         self.total > (self.head.len() + self.tail.len()) as u64
     }
 
     /// The kept text, with a marker where bytes were dropped. Characters cut at the edges of
     /// the marker are dropped too; other invalid UTF-8 becomes U+FFFD.
-    pub(crate) fn render(&self) -> String {
+    pub fn render(&self) -> String {
         let tail: Vec<u8> = self.tail.iter().copied().collect();
         if !self.truncated() {
             let mut all = self.head.clone();

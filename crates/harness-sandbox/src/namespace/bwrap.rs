@@ -1,6 +1,6 @@
 //! The bubblewrap command line: namespaces, privileges, and the minimal mount view.
 
-use crate::confine::{Confinement, Rlimits};
+use crate::confine::{Confinement, ProxyRelay, Rlimits};
 use crate::process::WORK_TREE_MOUNT;
 use crate::provider::{Network, ProbeError};
 use std::os::unix::process::CommandExt;
@@ -9,6 +9,12 @@ use std::process::{Command, Stdio};
 
 /// Where the init binary is bound inside the sandbox.
 const INIT_MOUNT: &str = "/.harness-init";
+
+/// Where the directory holding the proxy's Unix socket is bound (`network = "proxy"`).
+pub(crate) const PROXY_MOUNT: &str = "/.harness-proxy";
+
+/// The proxy socket's name in that directory.
+pub(crate) const PROXY_SOCKET: &str = "proxy.sock";
 
 /// Host directories of the base system: bound read-only, or re-created as the same symlink
 /// (Debian's merged `/usr` makes `/bin`, `/lib*` and `/sbin` symlinks into `/usr`).
@@ -46,10 +52,19 @@ pub(crate) struct Plan<'a> {
     pub(crate) network: Network,
     pub(crate) tmp_bytes: u64,
     pub(crate) confinement: Confinement,
+    /// The host directory holding the proxy socket (`network = "proxy"`).
+    pub(crate) proxy_dir: Option<&'a Path>,
+    /// The work tree is bound read-only (and Landlock grants it no write right).
+    pub(crate) read_only_work_tree: bool,
 }
 
 /// What the init confines itself to, for this mount view.
-pub(crate) fn confinement(read_only: &[PathBuf], rlimits: &Rlimits) -> Confinement {
+pub(crate) fn confinement(
+    read_only: &[PathBuf],
+    rlimits: &Rlimits,
+    read_only_work_tree: bool,
+    proxy: bool,
+) -> Confinement {
     let mut read = vec![
         "/usr".to_owned(),
         "/etc".to_owned(),
@@ -62,9 +77,21 @@ pub(crate) fn confinement(read_only: &[PathBuf], rlimits: &Rlimits) -> Confineme
         }
     }
     read.extend(read_only.iter().map(|path| path.display().to_string()));
+    let scratch = vec!["/tmp".to_owned(), "/dev/shm".to_owned()];
+    let mut write = scratch.clone();
+    if read_only_work_tree {
+        read.push(WORK_TREE_MOUNT.to_owned());
+    } else {
+        write.insert(0, WORK_TREE_MOUNT.to_owned());
+    }
     Confinement {
         read,
-        write: vec![WORK_TREE_MOUNT.to_owned(), "/tmp".to_owned(), "/dev/shm".to_owned()],
+        write,
+        read_only_write: scratch,
+        proxy: proxy.then(|| ProxyRelay {
+            listen: crate::proxy::PROXY_LISTEN.to_owned(),
+            socket: format!("{PROXY_MOUNT}/{PROXY_SOCKET}"),
+        }),
         files: ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]
             .iter()
             .map(|path| (*path).to_owned())
@@ -143,7 +170,17 @@ pub(crate) fn command(plan: &Plan<'_>, uid: u32, drop_to_uid: bool) -> Command {
         .arg("--size")
         .arg(plan.tmp_bytes.to_string())
         .args(["--tmpfs", "/tmp"]);
-    command.arg("--bind").arg(plan.work_tree).arg(WORK_TREE_MOUNT);
+    command
+        .arg(if plan.read_only_work_tree {
+            "--ro-bind"
+        } else {
+            "--bind"
+        })
+        .arg(plan.work_tree)
+        .arg(WORK_TREE_MOUNT);
+    if let Some(dir) = plan.proxy_dir {
+        command.arg("--ro-bind").arg(dir).arg(PROXY_MOUNT);
+    }
     for path in plan.read_only {
         command.arg("--ro-bind").arg(path).arg(path);
     }

@@ -78,8 +78,12 @@ pub(crate) fn allocate(state_dir: &Path, range: Option<(u32, u32)>) -> Result<Ui
                 }
             }
             let (uid, lock) = found.ok_or(SandboxError::NoFreeUid { first, last })?;
-            // Nothing may still run as a uid we hand out (a harness killed before it cleaned up).
-            kill_uid(uid);
+            // Nothing may still run as a uid we hand out. A uid whose last sandbox was seen to
+            // end completely carries the clean mark; any other (a harness killed before it
+            // cleaned up, a first use) is swept. The mark is cleared while the uid is in use.
+            if !take_clean_mark(&lock) {
+                let _ = kill_uid(uid);
+            }
             (uid, true, Some(lock))
         }
         None => (rustix::process::geteuid().as_raw(), false, None),
@@ -128,6 +132,17 @@ impl UidLease {
         self.dir.join("etc")
     }
 
+    /// Creates the directory of the instance's proxy socket: owned by the sandbox uid when
+    /// the harness is root, mode 0700, so no other host user (and no other sandbox) reaches it.
+    pub(crate) fn proxy_dir(&self) -> Result<PathBuf, SandboxError> {
+        let dir = self.dir.join("proxy");
+        make_dir(&dir, 0o700)?;
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::lchown(&dir, Some(self.uid), Some(self.uid)).map_err(io("hand over proxy directory"))?;
+        }
+        Ok(dir)
+    }
+
     /// Writes the instance's state next to its lock (for orphan scans).
     pub(crate) fn record(&self, state: &SandboxState) -> Result<(), SandboxError> {
         let json = serde_json::to_vec_pretty(state).map_err(|err| SandboxError::Io {
@@ -140,15 +155,43 @@ impl UidLease {
         std::fs::rename(&temp, &path).map_err(io("write sandbox state"))
     }
 
-    /// Kills whatever still runs as the uid, removes the record, frees the uid.
-    pub(crate) fn release(mut self) -> std::io::Result<()> {
-        if self.dedicated {
-            kill_uid(self.uid);
-        }
+    /// Kills whatever still runs as the uid (unless `ended` proves the sandbox ended
+    /// completely), removes the record, marks the uid clean, frees it.
+    pub(crate) fn release(mut self, ended: bool) -> std::io::Result<()> {
+        let clean = self.dedicated && (ended || kill_uid(self.uid));
         let removed = std::fs::remove_dir_all(&self.dir);
-        drop(self.uid_lock.take());
+        if let Some(lock) = self.uid_lock.take() {
+            if clean {
+                set_clean_mark(&lock);
+            }
+            drop(lock);
+        }
         removed
     }
+}
+
+const CLEAN_MARK: &[u8] = b"clean\n";
+
+/// Reads and clears the clean mark of a uid lock file (held by us).
+fn take_clean_mark(lock: &File) -> bool {
+    use std::io::{Read, Seek};
+    let mut content = Vec::new();
+    let mut file = lock;
+    let clean = file.seek(std::io::SeekFrom::Start(0)).is_ok()
+        && file.take(16).read_to_end(&mut content).is_ok()
+        && content == CLEAN_MARK;
+    // Cleared before the uid is used, so a harness killed from here on leaves it unmarked (the
+    // page cache outlives a killed process; a machine crash takes the sandboxes with it, so
+    // no fsync).
+    let cleared = lock.set_len(0).is_ok();
+    clean && cleared
+}
+
+/// Marks a uid lock file clean (no process of the uid is left).
+fn set_clean_mark(lock: &File) {
+    use std::os::unix::fs::FileExt;
+    let _ = lock.set_len(0);
+    let _ = lock.write_all_at(CLEAN_MARK, 0);
 }
 
 /// Real uid of a live (not zombie) process, from `/proc/<pid>/status`.
@@ -179,16 +222,17 @@ pub(crate) fn processes_of(uid: u32) -> Vec<i32> {
         .collect()
 }
 
-/// SIGKILLs every process of a dedicated sandbox uid (never uid 0 or our own uid).
-fn kill_uid(uid: u32) {
+/// SIGKILLs every process of a dedicated sandbox uid (never uid 0 or our own uid); `true`
+/// once none is left (`false` after 100 ms of trying).
+fn kill_uid(uid: u32) -> bool {
     let own = rustix::process::geteuid().as_raw();
     if uid == 0 || uid == own {
-        return;
+        return false;
     }
     for _ in 0..50 {
         let pids = processes_of(uid);
         if pids.is_empty() {
-            return;
+            return true;
         }
         for pid in pids {
             if let Some(pid) = rustix::process::Pid::from_raw(pid) {
@@ -197,6 +241,7 @@ fn kill_uid(uid: u32) {
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+    false
 }
 
 /// Instances of `owner` whose lock nobody holds.
@@ -243,7 +288,7 @@ pub(crate) fn remove_orphan(state_dir: &Path, instance: &str) -> Result<(), Sand
     if let Some(state) = state
         && let Some(uid_lock) = try_lock(&state_dir.join("uids").join(format!("{}.lock", state.uid)))?
     {
-        kill_uid(state.uid);
+        let _ = kill_uid(state.uid);
         drop(uid_lock);
     }
     let removed = std::fs::remove_dir_all(&dir).map_err(io("remove sandbox record"));

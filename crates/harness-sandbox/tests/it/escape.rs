@@ -8,7 +8,7 @@
 
 use crate::support::{Fixture, Scratch, config, processes_of};
 use harness_fs::ShellRequest;
-use harness_sandbox::{CreateRequest, Limits, NamespaceProvider, Network, SandboxProvider};
+use harness_sandbox::{CreateRequest, Limits, NamespaceProvider, Network, ProxyPolicy, SandboxProvider};
 use std::io::{ErrorKind, Read};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
@@ -59,11 +59,18 @@ impl Canaries {
         let data = scratch.join("data");
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("agent_state.json"), "{\"state\":1}\n").unwrap();
-        let tmp_marker = PathBuf::from(format!("/tmp/hsbx-marker-{}", std::process::id()));
+        // Unique per run: the offline and the proxy corpus run at once in this process.
+        static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = format!(
+            "{}-{}",
+            std::process::id(),
+            RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let tmp_marker = PathBuf::from(format!("/tmp/hsbx-marker-{run}"));
         std::fs::write(&tmp_marker, "host tmp\n").unwrap();
         let unix = UnixListener::bind(host.join("canary.sock")).unwrap();
         unix.set_nonblocking(true).unwrap();
-        let abstract_name = format!("harness-canary-{}", std::process::id());
+        let abstract_name = format!("harness-canary-{run}");
         let abstract_socket =
             UnixListener::bind_addr(&SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()).unwrap();
         abstract_socket.set_nonblocking(true).unwrap();
@@ -201,15 +208,40 @@ const ALLOWED_ENV: &[&str] = &[
     "OPTIND",
 ];
 
+/// Names a proxy-mode sandbox adds (all pointing at its in-sandbox relay).
+const PROXY_ENV: &[&str] = &[
+    "http_proxy",
+    "https_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "npm_config_proxy",
+    "npm_config_https_proxy",
+    "CARGO_HTTP_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
 #[tokio::test]
 async fn the_escape_corpus_breaks_no_canary() {
+    run_corpus(Network::Offline).await;
+}
+
+/// The same corpus with `network = "proxy"` and an allow-list that names neither the host's
+/// loopback canaries nor anything the scripts try.
+#[tokio::test]
+async fn the_escape_corpus_breaks_no_canary_in_proxy_mode() {
+    run_corpus(Network::Proxy).await;
+}
+
+async fn run_corpus(network: Network) {
     let mut canaries = Canaries::new();
     let fixture = Fixture::with(
         |mut config| {
             config.limits.tmp_bytes = 32 << 20;
+            config.proxy = ProxyPolicy::new(["allowed.test", "*.allowed.test:443"]).unwrap();
             config
         },
-        Network::Offline,
+        network,
     )
     .await;
     let other = fixture
@@ -239,13 +271,19 @@ async fn the_escape_corpus_breaks_no_canary() {
         if output.timed_out {
             failures.push(format!("{name}: timed out"));
         }
+        // In proxy mode the proxy scripts must have met the proxy (and its refusal), else they
+        // proved nothing.
+        if network == Network::Proxy && name.starts_with("network/proxy_") && !text.contains("403") {
+            failures.push(format!("{name}: the proxy did not answer\n{text}"));
+        }
         if name == "filesystem/environment.sh" {
             for line in output.stdout.lines().filter(|line| !line.starts_with(' ')) {
                 let Some((variable, _)) = line.split_once('=') else {
                     continue;
                 };
                 let passed = env.iter().any(|(key, _)| key == variable);
-                if !passed && !ALLOWED_ENV.contains(&variable) {
+                let proxy = network == Network::Proxy && PROXY_ENV.contains(&variable);
+                if !passed && !proxy && !ALLOWED_ENV.contains(&variable) {
                     failures.push(format!("{name}: unexpected variable {variable} in the sandbox"));
                 }
             }

@@ -262,11 +262,6 @@ async fn missing_pieces_fail_closed_with_their_cause() {
     exposed.read_only = vec!["/root/.rustup".into()];
     let error = NamespaceProvider::new(exposed).probe().await.unwrap_err();
     assert!(matches!(error, ProbeError::ForbiddenReadOnly { .. }), "{error:?}");
-
-    let proxy = NamespaceProvider::new(config(&scratch))
-        .create(CreateRequest::new(scratch.join("work"), "t", "k").network(harness_sandbox::Network::Proxy))
-        .await;
-    assert!(matches!(proxy, Err(SandboxError::Unsupported { .. })), "{proxy:?}");
 }
 
 #[tokio::test]
@@ -344,4 +339,53 @@ async fn two_sandboxes_get_different_uids_and_never_see_each_other() {
     assert!(output.stdout.contains("No such file"), "{output:?}");
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_uid_not_proven_clean_is_swept_before_reuse() {
+    // A uid of its own (outside the shared test range), so no other test takes it.
+    const UID: u32 = 233_000;
+    let scratch = Scratch::new();
+    let provider = NamespaceProvider::new(config(&scratch).uid_range(UID, UID));
+    let work = scratch.join("work");
+    let sandbox = provider.create(CreateRequest::new(&work, "t", "k")).await.unwrap();
+    let output = sandbox.shell().execute(ShellRequest::new("echo ok")).await.unwrap();
+    assert_eq!(output.stdout, "ok\n");
+    sandbox.shutdown().await.unwrap();
+    let lock = crate::support::state_dir().join("uids").join(format!("{UID}.lock"));
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "clean\n",
+        "a clean stop marks the uid"
+    );
+    // What a harness killed mid-sandbox leaves: a process of the uid, and no mark (a uid in
+    // use never carries it).
+    std::fs::write(&lock, "").unwrap();
+    let mut leftover = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            &UID.to_string(),
+            "--regid",
+            &UID.to_string(),
+            "--clear-groups",
+            "sleep",
+            "300",
+        ])
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(processes_of(UID), 1);
+    let sandbox = provider.create(CreateRequest::new(&work, "t", "k")).await.unwrap();
+    let status = leftover.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "",
+        "the mark is cleared while in use"
+    );
+    sandbox.shutdown().await.unwrap();
+    assert_eq!(processes_of(UID), 0);
 }

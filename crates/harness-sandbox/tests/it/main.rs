@@ -7,4 +7,6 @@ mod escape;
 mod lifecycle;
 mod manager;
 mod normal_work;
+mod plan_mode;
+mod proxy;
 mod support;

@@ -59,7 +59,11 @@ async fn concurrent_acquirers_share_one_sandbox_and_it_stays_warm() {
     let out = again
         .sandbox()
         .shell()
-        .execute(ShellRequest::new("cat marker; pgrep -c sleep"))
+        // The background `sleep` may still be a forked shell that has not exec'd yet on a
+        // loaded machine: wait for it (up to 5 s) rather than race it.
+        .execute(ShellRequest::new(
+            "cat marker; for i in $(seq 50); do n=$(pgrep -c sleep); [ \"$n\" = 1 ] && break; sleep 0.1; done; echo $n",
+        ))
         .await
         .unwrap();
     assert_eq!(out.stdout, "warm\n1\n");
