@@ -159,7 +159,7 @@ fn push_bounded(out: &mut String, line: &str, budget: usize) -> bool {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadFileArgs {
-    /// Relative to the workspace root.
+    /// The file.
     pub path: String,
     /// 0-based first line (default 0).
     #[serde(default)]
@@ -234,11 +234,11 @@ impl TypedTool for ReadFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
-    /// Relative to the workspace root; missing directories are created.
+    /// Missing directories are created.
     pub path: String,
     /// The whole file.
     pub content: String,
-    /// Replace an existing file (by default that is an error).
+    /// Replace an existing file.
     #[serde(default)]
     pub overwrite: bool,
 }
@@ -290,7 +290,7 @@ impl TypedTool for WriteFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditFileArgs {
-    /// Relative to the workspace root.
+    /// The file.
     pub path: String,
     /// Text to replace; include nearby lines to make it unique.
     pub old_string: String,
@@ -309,7 +309,7 @@ pub struct EditFile;
 #[async_trait]
 impl TypedTool for EditFile {
     const NAME: &'static str = "edit_file";
-    const DESCRIPTION: &'static str = "Replace old_string with new_string in a workspace file; old_string must occur once unless replace_all=true. A match differing only in whitespace is used and reported.";
+    const DESCRIPTION: &'static str = "Replace old_string (unique unless replace_all=true) with new_string in a workspace file; a match differing only in whitespace is used and reported.";
     type Args = EditFileArgs;
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new()
         .destructive(true)
