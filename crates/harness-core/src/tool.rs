@@ -433,3 +433,83 @@ pub fn excerpt(text: &str, max: usize) -> String {
         None => text.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    /// Arguments (this doc is not sent).
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Args {
+        /// Needed.
+        path: String,
+        /// Optional.
+        #[serde(default)]
+        limit: Option<u32>,
+        /// Optional text.
+        #[serde(default)]
+        glob: Option<String>,
+        /// A flag.
+        #[serde(default)]
+        regex: bool,
+    }
+
+    struct Probe;
+
+    #[async_trait]
+    impl TypedTool for Probe {
+        const NAME: &'static str = "probe";
+        const DESCRIPTION: &'static str = "Probe.";
+        const GROUP: Option<&'static str> = Some("probes");
+        type Args = Args;
+
+        async fn call(&self, _args: Args, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text("ok"))
+        }
+    }
+
+    #[test]
+    fn a_typed_schema_carries_only_what_the_model_needs() {
+        let schema = schema_of::<Args>();
+        assert_eq!(
+            schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Needed."},
+                    "limit": {"type": "integer", "description": "Optional."},
+                    "glob": {"type": "string", "description": "Optional text."},
+                    "regex": {"type": "boolean", "default": false, "description": "A flag."},
+                },
+                "required": ["path"],
+            })
+        );
+    }
+
+    #[test]
+    fn a_null_optional_argument_is_an_absent_one_and_a_null_required_one_is_refused() {
+        let tool = typed(Probe);
+        assert_eq!(tool.group(), Some("probes"));
+        let toolkit = Toolkit::new(vec![tool]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            toolkit
+                .prepare("probe", &json!({"path": "a", "limit": null, "glob": null}))
+                .is_ok()
+        );
+        assert!(toolkit.prepare("probe", &json!({"path": "a", "limit": 3})).is_ok());
+        let refused = [
+            json!({"path": null}),
+            json!({"path": "a", "limit": "three"}),
+            json!({"path": "a", "glob": 1}),
+        ];
+        for input in refused {
+            match toolkit.prepare("probe", &input) {
+                Err(ToolError::InvalidArguments { .. }) => {}
+                other => panic!("{input}: {:?}", other.map(|_| ())),
+            }
+        }
+    }
+}

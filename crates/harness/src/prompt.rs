@@ -331,9 +331,9 @@ fn workspace_guide(scope: &CallScope, isolation: IsolationScope) -> String {
         )
     };
     let shared = if scope.is_shared_namespace() {
-        "The shared AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ are read-only to you."
+        "The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ are read-only to you."
     } else {
-        "The shared AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ (the same for every user) show through at those paths."
+        "The shared files AGENTS.md, MEMORY.md, knowledge/, skills/ and subagents/ (the same for every user) show through at those paths."
     };
     format!(
         "## Workspace\nYour files live in {layer}; file tools take paths relative to it (no absolute paths or '..'). {} {shared} {PROTECTED_CLAIM}",

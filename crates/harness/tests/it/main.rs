@@ -13,6 +13,7 @@ mod doubles;
 mod eviction;
 mod extensions;
 mod fenced_writes;
+mod lean_request;
 mod gate;
 mod mcp;
 mod memory;
