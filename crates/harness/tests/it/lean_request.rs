@@ -75,14 +75,21 @@ async fn the_session_and_task_tools_wait_in_groups_and_one_activation_offers_the
         "{}",
         activate.description
     );
-    assert!(activate.description.contains("- tasks: agent_list, agent_send"), "{}", activate.description);
+    assert!(
+        activate.description.contains("- tasks: agent_list, agent_send"),
+        "{}",
+        activate.description
+    );
     // The step after the activation offers the group, and its tool runs.
     let second = names(&requests[1]);
     assert!(second.iter().any(|name| name == "session_list"), "{second:?}");
     assert!(!second.iter().any(|name| name == "task_output"), "{second:?}");
     let result = requests[1].messages.last().unwrap();
     assert!(
-        matches!(&result.content[..], [harness_core::Block::ToolResult { is_error: false, .. }]),
+        matches!(
+            &result.content[..],
+            [harness_core::Block::ToolResult { is_error: false, .. }]
+        ),
         "{result:?}"
     );
     ext.shutdown().await;
@@ -107,12 +114,17 @@ async fn denying_activate_tool_group_offers_every_tool() {
 async fn load_skill_is_offered_only_on_a_step_with_a_skill_to_load() {
     let dir = tempfile::tempdir().unwrap();
     let ext = extensions("{}", dir.path(), true).await;
-    let model = ScriptedModel::new().reply_text("ok").fallback(harness_models::Fallback::RepeatLast);
+    let model = ScriptedModel::new()
+        .reply_text("ok")
+        .fallback(harness_models::Fallback::RepeatLast);
     let agent = agent(dir.path(), &model, &ext);
     agent.call("hi", ctx("alice", "s1")).await.unwrap();
     let without = names(&model.requests()[0]);
     assert!(!without.is_empty());
-    assert!(!without.iter().any(|name| name == "load_skill_through_path"), "{without:?}");
+    assert!(
+        !without.iter().any(|name| name == "load_skill_through_path"),
+        "{without:?}"
+    );
     std::fs::create_dir_all(dir.path().join("skills/pdf")).unwrap();
     std::fs::write(
         dir.path().join("skills/pdf/SKILL.md"),
