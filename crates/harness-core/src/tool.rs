@@ -365,6 +365,11 @@ impl Toolkit {
         self.entries.get(name).map(|entry| entry.tool.spec().annotations)
     }
 
+    /// The on-demand group of the tool called `name` ([`Tool::group`]), if it has one.
+    pub fn group(&self, name: &str) -> Option<&str> {
+        self.entries.get(name).and_then(|entry| entry.tool.group())
+    }
+
     /// Whether there are no tools.
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
@@ -494,6 +499,7 @@ mod tests {
         let tool = typed(Probe);
         assert_eq!(tool.group(), Some("probes"));
         let toolkit = Toolkit::new(vec![tool]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(toolkit.group("probe"), Some("probes"));
         assert!(
             toolkit
                 .prepare("probe", &json!({"path": "a", "limit": null, "glob": null}))
