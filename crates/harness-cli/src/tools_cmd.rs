@@ -107,13 +107,7 @@ fn print(
     json: bool,
 ) -> anyhow::Result<()> {
     let specs = agent.kernel().tool_specs();
-    let group_of = |name: &str| {
-        extensions
-            .groups()
-            .iter()
-            .find(|group| group.tools.contains(name))
-            .map(|group| group.name.clone())
-    };
+    let group_of = |name: &str| agent.kernel().tool_group(name).map(str::to_owned);
     let mut out = crate::output::Out::new();
     for spec in specs
         .iter()

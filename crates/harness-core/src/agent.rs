@@ -360,6 +360,11 @@ impl ReActAgent {
         self.kernel.toolkit.specs()
     }
 
+    /// The on-demand group of the tool called `name` ([`Tool::group`](crate::Tool::group)).
+    pub fn tool_group(&self, name: &str) -> Option<&str> {
+        self.kernel.toolkit.group(name)
+    }
+
     /// The state store.
     pub fn state_store(&self) -> &Arc<dyn StateStore> {
         &self.kernel.store

@@ -160,6 +160,12 @@ pub trait Tool: Send + Sync + 'static {
     fn timeout(&self) -> Option<Duration> {
         None
     }
+
+    /// The on-demand group the tool belongs to: an agent with tool groups offers it to the
+    /// model only once the group is activated (`activate_tool_group`). `None`: always offered.
+    fn group(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A tool with typed arguments. The schema is derived from `Args` once, at wrap time.
@@ -174,6 +180,8 @@ pub trait TypedTool: Send + Sync + 'static {
     /// Effect hints (default: none set, so the cautious MCP defaults apply and calls run one
     /// after another). Never sent to the provider.
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new();
+    /// The on-demand group ([`Tool::group`]); default none.
+    const GROUP: Option<&'static str> = None;
 
     /// Runs the tool.
     ///
@@ -187,14 +195,62 @@ pub trait TypedTool: Send + Sync + 'static {
     }
 }
 
-/// The JSON Schema of `T`, trimmed to what a provider needs.
+/// The JSON Schema of `T`, trimmed to what a provider needs: every tool's schema is sent on
+/// every request, so what tells the model nothing goes: the type's own doc comment, the
+/// `$schema` and `title` keys, `"default": null`, the Rust width of an integer (`"format":
+/// "uint32"`, and the `"minimum": 0` of an unsigned one: decoding the arguments refuses a
+/// negative number), and the `"null"` of an optional argument's type (an optional argument
+/// is one left out of `required`; [`Toolkit::prepare`] takes a `null` one as absent).
 pub fn schema_of<T: JsonSchema>() -> Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
     if let Some(object) = schema.as_object_mut() {
-        object.remove("$schema");
-        object.remove("title");
+        for key in ["$schema", "title", "description"] {
+            object.remove(key);
+        }
+        let required: Vec<Value> = object
+            .get("required")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(Value::Object(properties)) = object.get_mut("properties") {
+            for (name, property) in properties.iter_mut() {
+                let Some(kind) = property.get_mut("type") else {
+                    continue;
+                };
+                let optional = !required.iter().any(|r| r.as_str() == Some(name));
+                if let Value::Array(kinds) = kind
+                    && optional
+                    && kinds.len() == 2
+                    && kinds.iter().any(|k| k == "null")
+                {
+                    *kind = kinds.iter().find(|k| *k != "null").cloned().unwrap_or(Value::Null);
+                }
+            }
+        }
     }
+    trim_schema(&mut schema);
     schema
+}
+
+fn trim_schema(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object.get("default").is_some_and(Value::is_null) {
+                object.remove("default");
+            }
+            let format = object.get("format").and_then(Value::as_str).unwrap_or_default();
+            let digits = format.trim_start_matches("uint").trim_start_matches("int");
+            if digits.len() < format.len() && digits.chars().all(|c| c.is_ascii_digit()) {
+                if format.starts_with("uint") && object.get("minimum").and_then(Value::as_u64) == Some(0) {
+                    object.remove("minimum");
+                }
+                object.remove("format");
+            }
+            object.values_mut().for_each(trim_schema);
+        }
+        Value::Array(items) => items.iter_mut().for_each(trim_schema),
+        _ => {}
+    }
 }
 
 struct TypedAdapter<T> {
@@ -218,6 +274,10 @@ impl<T: TypedTool> Tool for TypedAdapter<T> {
 
     fn timeout(&self) -> Option<Duration> {
         self.tool.timeout()
+    }
+
+    fn group(&self) -> Option<&str> {
+        T::GROUP
     }
 }
 
@@ -305,6 +365,11 @@ impl Toolkit {
         self.entries.get(name).map(|entry| entry.tool.spec().annotations)
     }
 
+    /// The on-demand group of the tool called `name` ([`Tool::group`]), if it has one.
+    pub fn group(&self, name: &str) -> Option<&str> {
+        self.entries.get(name).and_then(|entry| entry.tool.group())
+    }
+
     /// Whether there are no tools.
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
@@ -328,9 +393,24 @@ impl Toolkit {
                 ),
             });
         }
+        // A `null` argument is an absent one (models send them for optional arguments, whose
+        // trimmed schema no longer lists "null"); the tool still gets `input` as sent.
+        let without_nulls;
+        let checked = match input {
+            Value::Object(map) if map.values().any(Value::is_null) => {
+                without_nulls = Value::Object(
+                    map.iter()
+                        .filter(|(_, value)| !value.is_null())
+                        .map(|(key, value)| (key.clone(), value.clone()))
+                        .collect(),
+                );
+                &without_nulls
+            }
+            _ => input,
+        };
         let problems: Vec<String> = entry
             .validator
-            .iter_errors(input)
+            .iter_errors(checked)
             .take(5)
             .map(|err| {
                 let at = err.instance_path().to_string();
@@ -356,5 +436,86 @@ pub fn excerpt(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    /// Arguments (this doc is not sent).
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Args {
+        /// Needed.
+        path: String,
+        /// Optional.
+        #[serde(default)]
+        limit: Option<u32>,
+        /// Optional text.
+        #[serde(default)]
+        glob: Option<String>,
+        /// A flag.
+        #[serde(default)]
+        regex: bool,
+    }
+
+    struct Probe;
+
+    #[async_trait]
+    impl TypedTool for Probe {
+        const NAME: &'static str = "probe";
+        const DESCRIPTION: &'static str = "Probe.";
+        const GROUP: Option<&'static str> = Some("probes");
+        type Args = Args;
+
+        async fn call(&self, _args: Args, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text("ok"))
+        }
+    }
+
+    #[test]
+    fn a_typed_schema_carries_only_what_the_model_needs() {
+        let schema = schema_of::<Args>();
+        assert_eq!(
+            schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Needed."},
+                    "limit": {"type": "integer", "description": "Optional."},
+                    "glob": {"type": "string", "description": "Optional text."},
+                    "regex": {"type": "boolean", "default": false, "description": "A flag."},
+                },
+                "required": ["path"],
+            })
+        );
+    }
+
+    #[test]
+    fn a_null_optional_argument_is_an_absent_one_and_a_null_required_one_is_refused() {
+        let tool = typed(Probe);
+        assert_eq!(tool.group(), Some("probes"));
+        let toolkit = Toolkit::new(vec![tool]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(toolkit.group("probe"), Some("probes"));
+        assert!(
+            toolkit
+                .prepare("probe", &json!({"path": "a", "limit": null, "glob": null}))
+                .is_ok()
+        );
+        assert!(toolkit.prepare("probe", &json!({"path": "a", "limit": 3})).is_ok());
+        let refused = [
+            json!({"path": null}),
+            json!({"path": "a", "limit": "three"}),
+            json!({"path": "a", "glob": 1}),
+        ];
+        for input in refused {
+            match toolkit.prepare("probe", &input) {
+                Err(ToolError::InvalidArguments { .. }) => {}
+                other => panic!("{input}: {:?}", other.map(|_| ())),
+            }
+        }
     }
 }

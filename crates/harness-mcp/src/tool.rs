@@ -80,11 +80,6 @@ impl McpTool {
     pub fn annotations(&self) -> &McpToolAnnotations {
         &self.annotations
     }
-
-    /// The on-demand group the tool belongs to, when its server is declared `on_demand`.
-    pub fn group(&self) -> Option<&str> {
-        self.group.as_deref()
-    }
 }
 
 /// Whether `err` says the transport failed (the request could not be sent or its answer
@@ -104,6 +99,11 @@ fn safe_to_repeat(hints: harness_core::ToolAnnotations) -> bool {
 impl Tool for McpTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// The on-demand group the tool belongs to, when its server is declared `on_demand`.
+    fn group(&self) -> Option<&str> {
+        self.group.as_deref()
     }
 
     async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -103,3 +103,4 @@ pub use namespace::NamespaceKey;
 pub use quarantine::{
     QUARANTINE_DIR, QuarantineEntry, RELEASE_SESSION, Released, delete_quarantined, quarantined, release_quarantined,
 };
+pub use tools::SESSIONS_GROUP;

@@ -17,8 +17,7 @@ pub struct LoadSkillArgs {
     /// The skill's id (its name, as listed in <available_skills>).
     #[serde(rename = "skillId")]
     pub skill_id: String,
-    /// `SKILL.md`, or a file of the skill by its exact path relative to `SKILL.md`
-    /// (e.g. `references/api.md`).
+    /// `SKILL.md`, or a file it names, relative to it.
     pub path: String,
 }
 
@@ -38,8 +37,7 @@ impl LoadSkill {
 #[async_trait]
 impl TypedTool for LoadSkill {
     const NAME: &'static str = LOAD_SKILL;
-    const DESCRIPTION: &'static str = "Read a skill listed in <available_skills>: `SKILL.md` for its instructions, \
-         or one of the files it names (exact path relative to SKILL.md).";
+    const DESCRIPTION: &'static str = "Read a skill of <available_skills>: its SKILL.md or a file it names.";
     type Args = LoadSkillArgs;
     // Only reads the caller's own skill layers. Not marked closed-world on purpose: its
     // `path` is relative to SKILL.md, not a workspace path, so the permission check must not

@@ -91,6 +91,30 @@ impl ToolGroups {
         self.groups.insert(group.name.clone(), group);
     }
 
+    /// The groups `tools` declare ([`Tool::group`]), each described by `describe(group)` or,
+    /// when that has nothing to say, by its tools' names.
+    pub fn declared_by(tools: &[Arc<dyn Tool>], describe: impl Fn(&str) -> Option<String>) -> Self {
+        let mut by_group: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for tool in tools {
+            if let Some(group) = tool.group() {
+                by_group.entry(group).or_default().insert(tool.spec().name.clone());
+            }
+        }
+        let mut groups = Self::new();
+        for (name, tools) in by_group {
+            let description = describe(name).unwrap_or_else(|| {
+                let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+                names.join(", ")
+            });
+            groups.add(ToolGroup {
+                name: name.to_owned(),
+                description,
+                tools,
+            });
+        }
+        groups
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty()
@@ -124,7 +148,7 @@ impl ToolGroups {
     /// The `activate_tool_group` tool (for agents with at least one group); its description
     /// lists the groups.
     pub fn activation_tool(self: &Arc<Self>) -> Arc<dyn Tool> {
-        let mut description = String::from("Make a group of tools available for the rest of this session. Groups:");
+        let mut description = String::from("Offer a group's tools for the rest of the session:");
         for group in self.groups.values() {
             description.push_str(&format!("\n- {}: {}", group.name, group.description));
         }
@@ -280,8 +304,13 @@ impl Middleware for ToolGroupsLayer {
         // Narrow what the kernel offers (and so enforces) on this step, not just what the
         // provider sees: a guessed call to a hidden tool is refused like any tool not offered.
         // The call's full set is restored afterwards so a later step can widen it again.
+        // Without the activation tool (denied, or left out of a child's allow-list) a hidden
+        // tool could never be reached: nothing is hidden then.
         let active = state.groups;
-        if !turn.tools().iter().any(|spec| !self.groups.offers(&spec.name, &active)) {
+        let offered = turn.tools();
+        if !offered.iter().any(|spec| spec.name == ACTIVATE_TOOL_GROUP)
+            || !offered.iter().any(|spec| !self.groups.offers(&spec.name, &active))
+        {
             return next.run(turn).await;
         }
         let all = Arc::clone(turn.tools());

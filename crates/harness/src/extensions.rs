@@ -23,12 +23,11 @@
 //! # Ok(()) }
 //! ```
 
-use crate::tool_groups::{ToolGroup, ToolGroups, ToolGroupsLayer};
+use crate::tool_groups::{ToolGroups, ToolGroupsLayer};
 use harness_core::{Middleware, Tool};
 use harness_mcp::tools_json::{ToolFilter, ToolsConfig};
 use harness_mcp::{HostEnv, McpManager, RestartPolicy, ServerFailure};
 use harness_skills::{LoadSkill, Skills, SkillsConfig, SkillsContext, SkillsError};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -100,23 +99,10 @@ impl Extensions {
         };
         let filter = config.tools.filter();
         let mcp = McpManager::start(config.tools.mcp_servers.into_values(), env, config.restart).await;
-        let mut groups = ToolGroups::new();
-        let mut by_group: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
-        for tool in mcp.mcp_tools() {
-            if let Some(group) = tool.group() {
-                let entry = by_group
-                    .entry(group.to_owned())
-                    .or_insert_with(|| (format!("tools of MCP server `{}`", tool.server()), Vec::new()));
-                entry.1.push(tool.spec().name.clone());
-            }
-        }
-        for (name, (description, tools)) in by_group {
-            groups.add(ToolGroup {
-                name,
-                description,
-                tools: tools.into_iter().collect(),
-            });
-        }
+        let groups = ToolGroups::declared_by(&mcp.tools(), |group| {
+            let tool = mcp.mcp_tools().iter().find(|tool| tool.group() == Some(group))?;
+            Some(format!("tools of MCP server `{}`", tool.server()))
+        });
         Ok(Self {
             filter,
             mcp,
@@ -125,31 +111,32 @@ impl Extensions {
         })
     }
 
-    /// Tools to register: the MCP tools, `load_skill_through_path` (with skills) and
-    /// `activate_tool_group` (with on-demand groups).
+    /// Tools to register: the MCP tools and `load_skill_through_path` (with skills).
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
         let mut tools = self.mcp.tools();
         if let Some(skills) = &self.skills {
             tools.push(LoadSkill::tool(Arc::clone(skills)));
         }
-        if !self.groups.is_empty() {
-            tools.push(self.groups.activation_tool());
-        }
         tools
     }
 
+    /// The on-demand groups `tools` declare ([`Tool::group`], MCP servers' described by
+    /// their server) and `activate_tool_group` over them; `None` without groups.
+    pub fn groups_of(&self, tools: &[Arc<dyn Tool>]) -> Option<(Arc<ToolGroups>, Arc<dyn Tool>)> {
+        let groups = ToolGroups::declared_by(tools, |name| self.groups.get(name).map(|g| g.description.clone()));
+        let groups = Arc::new(groups);
+        (!groups.is_empty()).then(|| (Arc::clone(&groups), groups.activation_tool()))
+    }
+
     /// Middlewares to install (inside the user's): the caller's `tools.json` filter, the
-    /// skills catalogue, the group filter.
-    pub fn middlewares(&self) -> Vec<Arc<dyn Middleware>> {
+    /// skills catalogue, the filter of `groups` (from [`groups_of`](Self::groups_of)).
+    pub fn middlewares(&self, groups: Option<&Arc<ToolGroups>>) -> Vec<Arc<dyn Middleware>> {
         let mut layers: Vec<Arc<dyn Middleware>> = vec![Arc::new(crate::user_tools::CallerToolsLayer)];
         if let Some(skills) = &self.skills {
             layers.push(Arc::new(SkillsContext::new(Arc::clone(skills))));
         }
-        if !self.groups.is_empty() {
-            layers.push(Arc::new(ToolGroupsLayer::new(
-                Arc::clone(&self.groups),
-                self.skills.clone(),
-            )));
+        if let Some(groups) = groups {
+            layers.push(Arc::new(ToolGroupsLayer::new(Arc::clone(groups), self.skills.clone())));
         }
         layers
     }
@@ -174,7 +161,7 @@ impl Extensions {
         self.skills.as_ref()
     }
 
-    /// The on-demand groups.
+    /// The MCP servers' on-demand groups (the agent's also hold its built-in tools' groups).
     pub fn groups(&self) -> &ToolGroups {
         &self.groups
     }
@@ -188,7 +175,7 @@ impl Extensions {
         }
         match name {
             harness_skills::LOAD_SKILL if self.skills.is_some() => ToolSource::Skills,
-            crate::tool_groups::ACTIVATE_TOOL_GROUP if !self.groups.is_empty() => ToolSource::ToolGroups,
+            crate::tool_groups::ACTIVATE_TOOL_GROUP => ToolSource::ToolGroups,
             _ => ToolSource::BuiltIn,
         }
     }
@@ -216,9 +203,11 @@ pub(crate) const REGISTRATION: crate::capability::Registration =
         setup.inherit(ExtensionsSetting(Arc::clone(&extensions)));
         // A child shares its parent's servers: the parent stops them.
         let owner = setup.depth() == 0;
-        Ok(Some(
-            Arc::new(ExtensionsCapability { extensions, owner }) as Arc<dyn crate::capability::Capability>
-        ))
+        Ok(Some(Arc::new(ExtensionsCapability {
+            extensions,
+            owner,
+            groups: std::sync::OnceLock::new(),
+        }) as Arc<dyn crate::capability::Capability>))
     });
 
 /// [`Extensions`] as a [`Capability`](crate::capability::Capability): their tools, their
@@ -228,6 +217,8 @@ pub(crate) const REGISTRATION: crate::capability::Registration =
 struct ExtensionsCapability {
     extensions: Arc<Extensions>,
     owner: bool,
+    /// The agent's on-demand groups, known once every tool is (at `filter_tools`).
+    groups: std::sync::OnceLock<Arc<ToolGroups>>,
 }
 
 #[async_trait::async_trait]
@@ -241,6 +232,11 @@ impl crate::capability::Capability for ExtensionsCapability {
     }
 
     fn filter_tools(&self, tools: &mut Vec<Arc<dyn Tool>>) {
+        // Groups before the filter, so `tools.json` may deny `activate_tool_group` too.
+        if let Some((groups, activation)) = self.extensions.groups_of(tools) {
+            tools.push(activation);
+            let _ = self.groups.set(groups);
+        }
         *tools = self.extensions.filter().apply(std::mem::take(tools));
     }
 
@@ -255,7 +251,7 @@ impl crate::capability::Capability for ExtensionsCapability {
         _assembly: &crate::capability::Assembly,
     ) -> Vec<(crate::capability::Layer, Arc<dyn Middleware>)> {
         self.extensions
-            .middlewares()
+            .middlewares(self.groups.get())
             .into_iter()
             .map(|layer| (crate::capability::Layer::Extensions, layer))
             .collect()

@@ -163,10 +163,9 @@ struct SubagentsCapability(Handle);
 impl SubagentsCapability {
     fn listing(&self) -> String {
         let mut text = String::from(
-            "## Subagents\n\nDelegate independent, multi-step or context-heavy work with `agent_spawn` \
-             (`timeout_seconds` 0 runs it in the background; its result is delivered to you \
-             automatically before your next step, so do not poll). Several spawns in one step run \
-             in parallel. Available subagents (`agent_id`: description):\n",
+            "## Subagents\nDelegate independent, multi-step or context-heavy work with `agent_spawn` \
+             (`timeout_seconds` 0: in the background, its result delivered to you before your next \
+             step; do not poll). Subagents (`agent_id`: description):\n",
         );
         for declaration in self.0.declarations.listed() {
             text.push_str(&format!("- `{}`: {}\n", declaration.id, declaration.description));

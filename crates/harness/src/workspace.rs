@@ -312,9 +312,10 @@ impl WorkspaceManager {
 }
 
 /// The `AGENTS.md` written by `harness init`.
-pub const AGENTS_TEMPLATE: &str = "# Persona\n\nYou are a helpful, precise assistant. Describe here who the agent is, how it\nspeaks and the rules it follows. This file is injected into every reasoning step;\nedits take effect on the next step.\n";
+pub const AGENTS_TEMPLATE: &str = "# Persona\n\nYou are a helpful, precise assistant.\n(Who the agent is and its rules: this file is in every step's prompt.)\n";
 /// The `knowledge/KNOWLEDGE.md` written by `harness init`.
-pub const KNOWLEDGE_TEMPLATE: &str = "# Knowledge\n\nThe entry point of this agent's reference material. Other files under\nknowledge/ are listed in the prompt by path and read on demand.\n";
+pub const KNOWLEDGE_TEMPLATE: &str =
+    "# Knowledge\n\nThe agent's reference material; other files here are listed and read on demand.\n";
 
 /// Creates a workspace skeleton in `dir` (AGENTS.md, knowledge/KNOWLEDGE.md, a commented
 /// harness.toml). Existing files are never overwritten. Returns the files created.

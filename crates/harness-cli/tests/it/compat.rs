@@ -211,8 +211,11 @@ fn an_old_workspace_loads_and_continues(backend: Backend) {
     assert!(found.contains("MEMORY.md"), "{backend:?}: {found}");
     assert!(found.contains("memory/"), "{backend:?}: the daily log: {found}");
 
-    // The subagent task recorded then is listed to the model now.
-    let model = old.model(r#"{"tool_calls": [{"id": "t1", "name": "task_list", "arguments": {}}]}, {"text": "one task"}, {"text": "NO_REPLY"}"#);
+    // The subagent task recorded then is listed to the model now (the task tools are an
+    // on-demand group: activated first).
+    let model = old.model(
+        r#"{"tool_calls": [{"id": "t0", "name": "activate_tool_group", "arguments": {"group": "tasks"}}]}, {"tool_calls": [{"id": "t1", "name": "task_list", "arguments": {}}]}, {"text": "one task"}, {"text": "NO_REPLY"}"#,
+    );
     let earlier = old.messages("s2").len();
     old.cli(&["run", "--session", "s2", "--model", &model, "Which tasks ran?"], 0);
     // Only the new messages: the old ones name the task too.

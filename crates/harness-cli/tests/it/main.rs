@@ -13,6 +13,7 @@ mod newcomer;
 mod parity;
 mod readme;
 mod replicas;
+mod request_budget;
 mod scope;
 mod serve;
 mod terminal;

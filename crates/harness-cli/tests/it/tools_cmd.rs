@@ -45,6 +45,15 @@ fn lists_builtins_after_deny_and_says_why_a_server_failed() {
     );
     assert!(!stdout.contains("write_file"), "{stdout}");
     assert!(stdout.contains("load_skill_through_path"), "{stdout}");
+    // The built-in on-demand groups are shown as such.
+    for (tool, group) in [("session_search", "sessions"), ("task_output", "tasks")] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(tool) && l.contains(&format!("on demand ({group})"))),
+            "{stdout}"
+        );
+    }
     assert!(
         stdout.contains("server broken: FAILED: cannot start `/nonexistent/mcp-server`"),
         "{stdout}"

@@ -104,7 +104,7 @@ impl SubagentDeclaration {
             workspace_mode: WorkspaceMode::Shared,
             ..Self::new(
                 GENERAL_PURPOSE,
-                "General-purpose agent for independent, multi-step or context-heavy work; it has the same tools as you.",
+                "A general-purpose agent with the same tools as you.",
                 "",
             )
         }

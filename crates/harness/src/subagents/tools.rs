@@ -336,13 +336,13 @@ async fn describe(ctx: &ToolContext, record: &TaskRecord) -> String {
 /// Arguments of `agent_spawn`.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct SpawnArgs {
-    /// The subagent to start (an id from the subagent list).
+    /// A subagent of the list.
     agent_id: String,
-    /// What the subagent should do: a self-contained task with everything it needs.
+    /// A self-contained task with everything it needs.
     task: Option<String>,
-    /// A name for this instance; spawning or sending with the same label continues its session.
+    /// Names the instance; reusing it continues its session.
     label: Option<String>,
-    /// Seconds to wait for the result (default 30, max 600); 0 runs it in the background.
+    /// Wait for the result (default 30, max 600); 0: in the background.
     timeout_seconds: Option<u64>,
 }
 
@@ -351,8 +351,7 @@ struct AgentSpawn(Shared);
 #[async_trait]
 impl TypedTool for AgentSpawn {
     const NAME: &'static str = "agent_spawn";
-    const DESCRIPTION: &'static str = "Start a subagent on a task. With timeout_seconds > 0 (default 30) wait for its answer; \
-         with 0 run it in the background (its result is delivered to you automatically). Several spawns in one step run in parallel.";
+    const DESCRIPTION: &'static str = "Start a subagent on a task; several in one step run in parallel.";
     const ANNOTATIONS: ToolAnnotations = WAITS;
     type Args = SpawnArgs;
 
@@ -388,13 +387,13 @@ impl TypedTool for AgentSpawn {
 /// Arguments of `agent_send`.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct SendArgs {
-    /// The `agent_key` an earlier spawn returned (`agent:<agent_id>:<instance>`).
+    /// What a spawn returned (`agent:<agent_id>:<instance>`).
     agent_key: Option<String>,
-    /// Or the label of an earlier spawn in this session.
+    /// Or a spawn's label.
     label: Option<String>,
-    /// The message for the subagent.
+    /// For the subagent.
     message: String,
-    /// Seconds to wait for the answer (default 30, max 600); 0 runs it in the background.
+    /// As agent_spawn's.
     timeout_seconds: Option<u64>,
 }
 
@@ -403,8 +402,9 @@ struct AgentSend(Shared);
 #[async_trait]
 impl TypedTool for AgentSend {
     const NAME: &'static str = "agent_send";
-    const DESCRIPTION: &'static str = "Send a follow-up message to a subagent instance started earlier (by agent_key or label); it keeps its conversation.";
+    const DESCRIPTION: &'static str = "Continue a subagent instance's conversation.";
     const ANNOTATIONS: ToolAnnotations = WAITS;
+    const GROUP: Option<&'static str> = Some("tasks");
     type Args = SendArgs;
 
     async fn call(&self, args: SendArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -466,9 +466,10 @@ struct AgentList(Shared);
 #[async_trait]
 impl TypedTool for AgentList {
     const NAME: &'static str = "agent_list";
-    const DESCRIPTION: &'static str = "List the subagents you can spawn and the instances started in this session.";
+    const DESCRIPTION: &'static str = "List the subagents and this session's instances.";
     const ANNOTATIONS: ToolAnnotations = READS;
     type Args = NoArgs;
+    const GROUP: Option<&'static str> = Some("tasks");
 
     async fn call(&self, _args: NoArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let mut text = String::from("Subagents:\n");
@@ -564,6 +565,7 @@ impl TypedTool for TaskOutput {
     const NAME: &'static str = "task_output";
     const DESCRIPTION: &'static str = "The status or result of a background task (waits for it unless block is false).";
     const ANNOTATIONS: ToolAnnotations = WAITS;
+    const GROUP: Option<&'static str> = Some("tasks");
     type Args = OutputArgs;
 
     async fn call(&self, args: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -624,6 +626,7 @@ impl TypedTool for TaskList {
     const NAME: &'static str = "task_list";
     const DESCRIPTION: &'static str = "List this session's subagent tasks and their status.";
     const ANNOTATIONS: ToolAnnotations = READS;
+    const GROUP: Option<&'static str> = Some("tasks");
     type Args = ListArgs;
 
     async fn call(&self, args: ListArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -693,6 +696,7 @@ impl TypedTool for TaskCancel {
     const NAME: &'static str = "task_cancel";
     const DESCRIPTION: &'static str = "Stop a running subagent task (no effect on a finished one).";
     const ANNOTATIONS: ToolAnnotations = WAITS;
+    const GROUP: Option<&'static str> = Some("tasks");
     type Args = CancelArgs;
 
     async fn call(&self, args: CancelArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -738,6 +742,7 @@ impl TypedTool for WaitAsyncResults {
     const DESCRIPTION: &'static str =
         "Wait for background tasks to finish and return their results: task_ids (comma-separated) or wait_all.";
     const ANNOTATIONS: ToolAnnotations = WAITS;
+    const GROUP: Option<&'static str> = Some("tasks");
     type Args = WaitArgs;
 
     async fn call(&self, args: WaitArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -159,12 +159,12 @@ fn push_bounded(out: &mut String, line: &str, budget: usize) -> bool {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadFileArgs {
-    /// Path of the file, relative to the workspace root.
+    /// The file.
     pub path: String,
-    /// 0-based line to start from (default 0).
+    /// 0-based first line (default 0).
     #[serde(default)]
     pub offset: Option<u64>,
-    /// Most lines to return (default and 0: 2000). Page through long files with `offset`.
+    /// Most lines (default and 0: 2000).
     #[serde(default)]
     pub limit: Option<i64>,
 }
@@ -176,7 +176,7 @@ pub struct ReadFile;
 #[async_trait]
 impl TypedTool for ReadFile {
     const NAME: &'static str = "read_file";
-    const DESCRIPTION: &'static str = "Read a text file from the workspace. Lines are numbered (`     1\\tfirst line`); at most 2000 lines are returned per call, and long lines are cut. Use `offset` (0-based line) and `limit` to page through long files.";
+    const DESCRIPTION: &'static str = "Read a workspace text file as numbered lines (`     1\\tfirst line`), at most 2000 per call, long lines cut; page with offset and limit.";
     type Args = ReadFileArgs;
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
@@ -234,13 +234,11 @@ impl TypedTool for ReadFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
-    /// Path of the file, relative to the workspace root. Missing parent directories are
-    /// created.
+    /// Missing directories are created.
     pub path: String,
-    /// The whole content of the file.
+    /// The whole file.
     pub content: String,
-    /// Replace the file if it already exists (default false: an existing file is an error, so
-    /// a file is never overwritten by accident; prefer edit_file for changes).
+    /// Replace an existing file.
     #[serde(default)]
     pub overwrite: bool,
 }
@@ -256,7 +254,8 @@ pub struct WriteFile;
 #[async_trait]
 impl TypedTool for WriteFile {
     const NAME: &'static str = "write_file";
-    const DESCRIPTION: &'static str = "Create a new file in the workspace with the given content. Fails if the file exists, unless overwrite=true; to change part of an existing file use edit_file.";
+    const DESCRIPTION: &'static str =
+        "Create a workspace file; fails if it exists unless overwrite=true (to change part of a file use edit_file).";
     type Args = WriteFileArgs;
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new()
         .destructive(true)
@@ -291,14 +290,13 @@ impl TypedTool for WriteFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditFileArgs {
-    /// Path of the file, relative to the workspace root.
+    /// The file.
     pub path: String,
-    /// The text to replace. It must occur exactly once unless replace_all is set; include
-    /// surrounding lines to make it unique.
+    /// Text to replace; include nearby lines to make it unique.
     pub old_string: String,
-    /// The replacement text.
+    /// The replacement.
     pub new_string: String,
-    /// Replace every occurrence (default false).
+    /// Replace every occurrence.
     #[serde(default)]
     pub replace_all: bool,
 }
@@ -311,7 +309,7 @@ pub struct EditFile;
 #[async_trait]
 impl TypedTool for EditFile {
     const NAME: &'static str = "edit_file";
-    const DESCRIPTION: &'static str = "Replace old_string with new_string in a workspace file. old_string must match exactly one place unless replace_all=true. Without an exact match, a match that differs only in whitespace or indentation is used and reported.";
+    const DESCRIPTION: &'static str = "Replace old_string (unique unless replace_all=true) with new_string in a workspace file; a match differing only in whitespace is used and reported.";
     type Args = EditFileArgs;
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new()
         .destructive(true)
@@ -343,7 +341,7 @@ impl TypedTool for EditFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListFilesArgs {
-    /// Directory to list, relative to the workspace root (`/` or empty for the root).
+    /// Directory relative to the workspace root (`/` or empty: the root).
     pub path: String,
 }
 
@@ -362,8 +360,7 @@ fn entry_line(info: &FileInfo) -> String {
 #[async_trait]
 impl TypedTool for ListFiles {
     const NAME: &'static str = "list_files";
-    const DESCRIPTION: &'static str =
-        "List the files and directories directly inside a workspace directory, with sizes.";
+    const DESCRIPTION: &'static str = "List a workspace directory's files and directories, with sizes.";
     type Args = ListFilesArgs;
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
@@ -407,14 +404,13 @@ impl TypedTool for ListFiles {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobFilesArgs {
-    /// Glob pattern: `*` and `?` within a name, `**` across directories, `{a,b}`, `[abc]`. A
-    /// pattern without `/` (e.g. `*.md`) matches at any depth; one with `/` (e.g.
-    /// `docs/*.md`) is relative to `path`.
+    /// `*`, `?`, `**`, `{a,b}`, `[abc]`; without `/` (`*.md`) it matches names at any
+    /// depth, with `/` (`docs/*.md`) paths under `path`.
     pub pattern: String,
-    /// Directory to search in, relative to the workspace root (default: the root).
+    /// Directory to search (default: the root).
     #[serde(default)]
     pub path: Option<String>,
-    /// Most paths to return (default 500, at most 2000).
+    /// Default 500, at most 2000.
     #[serde(default)]
     pub max_results: Option<u32>,
 }
@@ -436,7 +432,7 @@ fn glob_pattern(raw: &str) -> String {
 #[async_trait]
 impl TypedTool for GlobFiles {
     const NAME: &'static str = "glob_files";
-    const DESCRIPTION: &'static str = "Find workspace files whose path matches a glob pattern (e.g. `**/*.md`, `*.rs`, `docs/*.txt`). Returns paths with sizes, sorted.";
+    const DESCRIPTION: &'static str = "Find workspace files by glob pattern; sorted paths with sizes.";
     type Args = GlobFilesArgs;
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 
@@ -487,26 +483,24 @@ impl TypedTool for GlobFiles {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrepFilesArgs {
-    /// Text to search for. Literal text by default (regex characters like `.` or `(` match
-    /// themselves); set regex=true for a regular expression.
+    /// Literal text unless regex=true.
     pub pattern: String,
-    /// File or directory to search, relative to the workspace root (default: the root).
+    /// File or directory to search (default: the root).
     #[serde(default)]
     pub path: Option<String>,
-    /// Only search files matching this glob: without `/` it matches the file name (`*.md`),
-    /// with `/` the path relative to `path` (`src/**/*.rs`).
+    /// Only files matching this glob (`*.md`, `src/**/*.rs`).
     #[serde(default)]
     pub glob: Option<String>,
-    /// Treat the pattern as a regular expression (default false).
+    /// The pattern is a regular expression.
     #[serde(default)]
     pub regex: bool,
-    /// Ignore case (default false).
+    /// Ignore case.
     #[serde(default)]
     pub case_insensitive: bool,
-    /// Lines of context before and after each match (default 0, at most 10).
+    /// Lines shown around each match (at most 10).
     #[serde(default)]
     pub context: Option<u32>,
-    /// Most matching lines to return (default 200, at most 1000).
+    /// Default 200, at most 1000.
     #[serde(default)]
     pub max_results: Option<u32>,
 }
@@ -568,7 +562,8 @@ fn render_matches(matches: &[GrepMatch], with_context: bool) -> (String, usize) 
 #[async_trait]
 impl TypedTool for GrepFiles {
     const NAME: &'static str = "grep_files";
-    const DESCRIPTION: &'static str = "Search workspace files for text. Returns matching lines as `path:line:text` (context lines as `path-line-text`). The pattern is literal unless regex=true; filter files with glob (e.g. `*.md`).";
+    const DESCRIPTION: &'static str =
+        "Search workspace files; returns `path:line:text` lines (context as `path-line-text`).";
     type Args = GrepFilesArgs;
     const ANNOTATIONS: ToolAnnotations = ToolAnnotations::new().read_only().closed_world();
 

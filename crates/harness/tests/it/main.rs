@@ -15,6 +15,7 @@ mod eviction;
 mod extensions;
 mod fenced_writes;
 mod gate;
+mod lean_request;
 mod mcp;
 mod memory;
 mod permissions;
