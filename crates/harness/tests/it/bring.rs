@@ -4,7 +4,7 @@
 
 use crate::support::{builder, ctx};
 use harness::subagents::WarningKind;
-use harness_core::{ChatRequest, Role};
+use harness_core::{ChatRequest, Role, Tool as _};
 use harness_mcp::tools_json::{McpTransport, ToolsConfig};
 use harness_models::{Reply, ScriptedModel, ScriptedToolCall};
 use serde_json::json;
@@ -85,6 +85,8 @@ async fn claude_code_agent_files_load_with_the_expected_tools() {
         .model(model)
         .subagents(harness::subagents::SubagentsConfig {
             max_fanout: 8,
+            // The operator maps a Claude name we lack to a tool we have.
+            tool_aliases: [("NotebookRead".to_owned(), "read_file".to_owned())].into(),
             ..Default::default()
         })
         .build()
@@ -218,4 +220,104 @@ fn pasted_mcp_server_blocks_parse() {
     };
     assert_eq!(args, &["./servers/index.js"]);
     assert!(!plugin.mcp_servers["plugin-server"].trust_annotations);
+}
+
+/// A declared allow-list that names none of the parent's tools is a spawn error saying so,
+/// never a child without tools.
+#[tokio::test]
+async fn a_child_whose_tools_all_miss_is_an_error_never_toolless() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut declaration = harness::subagents::SubagentDeclaration::new("ghost", "d", "CHILD-MARKER ghost");
+    declaration.tools = Some(vec!["web_search_we_lack".to_owned()]);
+    let parent_calls: Arc<Mutex<Vec<ChatRequest>>> = Arc::default();
+    let seen = Arc::clone(&parent_calls);
+    let model = ScriptedModel::from_fn(move |request| {
+        let mut seen = seen.lock().unwrap();
+        seen.push(request.clone());
+        if seen.len() > 1 {
+            return Reply::text("done");
+        }
+        Reply {
+            tool_calls: vec![ScriptedToolCall {
+                name: "agent_spawn".to_owned(),
+                arguments: json!({"agent_id": "ghost", "task": "t"}),
+                id: None,
+            }],
+            ..Reply::default()
+        }
+    });
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model)
+        .subagent(declaration)
+        .build()
+        .unwrap();
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let last = parent_calls.lock().unwrap()[1].clone();
+    let result = last
+        .messages
+        .iter()
+        .flat_map(|msg| msg.content.iter())
+        .find_map(|block| match block {
+            harness_core::Block::ToolResult { content, is_error, .. } => {
+                Some((harness_core::join_text(content), *is_error))
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert!(result.1, "{result:?}");
+    assert!(result.0.contains("would have no tools"), "{}", result.0);
+}
+
+/// A `.mcp.json` at the workspace root is read as Claude Code reads it, below tools.json:
+/// its servers start beside tools.json's, and tools.json wins a name clash.
+#[tokio::test]
+async fn a_workspace_mcp_json_is_read_below_tools_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let js = crate::mcp::everything_js();
+    std::fs::write(
+        dir.path().join(".mcp.json"),
+        json!({"mcpServers": {
+            "plugin": {"type": "stdio", "command": "node", "args": [js, "stdio"]},
+            "clash": {"command": "node", "args": ["/nonexistent/server.js"]}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("tools.json"),
+        json!({"mcpServers": {"clash": {"transport": "stdio", "command": "node", "args": [js, "stdio"]}}}).to_string(),
+    )
+    .unwrap();
+    let env = |_: &str| None;
+    let extensions = harness::WorkspaceLoader::new(dir.path(), &env)
+        .host_env(crate::mcp::host_env())
+        .start_extensions(&harness::HarnessConfig::default(), false)
+        .await
+        .unwrap();
+    let names: BTreeSet<String> = extensions
+        .mcp()
+        .tools()
+        .iter()
+        .map(|tool| tool.spec().name.clone())
+        .collect();
+    let failures = format!("{:?}", extensions.failures());
+    extensions.shutdown().await;
+    assert!(failures == "[]", "{failures}");
+    assert!(
+        names.contains("mcp__plugin__echo") && names.contains("mcp__clash__echo"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn the_subagents_section_takes_aliases_and_a_default_wait() {
+    let config: harness::subagents::SubagentsConfig = toml::from_str(
+        "default_wait = 120\ntool_aliases = { WebFetch = \"mcp__fetch__fetch\" }\nmodel_aliases = { sonnet = \"ollama:qwen3\" }\n",
+    )
+    .unwrap();
+    assert_eq!(config.default_wait, std::time::Duration::from_secs(120));
+    let options = config.parse_options();
+    assert_eq!(options.tool_aliases["WebFetch"], "mcp__fetch__fetch");
+    assert_eq!(options.model_aliases["sonnet"], "ollama:qwen3");
 }
