@@ -4,7 +4,7 @@
 
 use crate::support::{builder, ctx};
 use harness::subagents::WarningKind;
-use harness_core::{ChatRequest, Role, Tool as _};
+use harness_core::{ChatRequest, Role};
 use harness_mcp::tools_json::{McpTransport, ToolsConfig};
 use harness_models::{Reply, ScriptedModel, ScriptedToolCall};
 use serde_json::json;
