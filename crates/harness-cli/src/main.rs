@@ -229,11 +229,11 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
         builder = builder.max_iters(max);
     }
     let agent = builder.build().map_err(|err| usage(harness_core::error_chain(&err)))?;
-    // A malformed subagent spec is skipped, never silently.
+    // A malformed subagent file is skipped, and a part of one ignored, never silently.
     #[allow(clippy::print_stderr)]
     for warning in agent.subagent_warnings() {
         eprintln!(
-            "warning: subagent spec skipped: {}",
+            "warning: subagent file {}",
             harness_core::redact::redact(&warning.to_string())
         );
     }

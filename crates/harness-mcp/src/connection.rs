@@ -29,7 +29,26 @@ use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, ServerLog>;
+
+/// The client side of a connection: the server's log messages (`notifications/message`)
+/// go to the process log at debug, named by server (never to the model).
+#[derive(Debug, Clone)]
+pub(crate) struct ServerLog {
+    server: String,
+}
+
+#[allow(deprecated)] // logging is SEP-2577-deprecated in rmcp, and still what servers send
+impl rmcp::ClientHandler for ServerLog {
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let logger = params.logger.unwrap_or_default();
+        tracing::debug!(server = %self.server, level = ?params.level, logger = %logger, "MCP server log: {}", params.data);
+    }
+}
 
 /// Lines of a stdio server's stderr kept for error messages.
 const STDERR_TAIL_LINES: usize = 8;
@@ -471,6 +490,9 @@ async fn connect(
     policy: &RestartPolicy,
     stderr_tail: &Arc<StdMutex<VecDeque<String>>>,
 ) -> Result<Running, ConnectError> {
+    let handler = ServerLog {
+        server: config.name.clone(),
+    };
     match &config.transport {
         McpTransport::Stdio {
             command,
@@ -520,7 +542,7 @@ async fn connect(
                     stderr: String::new(),
                 });
             };
-            match tokio::time::timeout(policy.connect_timeout, ().serve((stdout, stdin))).await {
+            match tokio::time::timeout(policy.connect_timeout, handler.serve((stdout, stdin))).await {
                 Ok(Ok(client)) => Ok(Running {
                     client,
                     child: Some(child),
@@ -553,7 +575,7 @@ async fn connect(
             let transport = StreamableHttpClientTransport::from_config(
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom),
             );
-            match tokio::time::timeout(policy.connect_timeout, ().serve(transport)).await {
+            match tokio::time::timeout(policy.connect_timeout, handler.serve(transport)).await {
                 Ok(Ok(client)) => Ok(Running { client, child: None }),
                 Ok(Err(err)) => Err(ConnectError::Handshake {
                     message: err.to_string(),

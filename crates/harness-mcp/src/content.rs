@@ -5,15 +5,30 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 
 /// Maps a `tools/call` result: text → text, image → image, audio → audio, an embedded text
 /// resource → text headed by its URI, a blob resource → a file, a resource link → a text
-/// line, structured content → its JSON as text when the server sent no text alongside it.
+/// line, structured content → its JSON as text when the server sent no text alongside it
+/// (a string in it that repeats an image's or audio's data is replaced by a note: the data
+/// is sent once, as the media block).
 pub fn to_output(result: CallToolResult) -> ToolOutput {
     let mut content = Vec::with_capacity(result.content.len() + 1);
     for block in result.content {
         content.push(block_of(block));
     }
-    if let Some(structured) = result.structured_content {
+    if let Some(mut structured) = result.structured_content {
         let has_text = content.iter().any(|block| block.as_text().is_some());
         if !has_text {
+            let media: Vec<String> = content
+                .iter()
+                .filter_map(|block| match block {
+                    Block::Image {
+                        source: MediaSource::Base64 { data, .. },
+                    }
+                    | Block::Audio {
+                        source: MediaSource::Base64 { data, .. },
+                    } => Some(data.clone()),
+                    _ => None,
+                })
+                .collect();
+            drop_media(&mut structured, &media);
             content.push(Block::text(structured.to_string()));
         }
     }
@@ -23,6 +38,19 @@ pub fn to_output(result: CallToolResult) -> ToolOutput {
     ToolOutput {
         content,
         is_error: result.is_error.unwrap_or(false),
+    }
+}
+
+/// Replaces every string of `value` equal to one of `media` (base64 data already sent as a
+/// block) by a short note.
+fn drop_media(value: &mut serde_json::Value, media: &[String]) {
+    match value {
+        serde_json::Value::String(text) if media.iter().any(|data| data == text) => {
+            *text = "(the media data, sent as its own block)".to_owned();
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| drop_media(item, media)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|item| drop_media(item, media)),
+        _ => {}
     }
 }
 
@@ -73,6 +101,17 @@ mod tests {
 
     fn result(value: serde_json::Value) -> CallToolResult {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn image_data_repeated_in_structured_content_is_sent_once() {
+        let output = to_output(result(json!({
+            "content": [{"type": "image", "data": "QUJD", "mimeType": "image/png"}],
+            "structuredContent": {"image": {"data": "QUJD", "mimeType": "image/png"}, "width": 3}
+        })));
+        let all = serde_json::to_string(&output.content).unwrap();
+        assert_eq!(all.matches("QUJD").count(), 1, "{all}");
+        assert!(all.contains("width"), "{all}");
     }
 
     #[test]

@@ -6,8 +6,9 @@ use crate::content::to_output;
 use crate::naming::tool_name;
 use async_trait::async_trait;
 use harness_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::ServiceError;
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,31 @@ use std::time::Duration;
 /// Slack between our per-call timeout and the kernel's, so ours (with the better message)
 /// fires first.
 const KERNEL_TIMEOUT_SLACK: Duration = Duration::from_secs(5);
+
+/// A call that reports progress may run this many times its `timeout_seconds` in all; each
+/// progress notification gives it another `timeout_seconds` from then.
+pub(crate) const PROGRESS_TOTAL_FACTOR: u32 = 10;
+
+/// One `tools/call`: every request carries a progress token (rmcp sets it), a progress
+/// notification for it restarts the `after` timer, and the call ends at
+/// [`PROGRESS_TOTAL_FACTOR`] × `after` whatever it reports. A timeout is
+/// [`ServiceError::Timeout`].
+async fn call_tool(
+    peer: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+    after: Duration,
+) -> Result<CallToolResult, ServiceError> {
+    let options = PeerRequestOptions::with_timeout(after)
+        .reset_timeout_on_progress()
+        .with_max_total_timeout(after * PROGRESS_TOTAL_FACTOR);
+    let handle = peer
+        .send_request_with_option(ClientRequest::CallToolRequest(CallToolRequest::new(params)), options)
+        .await?;
+    match handle.await_response().await? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
 
 /// One tool of one MCP server, named `mcp__<server>__<tool>`.
 pub struct McpTool {
@@ -127,8 +153,8 @@ impl Tool for McpTool {
         params.arguments = arguments;
         let after = self.server.timeout();
         let peer = self.server.peer_for_call().await.map_err(unavailable)?;
-        let mut outcome = tokio::time::timeout(after, peer.call_tool(params.clone())).await;
-        if let Ok(Err(err)) = &outcome
+        let mut outcome = call_tool(&peer, params.clone(), after).await;
+        if let Err(err) = &outcome
             && transport_failed(err)
         {
             // The transport is gone either way: have it reconnected.
@@ -142,20 +168,21 @@ impl Tool for McpTool {
                 )));
             }
             let peer = self.server.peer_for_call().await.map_err(unavailable)?;
-            outcome = tokio::time::timeout(after, peer.call_tool(params)).await;
+            outcome = call_tool(&peer, params, after).await;
         }
         match outcome {
-            Ok(Ok(result)) => Ok(to_output(result)),
-            Ok(Err(err)) => Err(ToolError::failed(format!("MCP server `{}`: {err}", self.server.name()))),
-            Err(_) => Err(ToolError::Timeout {
+            Ok(result) => Ok(to_output(result)),
+            Err(ServiceError::Timeout { .. }) => Err(ToolError::Timeout {
                 tool: self.spec.name.clone(),
                 after,
             }),
+            Err(err) => Err(ToolError::failed(format!("MCP server `{}`: {err}", self.server.name()))),
         }
     }
 
     fn timeout(&self) -> Option<Duration> {
-        Some(self.server.timeout() + KERNEL_TIMEOUT_SLACK)
+        // Progress may extend a call up to the factor; ours fires first with a better message.
+        Some(self.server.timeout() * PROGRESS_TOTAL_FACTOR + KERNEL_TIMEOUT_SLACK)
     }
 }
 

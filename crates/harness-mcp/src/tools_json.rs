@@ -39,6 +39,10 @@ pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
 /// The file name, at the workspace root.
 pub const TOOLS_JSON: &str = "tools.json";
 
+/// Claude Code's project file of MCP servers, at the workspace root: read below
+/// `tools.json` ([`ToolsConfig::parse_mcp_json`]).
+pub const MCP_JSON: &str = ".mcp.json";
+
 /// Why a `tools.json` was refused. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -90,6 +94,12 @@ pub enum ToolsConfigError {
          the tool set with `allow` / `deny`); declare MCP servers in the workspace root's tools.json"
     )]
     ServersInUserLayer {
+        /// Where the text came from.
+        origin: String,
+    },
+    /// A `.mcp.json` with `allow` / `deny` (only `tools.json` filters tools).
+    #[error("{origin}: `allow` and `deny` belong in tools.json; a .mcp.json holds only `mcpServers`")]
+    FilterInMcpJson {
         /// Where the text came from.
         origin: String,
     },
@@ -192,7 +202,12 @@ struct RawUserFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawServer {
-    transport: String,
+    /// `stdio` | `streamableHttp` (ours); Claude Code's `type` (`stdio` | `http` | `sse`) is
+    /// the same key; without either, `command` means stdio and `url` streamable HTTP.
+    #[serde(default)]
+    transport: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
     #[serde(default)]
     command: Option<String>,
     #[serde(default)]
@@ -236,7 +251,22 @@ impl ToolsConfig {
                 message,
             };
             let field = |key: &str| format!("mcpServers.{name}.{key}");
-            let transport = match server.transport.as_str() {
+            let named = match (server.transport.as_deref(), server.kind.as_deref()) {
+                (Some(a), Some(b)) if a != b && !(a == "streamableHttp" && b == "http") => {
+                    return Err(invalid(format!(
+                        "`transport` = `{a}` and `type` = `{b}` disagree; keep one of them"
+                    )));
+                }
+                (Some(named), _) | (None, Some(named)) => named.to_owned(),
+                (None, None) if server.command.is_some() => "stdio".to_owned(),
+                (None, None) if server.url.is_some() => "streamableHttp".to_owned(),
+                (None, None) => {
+                    return Err(invalid(
+                        "no `command` (a stdio server) and no `url` (a streamable HTTP server)".into(),
+                    ));
+                }
+            };
+            let transport = match named.as_str() {
                 "stdio" => {
                     if server.url.is_some() || server.headers.is_some() {
                         return Err(invalid(
@@ -261,7 +291,7 @@ impl ToolsConfig {
                         env,
                     }
                 }
-                "streamableHttp" => {
+                "streamableHttp" | "http" | "streamable-http" => {
                     if server.command.is_some() || server.args.is_some() || server.env.is_some() {
                         return Err(invalid(
                             "`command`, `args` and `env` belong to `stdio`, not `streamableHttp`".into(),
@@ -288,7 +318,7 @@ impl ToolsConfig {
                 }
                 other => {
                     return Err(invalid(format!(
-                        "unknown transport `{other}`; use `stdio` or `streamableHttp`"
+                        "unknown transport `{other}`; use `stdio` or `streamableHttp` (`http`)"
                     )));
                 }
             };
@@ -314,6 +344,30 @@ impl ToolsConfig {
             deny: raw.deny,
             mcp_servers: servers,
         })
+    }
+
+    /// Parses a `.mcp.json` as Claude Code reads it (`mcpServers` only, the shapes of
+    /// [`parse`](Self::parse)). Its servers' annotations are never trusted
+    /// (`trust_annotations` is cleared): to trust a server, declare it in `tools.json`,
+    /// which wins a name clash ([`merge`](Self::merge) it below `tools.json`).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse), and [`ToolsConfigError::FilterInMcpJson`].
+    pub fn parse_mcp_json(
+        text: &str,
+        origin: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ToolsConfigError> {
+        let mut config = Self::parse(text, origin, lookup)?;
+        if config.allow.is_some() || config.deny.is_some() {
+            return Err(ToolsConfigError::FilterInMcpJson {
+                origin: origin.to_owned(),
+            });
+        }
+        for server in config.mcp_servers.values_mut() {
+            server.trust_annotations = false;
+        }
+        Ok(config)
     }
 
     /// Parses a caller's own `tools.json` (`<user>/tools.json`, in the caller's layer): only
@@ -539,12 +593,25 @@ pub fn substitute(
                 origin: origin.to_owned(),
                 field: field.to_owned(),
             })?;
-        let variable = &after[..end];
-        let resolved = lookup(variable).ok_or_else(|| ToolsConfigError::MissingVariable {
-            origin: origin.to_owned(),
-            variable: variable.to_owned(),
-            field: field.to_owned(),
-        })?;
+        // `${VAR:-default}` (the shell's and Claude Code's form): the default when unset or empty.
+        let (variable, default) = match after[..end].split_once(":-") {
+            Some((variable, default)) => (variable, Some(default)),
+            None => (&after[..end], None),
+        };
+        let resolved = match (
+            lookup(variable).filter(|value| !value.is_empty() || default.is_none()),
+            default,
+        ) {
+            (Some(value), _) => value,
+            (None, Some(default)) => default.to_owned(),
+            (None, None) => {
+                return Err(ToolsConfigError::MissingVariable {
+                    origin: origin.to_owned(),
+                    variable: variable.to_owned(),
+                    field: field.to_owned(),
+                });
+            }
+        };
         // What a configuration expanded is kept out of every text the process shows.
         harness_core::redact::remember(&resolved);
         out.push_str(&resolved);
@@ -673,6 +740,69 @@ mod tests {
         assert!(err.to_string().contains("unknown field `alow`"), "{err}");
         let err = parse(r#"{"mcpServers": {"a": {"transport": "stdio", "command": "x", "cwd": "/"}}}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `cwd`"), "{err}");
+    }
+
+    #[test]
+    fn pasted_shapes_parse_claude_desktop_code_and_readme() {
+        // Claude Desktop / server README: `command` + `args` + `env`, no transport key.
+        // Claude Code (`claude mcp add`, `.mcp.json`): `"type": "stdio" | "http"`.
+        let config = parse(
+            r#"{"mcpServers": {
+                "desktop": {"command": "npx", "args": ["-y", "@scope/server"], "env": {"K": "${TOKEN}"}},
+                "code_stdio": {"type": "stdio", "command": "uvx", "args": ["srv"]},
+                "code_http": {"type": "http", "url": "https://${HOST:-fallback.test}/mcp",
+                              "headers": {"Authorization": "Bearer ${UNSET_VAR:-anon}"}},
+                "bare_url": {"url": "http://h/mcp"}}}"#,
+        )
+        .unwrap();
+        let stdio = |name: &str| matches!(&config.mcp_servers[name].transport, McpTransport::Stdio { .. });
+        assert!(stdio("desktop") && stdio("code_stdio"));
+        assert_eq!(
+            config.mcp_servers["code_http"].transport,
+            McpTransport::StreamableHttp {
+                url: "https://example.test/mcp".into(),
+                headers: [("Authorization".to_owned(), "Bearer anon".to_owned())].into(),
+            },
+            "a set variable wins over its default, an unset one takes it"
+        );
+        assert!(!stdio("bare_url"));
+        let err = parse(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}"#).unwrap_err();
+        assert!(matches!(err, ToolsConfigError::SseTransport { .. }), "{err}");
+        let err = parse(r#"{"mcpServers": {"a": {"type": "stdio", "transport": "streamableHttp", "command": "x"}}}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("disagree"), "{err}");
+        let err = parse(r#"{"mcpServers": {"a": {"args": []}}}"#).unwrap_err();
+        assert!(err.to_string().contains("no `command`"), "{err}");
+    }
+
+    #[test]
+    fn mcp_json_is_below_tools_json_and_never_trusted() {
+        // The shape of a plugin's `.mcp.json`: `mcpServers` with `type` and `${VAR:-default}`.
+        let project = ToolsConfig::parse_mcp_json(
+            r#"{"mcpServers": {
+                "shared": {"type": "stdio", "command": "from-mcp-json"},
+                "extra": {"command": "npx", "args": ["-y", "srv", "--root", "${ROOT:-.}"], "trust_annotations": true}}}"#,
+            "/ws/.mcp.json",
+            &env,
+        )
+        .unwrap();
+        assert!(
+            !project.mcp_servers["extra"].trust_annotations,
+            "a .mcp.json server is never trusted"
+        );
+        let tools = parse(r#"{"mcpServers": {"shared": {"transport": "stdio", "command": "from-tools-json", "trust_annotations": true}}}"#).unwrap();
+        let merged = project.merge(tools);
+        let McpTransport::Stdio { command, .. } = &merged.mcp_servers["shared"].transport else {
+            panic!("stdio")
+        };
+        assert_eq!(command, "from-tools-json", "tools.json wins a name clash");
+        assert!(merged.mcp_servers["shared"].trust_annotations);
+        let McpTransport::Stdio { args, .. } = &merged.mcp_servers["extra"].transport else {
+            panic!("stdio")
+        };
+        assert_eq!(args.last().map(String::as_str), Some("."));
+        let err = ToolsConfig::parse_mcp_json(r#"{"allow": ["x"]}"#, "/ws/.mcp.json", &env).unwrap_err();
+        assert!(matches!(err, ToolsConfigError::FilterInMcpJson { .. }), "{err}");
     }
 
     #[test]

@@ -25,7 +25,12 @@ pub enum Dialect {
 }
 
 /// Error codes that mean "the prompt does not fit the context window".
-const OVERFLOW_CODES: &[&str] = &["context_length_exceeded", "model_context_window_exceeded"];
+/// (llama.cpp's server puts `exceed_context_size_error` in the error's `type`.)
+const OVERFLOW_CODES: &[&str] = &[
+    "context_length_exceeded",
+    "model_context_window_exceeded",
+    "exceed_context_size_error",
+];
 
 /// Lower-case phrases that mean "the prompt does not fit", with who says them.
 const OVERFLOW_PHRASES: &[(&str, &str)] = &[
@@ -38,6 +43,13 @@ const OVERFLOW_PHRASES: &[(&str, &str)] = &[
     ("reduce the length of the messages", "OpenAI legacy, Groq"),
     ("context length exceeded", "various proxies"),
     ("input is too long", "Bedrock-style proxies"),
+    ("exceeds the available context size", "llama.cpp server"),
+    (
+        "longer than the maximum model length",
+        "vLLM (prompt past max_model_len)",
+    ),
+    ("exceeds the context length", "Ollama"),
+    ("exceeds maximum context length", "Ollama (older wording)"),
 ];
 
 /// The message, code and type a provider put in an error body.
@@ -175,7 +187,7 @@ fn classify_info(dialect: Dialect, status: u16, retry_after: Option<Duration>, i
 }
 
 fn is_overflow(info: &ErrorInfo) -> bool {
-    if OVERFLOW_CODES.contains(&info.code.as_str()) {
+    if OVERFLOW_CODES.contains(&info.code.as_str()) || OVERFLOW_CODES.contains(&info.kind.as_str()) {
         return true;
     }
     let message = info.message.to_lowercase();
@@ -393,6 +405,54 @@ mod tests {
             &[],
             r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages, Please reduce the length of the messages.","type":"BadRequestError","param":null,"code":400}"#,
             "overflow: This model's maximum context length is 4096 tokens. However, you requested 5000 tokens in the messages, Please reduce the length of the messages.",
+        );
+    }
+
+    #[test]
+    fn llama_cpp_server_context_size() {
+        // llama.cpp's `llama-server` (OpenAI-compatible endpoint), both wordings.
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"error":{"code":400,"message":"request (8193 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":8193,"n_ctx":8192}}"#,
+            "overflow: request (8193 tokens) exceeds the available context size (8192 tokens), try increasing it",
+        );
+        check(
+            Dialect::OpenAi,
+            500,
+            &[],
+            r#"{"error":{"code":500,"message":"the request exceeds the available context size, try increasing the context size or enable context shift","type":"server_error"}}"#,
+            "overflow: the request exceeds the available context size, try increasing the context size or enable context shift",
+        );
+    }
+
+    #[test]
+    fn vllm_prompt_longer_than_max_model_len() {
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"object":"error","message":"The decoder prompt (length 9000) is longer than the maximum model length of 8192. Make sure that `max_model_len` is no smaller than the number of text tokens.","type":"BadRequestError","param":null,"code":400}"#,
+            "overflow: The decoder prompt (length 9000) is longer than the maximum model length of 8192. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+        );
+    }
+
+    #[test]
+    fn ollama_input_length() {
+        check(
+            Dialect::OpenAi,
+            400,
+            &[],
+            r#"{"error":{"message":"the input length exceeds the context length","type":"api_error","param":null,"code":null}}"#,
+            "overflow: the input length exceeds the context length",
+        );
+        check(
+            Dialect::OpenAi,
+            500,
+            &[],
+            r#"{"error":"input exceeds maximum context length"}"#,
+            "overflow: input exceeds maximum context length",
         );
     }
 

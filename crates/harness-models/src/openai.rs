@@ -443,19 +443,70 @@ fn placeholder(block: &Block) -> Option<Cow<'_, str>> {
     }
 }
 
+/// An image the wire can carry as a part (a URL or inline data; a path is a placeholder).
+fn image_part(block: &Block) -> Option<Part<'_>> {
+    match block {
+        Block::Image {
+            source: MediaSource::Url { url },
+        } => Some(Part::ImageUrl {
+            image_url: ImageUrl {
+                url: Cow::Borrowed(url),
+            },
+        }),
+        Block::Image {
+            source: MediaSource::Base64 { media_type, data },
+        } => Some(Part::ImageUrl {
+            image_url: ImageUrl {
+                url: Cow::Owned(format!("data:{media_type};base64,{data}")),
+            },
+        }),
+        _ => None,
+    }
+}
+
 fn write_msg<S: SerializeSeq>(seq: &mut S, msg: &Msg, reasoning: bool) -> Result<(), S::Error> {
-    // Tool results first: they must directly follow the assistant message that called.
+    // Tool results first: they must directly follow the assistant message that called. A
+    // tool message carries text only, so a result's images follow all of them as one
+    // user message of image parts, each named in its result's text (never sent as text).
+    let mut images = Vec::new();
     for block in &msg.content {
         if let Block::ToolResult {
             tool_use_id, content, ..
         } = block
         {
+            let mut parts = Vec::with_capacity(content.len());
+            for block in content {
+                match image_part(block) {
+                    Some(part) => {
+                        images.push(part);
+                        parts.push(Cow::Owned(format!(
+                            "[image {}: attached in the user message after the tool results]",
+                            images.len()
+                        )));
+                    }
+                    None => parts.extend(placeholder(block)),
+                }
+            }
             seq.serialize_element(&ToolMessage {
                 role: "tool",
                 tool_call_id: tool_use_id,
-                content: joined(content.iter().filter_map(placeholder)),
+                content: joined(parts.into_iter()),
             })?;
         }
+    }
+    if !images.is_empty() {
+        let count = images.len();
+        let mut parts = Vec::with_capacity(count + 1);
+        parts.push(Part::Text {
+            text: Cow::Owned(format!(
+                "The {count} image(s) the tool results above returned, in order:"
+            )),
+        });
+        parts.extend(images);
+        seq.serialize_element(&TextMessage {
+            role: "user",
+            content: Content::Parts(parts),
+        })?;
     }
     match msg.role {
         Role::Assistant => {
@@ -520,23 +571,7 @@ fn user_content(blocks: &[Block]) -> Option<Content<'_>> {
     }
     let parts = blocks
         .iter()
-        .filter_map(|block| match block {
-            Block::Image {
-                source: MediaSource::Url { url },
-            } => Some(Part::ImageUrl {
-                image_url: ImageUrl {
-                    url: Cow::Borrowed(url),
-                },
-            }),
-            Block::Image {
-                source: MediaSource::Base64 { media_type, data },
-            } => Some(Part::ImageUrl {
-                image_url: ImageUrl {
-                    url: Cow::Owned(format!("data:{media_type};base64,{data}")),
-                },
-            }),
-            other => placeholder(other).map(|text| Part::Text { text }),
-        })
+        .filter_map(|block| image_part(block).or_else(|| placeholder(block).map(|text| Part::Text { text })))
         .collect();
     Some(Content::Parts(parts))
 }

@@ -2,7 +2,7 @@
 
 use crate::capability::{
     Assembly, Capabilities, Capability, CapabilityError, ChildAgent, ChildSpec, Inherited, Layer, Recipe, Registration,
-    Settings, Setup, ToolAllowList,
+    Settings, Setup, ToolAllowList, ToolDenyList,
 };
 use crate::config::HarnessConfig;
 use crate::session::SessionPersistence;
@@ -361,6 +361,7 @@ impl HarnessAgentBuilder {
         };
         let recipe = Recipe::new(build_child);
         let allow = self.settings.remove::<ToolAllowList>();
+        let deny = self.settings.remove::<ToolDenyList>();
         let registrations: Vec<Registration> = crate::builtins::registrations()
             .into_iter()
             .chain(self.registrations.iter().copied())
@@ -403,7 +404,29 @@ impl HarnessAgentBuilder {
         }
         // A child's declared allow-list narrows what it inherited.
         if let Some(ToolAllowList(allow)) = allow {
+            let missing: Vec<&str> = allow
+                .iter()
+                .map(String::as_str)
+                .filter(|name| !tools.iter().any(|tool| tool.spec().name == *name))
+                .collect();
+            if !missing.is_empty() {
+                tracing::warn!(agent = %agent_id, "tools ignored, the agent has none of that name: {}", missing.join(", "));
+            }
             tools.retain(|tool| allow.iter().any(|name| *name == tool.spec().name));
+            if tools.is_empty() {
+                return Err(CapabilityError::new(
+                    "subagents",
+                    format!(
+                        "none of its tools ({}) exists here, so it would have no tools: name tools the parent has, \
+                         or map them with `[subagents] tool_aliases`",
+                        allow.join(", ")
+                    ),
+                )
+                .into());
+            }
+        }
+        if let Some(ToolDenyList(deny)) = deny {
+            tools.retain(|tool| !deny.iter().any(|name| *name == tool.spec().name));
         }
         kernel = kernel.tools(tools);
         if let Some(max) = max_iters {

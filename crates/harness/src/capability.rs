@@ -590,9 +590,14 @@ impl Recipe {
 }
 
 /// A child's allow-list over the tools it inherited: a builder setting the agent applies
-/// after every capability's tools and filters.
+/// after every capability's tools and filters. A name the agent lacks is a warning; a list
+/// that leaves no tool is a build error (a child is never silently toolless).
 #[derive(Debug, Clone)]
 pub struct ToolAllowList(pub Vec<String>);
+
+/// A child's deny-list (a declaration's `disallowedTools`), applied with [`ToolAllowList`].
+#[derive(Debug, Clone)]
+pub struct ToolDenyList(pub Vec<String>);
 
 impl Setup<'_> {
     /// The builder's value of type `T`, taken (each setting has one reader).

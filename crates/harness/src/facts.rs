@@ -18,6 +18,11 @@ pub struct TaskListRequested;
 #[derive(Debug, Clone)]
 pub struct IsolatedParent(pub harness_fs::CallScope);
 
+/// A builder setting of a child whose declaration brings its own persona: the workspace's
+/// AGENTS.md reaches it as its parent's context, never as who it is.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnPersona;
+
 pub use harness_compaction::CompactionHook;
 
 /// Provided by a capability that wants to see what compaction replaces.

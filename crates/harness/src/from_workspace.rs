@@ -8,7 +8,8 @@
 //! [`WorkspaceLoader`] takes the overrides that must be known while resolving (the agent
 //! name, which the filesystem needs; the main model spec; a retry observer).
 //!
-//! The loader also reads `tools.json` at the workspace root (`${VAR}` through the same
+//! The loader also reads `tools.json` at the workspace root, with Claude Code's `.mcp.json`
+//! below it (`${VAR}` through the same
 //! lookup) and the `[skills]` layers, starts the MCP servers and puts the resulting
 //! [`Extensions`] on the builder (the agent's shutdown stops the servers); see
 //! [`WorkspaceLoader::extensions`] to skip that.
@@ -25,7 +26,7 @@ use crate::config::DEFAULT_AGENT_NAME;
 use crate::config::{CONFIG_FILE, ConfigError, HarnessConfig};
 use crate::extensions::{Extensions, ExtensionsConfig};
 use harness_core::ChatModel;
-use harness_mcp::tools_json::{TOOLS_JSON, ToolsConfig};
+use harness_mcp::tools_json::{MCP_JSON, TOOLS_JSON, ToolsConfig};
 use harness_mcp::{HostEnv, INHERITED_VARS};
 use harness_models::{
     FallbackChain, FallbackEntry, FallbackObserver, ModelSpec, RetryObserver, TransportOptions, WithContextWindow,
@@ -339,7 +340,14 @@ impl<'a> WorkspaceLoader<'a> {
             Err(source) => return Err(ConfigError::ToolsJsonRead { path, source }),
         };
         let origin = path.display().to_string();
-        let tools = ToolsConfig::layered(text.as_deref().map(|text| (origin.as_str(), text)), None, self.env)?;
+        let mut tools = ToolsConfig::layered(text.as_deref().map(|text| (origin.as_str(), text)), None, self.env)?;
+        // Claude Code's `.mcp.json` below tools.json (which wins a name clash).
+        let path = self.dir.join(MCP_JSON);
+        match tokio::fs::read_to_string(&path).await {
+            Ok(text) => tools = ToolsConfig::parse_mcp_json(&text, &path.display().to_string(), self.env)?.merge(tools),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(ConfigError::ToolsJsonRead { path, source }),
+        }
         let skills = config.skills.clone().unwrap_or_default().resolve(&self.dir);
         let host = self.host_env.clone().unwrap_or_else(|| {
             let names = INHERITED_VARS.iter().copied().chain(["LC_ALL", "LC_CTYPE"]);

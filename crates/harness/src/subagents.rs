@@ -3,7 +3,7 @@
 //! the parent's next reasoning step).
 //!
 //! - **Settings** (`settings.rs`): `[subagents]` and what the builder adds.
-//! - **Declarations** ([`declaration`], the roster in `roster.rs`): the built-in
+//! - **Declarations** ([`declaration`]: the `harness-agents` crate; the roster in `roster.rs`): the built-in
 //!   `general-purpose` (the parent's model, tools, capabilities and prompt, its memory and
 //!   session tools; shared), workspace files `subagents/<id>.md`, a caller's own
 //!   `<ns>/subagents/<id>.md` (resolved per call, shadowing the shared one), and
@@ -23,7 +23,7 @@
 
 mod budget;
 pub(crate) mod control;
-pub mod declaration;
+pub use harness_agents as declaration;
 mod events;
 mod factory;
 pub(crate) mod limits;
@@ -42,7 +42,10 @@ mod tools;
 use crate::capability::{Assembly, Capability, CapabilityError, Layer, Registration, Setup};
 pub(crate) use crate::facts::IsolatedParent;
 pub use control::{SpawnOutcome, SpawnRequest, TaskEvents};
-pub use declaration::{DeclarationWarning, GENERAL_PURPOSE, SubagentDeclaration, WorkspaceMode, parse_user_spec};
+pub use declaration::{
+    DeclarationWarning, GENERAL_PURPOSE, ParseOptions, SpecOrigin, SubagentDeclaration, WarningKind, WorkspaceMode,
+    parse_user_spec,
+};
 use factory::ChildFactory;
 use harness_core::{Middleware, PromptPart, Tool};
 pub use records::{TaskFile, TaskProgress, TaskRecord, TaskStatus, TaskStore, TaskStoreError};
@@ -50,7 +53,7 @@ use roster::Declarations;
 use runtime::Runtime;
 pub(crate) use settings::parse_spec_from;
 pub(crate) use settings::{ConfigOverride, Declared, ResolverSetting, VariablesSetting};
-pub use settings::{ModelResolver, SpecOrigin, SubagentsConfig, VariableLookup};
+pub use settings::{ModelResolver, SubagentsConfig, VariableLookup};
 pub use spawn_error::SpawnError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -97,7 +100,13 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     if !config.enabled || depth >= config.max_depth {
         return Ok(None);
     }
-    let declarations = Declarations::load(setup.root(), declared.0, &*variables, parent_policy.clone())?;
+    let declarations = Declarations::load(
+        setup.root(),
+        declared.0,
+        &config.parse_options(),
+        &*variables,
+        parent_policy.clone(),
+    )?;
     let factory = ChildFactory {
         model: Arc::clone(setup.model()),
         parent_name: setup.agent_id().to_string(),

@@ -172,6 +172,33 @@ async fn a_hanging_call_times_out_and_the_server_stays_usable() {
 }
 
 #[tokio::test]
+async fn a_call_that_reports_progress_runs_past_its_timeout() {
+    // server-everything's long-running operation reports progress once a second for six
+    // seconds; the server's timeout is two: each notification restarts the timer.
+    let manager = start(
+        &format!(
+            "{{\"mcpServers\": {{{}}}}}",
+            everything_server("e", r#", "timeout_seconds": 2"#)
+        ),
+        RestartPolicy::default(),
+    )
+    .await;
+    let output = call(
+        &manager,
+        "mcp__e__trigger-long-running-operation",
+        json!({"duration": 6, "steps": 6}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        output.text_content().contains("Long running operation completed"),
+        "{}",
+        output.text_content()
+    );
+    manager.shutdown().await;
+}
+
+#[tokio::test]
 async fn shutdown_leaves_no_server_process_behind() {
     let manager = start(
         &format!(

@@ -102,6 +102,57 @@ fn history_maps_to_chat_messages() {
 }
 
 #[test]
+fn tool_result_images_follow_as_one_user_message_of_image_parts() {
+    let assistant = Msg::new(
+        Role::Assistant,
+        vec![
+            Block::ToolUse {
+                id: "c1".into(),
+                name: "mcp__shots__take".into(),
+                input: json!({}),
+            },
+            Block::ToolUse {
+                id: "c2".into(),
+                name: "plain".into(),
+                input: json!({}),
+            },
+        ],
+    );
+    let png = Block::Image {
+        source: MediaSource::Base64 {
+            media_type: "image/png".into(),
+            data: "iVBORw0KGgo=".into(),
+        },
+    };
+    let mut tools = Msg::tool_result("c1", vec![Block::text("a screenshot"), png], false);
+    tools.content.push(Block::ToolResult {
+        tool_use_id: "c2".into(),
+        content: vec![Block::text("ok")],
+        is_error: false,
+    });
+    let got = body(&request(vec![Msg::user("shoot"), assistant, tools]), false);
+    let messages = got["messages"].as_array().unwrap_or_else(|| panic!("{got}"));
+    assert_eq!(
+        messages[2],
+        json!({"role": "tool", "tool_call_id": "c1", "content": "a screenshot\n[image 1: attached in the user message after the tool results]"})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "c2", "content": "ok"})
+    );
+    assert_eq!(
+        messages[4],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "The 1 image(s) the tool results above returned, in order:"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ]})
+    );
+    assert_eq!(messages.len(), 5);
+    let text = got.to_string();
+    assert_eq!(text.matches("iVBORw0KGgo=").count(), 1, "the data is sent once: {text}");
+}
+
+#[test]
 fn reasoning_goes_back_only_when_configured() {
     let msg = Msg::new(
         Role::Assistant,

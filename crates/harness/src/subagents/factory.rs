@@ -5,7 +5,7 @@
 use super::declaration::{SubagentDeclaration, WorkspaceMode};
 use super::settings::ModelResolver;
 use super::spawn_error::SpawnError;
-use crate::capability::{ChildAgent, ChildSpec, Recipe, ToolAllowList};
+use crate::capability::{ChildAgent, ChildSpec, Recipe, ToolAllowList, ToolDenyList};
 use harness_core::ChatModel;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -71,15 +71,22 @@ impl ChildFactory {
             .get()
             .cloned()
             .ok_or("the parent agent is still being built")?;
-        let prompt = if declaration.instructions.is_empty() {
-            inherited.sys_prompt_text()
-        } else {
+        let own_persona = !declaration.instructions.is_empty();
+        let prompt = if own_persona {
             declaration.instructions.clone()
+        } else {
+            inherited.sys_prompt_text()
         };
         let mut spec = ChildSpec::new(inherited, name, model, prompt);
+        if own_persona {
+            spec.settings.insert(crate::facts::OwnPersona);
+        }
         spec.max_iters = declaration.steps;
         if let Some(tools) = &declaration.tools {
             spec.settings.insert(ToolAllowList(tools.clone()));
+        }
+        if !declaration.denied_tools.is_empty() {
+            spec.settings.insert(ToolDenyList(declaration.denied_tools.clone()));
         }
         spec.middleware.push(Arc::new(super::budget::BudgetGuard));
         self.recipe.build_child(spec)

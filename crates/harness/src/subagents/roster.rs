@@ -12,6 +12,8 @@ use std::sync::Arc;
 pub(crate) struct Declarations {
     pub(crate) shared: BTreeMap<String, SubagentDeclaration>,
     pub(crate) warnings: Vec<DeclarationWarning>,
+    /// What a caller's own files are parsed with (`[subagents]`).
+    options: declaration::ParseOptions,
     /// This agent's permission policy: a call of a remote subagent is open-world and is
     /// decided by it as such (it asks under the default permissions).
     pub(crate) policy: Option<Arc<harness_policy::Policy>>,
@@ -36,13 +38,14 @@ impl Declarations {
     pub(crate) fn load(
         root: &std::path::Path,
         declared: Vec<SubagentDeclaration>,
+        options: &declaration::ParseOptions,
         variables: &(dyn Fn(&str) -> Option<String> + Send + Sync),
         policy: Option<Arc<harness_policy::Policy>>,
     ) -> Result<Self, CapabilityError> {
         let mut shared = BTreeMap::new();
         let builtin = SubagentDeclaration::general_purpose();
         shared.insert(builtin.id.clone(), builtin);
-        let (mut files, mut warnings) = declaration::load_dir(&root.join("subagents"), "subagents");
+        let (mut files, mut warnings) = declaration::load_dir(&root.join("subagents"), "subagents", options);
         files.retain(
             |_, declaration| match declaration::substitute_headers(declaration, variables) {
                 Ok(()) => true,
@@ -53,7 +56,7 @@ impl Declarations {
             },
         );
         for warning in &warnings {
-            tracing::warn!(file = %warning.file, key = %warning.key, "subagent spec skipped: {}", warning.message);
+            tracing::warn!(file = %warning.file, key = %warning.key, "subagent file: {warning}");
         }
         shared.extend(files);
         for declaration in declared {
@@ -71,6 +74,7 @@ impl Declarations {
         Ok(Self {
             shared,
             warnings,
+            options: options.clone(),
             policy,
         })
     }
@@ -98,11 +102,14 @@ impl Declarations {
             let text = String::from_utf8_lossy(&bytes);
             // A per-user file may have been written by the model: it runs as a local child
             // on the operator's models, and never carries a URL, a header or a variable.
-            let declaration = declaration::parse_user_spec(id, &file, &text).map_err(|warning| {
-                tracing::warn!(file = %warning.file, key = %warning.key, "subagent spec skipped: {}", warning.message);
+            let parsed = declaration::parse_user_spec(id, &file, &text, &self.options).map_err(|warning| {
+                tracing::warn!(file = %warning.file, key = %warning.key, "subagent file: {warning}");
                 format!("subagent `{id}` was not spawned: {warning}")
             })?;
-            return Ok(declaration);
+            for warning in &parsed.warnings {
+                tracing::warn!(file = %warning.file, key = %warning.key, "subagent file: {warning}");
+            }
+            return Ok(parsed.declaration);
         }
         self.shared.get(id).cloned().ok_or_else(|| {
             SpawnError::Unknown {

@@ -3,10 +3,11 @@
 //! subagents' headers).
 
 use super::MAX_DEPTH_LIMIT;
-use super::declaration::SubagentDeclaration;
+use super::declaration::{ParseOptions, SpecOrigin, SubagentDeclaration};
 use crate::capability::ConfigSection;
 use harness_core::ChatModel;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,26 @@ pub struct SubagentsConfig {
     /// child is stopped at its next step boundary and the task ends `failed` saying so.
     /// A declaration's `max_tokens` applies too (the smaller wins). Default: no budget.
     pub child_token_budget: Option<u64>,
+    /// Tool names of agent files mapped to ours, before the built-in Claude Code table
+    /// (`WebFetch = "mcp__fetch__fetch"`; see `harness_agents::claude::TOOL_TABLE`).
+    pub tool_aliases: BTreeMap<String, String>,
+    /// `model` aliases of agent files: `sonnet = "anthropic:claude-sonnet-4-5"`. A `model`
+    /// that is neither an alias, `inherit` nor a spec uses the parent's model, with a warning.
+    pub model_aliases: BTreeMap<String, String>,
+    /// How long `agent_spawn` / `agent_send` wait for an answer when the model gives no
+    /// `timeout_seconds` (default 30 s, at most 600): a slow local child needs more.
+    #[serde(with = "seconds")]
+    pub default_wait: Duration,
+}
+
+impl SubagentsConfig {
+    /// What the declaration files are parsed with.
+    pub fn parse_options(&self) -> ParseOptions {
+        ParseOptions {
+            tool_aliases: self.tool_aliases.clone(),
+            model_aliases: self.model_aliases.clone(),
+        }
+    }
 }
 
 impl Default for SubagentsConfig {
@@ -43,6 +64,9 @@ impl Default for SubagentsConfig {
             max_spawns_per_call: 16,
             task_timeout: Duration::from_secs(600),
             child_token_budget: None,
+            tool_aliases: BTreeMap::new(),
+            model_aliases: BTreeMap::new(),
+            default_wait: Duration::from_secs(30),
         }
     }
 }
@@ -84,17 +108,6 @@ pub(crate) struct Declared(pub(crate) Vec<SubagentDeclaration>);
 /// The [`SpecOrigin`] says who wrote the spec: a resolver sends a provider key to a base URL
 /// named in the spec only for [`SpecOrigin::Operator`] ([`harness_models::ModelSpec::untrusted`]).
 pub type ModelResolver = Arc<dyn Fn(&str, SpecOrigin) -> Result<Arc<dyn ChatModel>, String> + Send + Sync>;
-
-/// Who wrote a model spec or a subagent declaration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SpecOrigin {
-    /// The operator: harness.toml, `--model`, `HARNESS_MODEL`, a root `subagents/` file, the
-    /// builder.
-    #[default]
-    Operator,
-    /// Anyone else: a per-user `<user>/subagents/` file (which the model may have written).
-    User,
-}
 
 /// The spec as parsed, marked untrusted when the operator did not write it.
 pub(crate) fn parse_spec_from(

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 /// The longest sync wait a model may ask for, in seconds.
 pub(crate) const MAX_TIMEOUT_SECONDS: u64 = 600;
-/// The default sync wait, in seconds.
+/// The default sync wait, in seconds (`[subagents] default_wait` replaces it).
 pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
 /// The tools' own limit: the longest wait plus a margin to answer.
 const TOOL_LIMIT: Duration = Duration::from_secs(MAX_TIMEOUT_SECONDS + 5);
@@ -69,8 +69,8 @@ fn store(ctx: &ToolContext) -> Result<TaskStore, ToolError> {
 }
 
 /// The sync wait the model asked for: `None` = background.
-fn sync_wait(timeout_seconds: Option<u64>) -> Result<Option<Duration>, ToolError> {
-    match timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS) {
+fn sync_wait(timeout_seconds: Option<u64>, default: Duration) -> Result<Option<Duration>, ToolError> {
+    match timeout_seconds.unwrap_or_else(|| default.as_secs().min(MAX_TIMEOUT_SECONDS)) {
         0 => Ok(None),
         seconds if seconds <= MAX_TIMEOUT_SECONDS => Ok(Some(Duration::from_secs(seconds))),
         seconds => Err(ToolError::failed(format!(
@@ -90,12 +90,12 @@ pub struct ForceSync {
 }
 
 impl ForceSync {
-    fn wait(self, requested: Option<u64>) -> Result<Duration, ToolError> {
+    fn wait(self, requested: Option<u64>, configured: Duration) -> Result<Duration, ToolError> {
         let default = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
         Ok(match self.timeout {
             Some(timeout) if timeout.is_zero() => default,
             Some(timeout) => timeout.min(Duration::from_secs(MAX_TIMEOUT_SECONDS)),
-            None => sync_wait(requested)?.unwrap_or(default),
+            None => sync_wait(requested, configured)?.unwrap_or(default),
         })
     }
 }
@@ -117,8 +117,8 @@ impl Shared {
     ) -> Result<ToolOutput, ToolError> {
         let forced = ctx.runtime.get::<ForceSync>().copied();
         let wait = match forced {
-            Some(force) => Some(force.wait(timeout_seconds)?),
-            None => sync_wait(timeout_seconds)?,
+            Some(force) => Some(force.wait(timeout_seconds, self.runtime.config.default_wait)?),
+            None => sync_wait(timeout_seconds, self.runtime.config.default_wait)?,
         };
         let resumed = ctx.runtime.get::<ChildDecision>().cloned();
         let agent_id = resumed

@@ -4,6 +4,7 @@
 
 mod approval;
 mod backends;
+mod bring;
 mod caching;
 mod caller_tools;
 mod capability;

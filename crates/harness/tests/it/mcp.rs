@@ -264,3 +264,154 @@ async fn a_large_mcp_result_goes_through_eviction() {
     );
     manager.shutdown().await;
 }
+
+/// The mockllm binary `scripts/mockllm.sh` builds (HARNESS_TEST_MOCKLLM), with `--script`
+/// rules and `--record`, on a port of its own choosing; killed on drop.
+struct MockLlm {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    base: String,
+}
+
+impl MockLlm {
+    fn start(script: &std::path::Path, record: &std::path::Path) -> Self {
+        use std::io::BufRead as _;
+        let path = std::env::var_os("HARNESS_TEST_MOCKLLM")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::PathBuf::from("/var/tmp/harness-mockllm/mockllm"));
+        assert!(
+            path.exists(),
+            "{} not found: run `bash scripts/mockllm.sh` and export HARNESS_TEST_MOCKLLM",
+            path.display()
+        );
+        let mut child = std::process::Command::new(path)
+            .args(["--port", "0", "--script"])
+            .arg(script)
+            .arg("--record")
+            .arg(record)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let base = loop {
+            let line = lines.next().expect("mockllm exited before listening").unwrap();
+            if let Some(rest) = line.strip_prefix("mockllm listening on ") {
+                break rest.split_whitespace().next().unwrap().to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        Self { child, base }
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// server-everything's `get-tiny-image` through a real agent turn on the OpenAI and the
+/// Anthropic wire (the mock LLM records what it was sent): the image reaches the model as an
+/// image part (after the tool messages on OpenAI, whose tool messages carry text only; inside
+/// the tool result on Anthropic), and its base64 is sent once, never as text.
+#[tokio::test]
+async fn an_mcp_image_reaches_the_model_as_an_image_part_on_both_wires() {
+    let manager = start(
+        &format!("{{\"mcpServers\": {{{}}}}}", everything_server("everything", "")),
+        RestartPolicy::default(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("rules.json");
+    std::fs::write(
+        &script,
+        json!([
+            // On OpenAI the images follow the tool messages as a user message.
+            {"name": "seen after the images", "when": {"last_text_contains": "image(s) the tool results above returned"},
+             "reply": {"text": "I saw the logo"}},
+            {"name": "seen", "when": {"last_role": "tool"}, "reply": {"text": "I saw the logo"}},
+            {"name": "shoot", "when": {"last_role": "user"},
+             "reply": {"tool_calls": [{"name": "mcp__everything__get-tiny-image", "arguments": {}}]}}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    for wire in ["openai", "anthropic"] {
+        let record = dir.path().join(format!("{wire}.jsonl"));
+        let mock = MockLlm::start(&script, &record);
+        let model: std::sync::Arc<dyn harness_core::ChatModel> = if wire == "openai" {
+            std::sync::Arc::new(
+                harness_models::OpenAiClient::new(harness_models::OpenAiConfig::new("m", format!("{}/v1", mock.base)))
+                    .unwrap(),
+            )
+        } else {
+            std::sync::Arc::new(
+                harness_models::AnthropicClient::new(
+                    harness_models::AnthropicConfig::new("m", mock.base.clone())
+                        .api_key(harness_models::Secret::new("test-key")),
+                )
+                .unwrap(),
+            )
+        };
+        let ws = dir.path().join(wire);
+        let mut agent = builder()
+            .workspace(&ws)
+            .shared_model(model)
+            .permissions(crate::support::unattended());
+        for tool in manager.tools() {
+            agent = agent.tool(tool);
+        }
+        let agent = agent.build().unwrap();
+        let reply = agent.call("show me the logo", ctx("u1", "s1")).await.unwrap();
+        assert_eq!(reply.text(), "I saw the logo", "{wire}");
+        let lines = std::fs::read_to_string(&record).unwrap();
+        let bodies: Vec<serde_json::Value> = lines
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["body"].clone())
+            .collect();
+        let second = bodies
+            .iter()
+            .find(|body| body.to_string().contains("image/png"))
+            .unwrap_or_else(|| panic!("{wire}: no request carried the image: {lines}"));
+        let messages = second["messages"].as_array().unwrap();
+        let images: Vec<&serde_json::Value> = match wire {
+            "openai" => messages
+                .iter()
+                .filter(|msg| msg["role"] == "user")
+                .filter_map(|msg| msg["content"].as_array())
+                .flatten()
+                .filter(|part| part["type"] == "image_url")
+                .collect(),
+            _ => messages
+                .iter()
+                .filter_map(|msg| msg["content"].as_array())
+                .flatten()
+                .filter(|block| block["type"] == "tool_result")
+                .filter_map(|block| block["content"].as_array())
+                .flatten()
+                .filter(|part| part["type"] == "image")
+                .collect(),
+        };
+        assert_eq!(images.len(), 1, "{wire}: {second}");
+        let text = second.to_string();
+        let data = match wire {
+            "openai" => images[0]["image_url"]["url"]
+                .as_str()
+                .unwrap()
+                .rsplit(',')
+                .next()
+                .unwrap()
+                .to_owned(),
+            _ => images[0]["source"]["data"].as_str().unwrap().to_owned(),
+        };
+        assert!(data.len() > 100, "{wire}: {data}");
+        assert_eq!(text.matches(&data).count(), 1, "{wire}: the image data is sent once");
+        assert!(
+            !text.contains("[image: inline"),
+            "{wire}: never a text stand-in: {text}"
+        );
+    }
+    manager.shutdown().await;
+}
