@@ -30,6 +30,7 @@ mod error;
 mod feed;
 mod guard;
 mod listen;
+mod metrics;
 mod native;
 mod openai;
 mod owners;
@@ -340,6 +341,7 @@ impl Gateway {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", axum::routing::get(chat_page))
+            .route("/metrics", axum::routing::get(metrics::metrics))
             .merge(openai::routes())
             .merge(native::routes())
             .fallback(unknown_route)

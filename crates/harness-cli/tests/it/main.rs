@@ -10,6 +10,7 @@ mod memory_cli;
 mod memory_screen;
 mod models;
 mod newcomer;
+mod otel;
 mod parity;
 mod readme;
 mod replicas;
