@@ -150,10 +150,11 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         .load()
         .await;
     match loaded {
+        // The loader resolves the model, opens the state store and starts the extensions.
         Err(err) => report.push(Check::fail(
-            "model",
+            "agent",
             harness_core::error_chain(&err),
-            "fix what the message names (a model spec provider:model and its API key variable)",
+            "fix what the message names (the model spec and its API key variable, a service url, tools.json)",
         )),
         Ok(loaded) => {
             match &loaded.model {

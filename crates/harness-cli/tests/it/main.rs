@@ -5,6 +5,7 @@
 mod approval_cli;
 mod cli;
 mod compat;
+mod doctor;
 mod json_events;
 mod memory_cli;
 mod memory_screen;
