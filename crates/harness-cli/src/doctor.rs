@@ -1,7 +1,7 @@
-#![allow(clippy::print_stdout)] // the report is the command's output
 //! `harness doctor`: is this host, its services and this workspace's configuration fit to
 //! run the agent? One line per check (ok / warn / fail, with the fix); the exit status is the
 //! worst line (0 ok, 1 warn, 2 fail). No model call unless `--online`.
+#![allow(clippy::print_stdout)] // the report is the command's output
 
 use crate::WorkspaceArgs;
 use harness::{HarnessConfig, WorkspaceLoader};
