@@ -13,6 +13,10 @@ export HARNESS_TEST_MCP_DIR
 # the repository).
 HARNESS_TEST_PYTHON="$(bash scripts/python-env.sh)"
 export HARNESS_TEST_PYTHON
+# The official `openai` npm SDK and the Vercel AI SDK, the Node clients of the `harness serve`
+# tests (under /var/tmp/harness-node).
+HARNESS_TEST_NODE_DIR="$(bash scripts/node-clients.sh)"
+export HARNESS_TEST_NODE_DIR
 # Debian's bubblewrap and the toolchains of the sandbox's normal-work suite (harness-sandbox tests).
 bash scripts/sandbox-deps.sh
 # mockllm (shared/bench), the scripted provider of the binary's subagent delegation test.

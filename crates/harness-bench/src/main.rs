@@ -466,6 +466,16 @@ fn main() -> anyhow::Result<()> {
     let t_main = Instant::now();
     let t_main_ms = now_ms();
     let args = Args::parse();
+    // The standard OTEL_* variables turn span export on (A/B runs of what telemetry costs);
+    // without them nothing is installed, as in `harness run`.
+    let export = harness_ops::telemetry::resolve(None, &|name| std::env::var(name).ok())?;
+    let telemetry = harness_ops::telemetry::install(
+        tracing_subscriber::EnvFilter::new("off"),
+        harness_ops::LogFormat::Text,
+        std::io::sink,
+        export.as_ref(),
+        false,
+    )?;
     std::fs::create_dir_all(&args.state_dir).with_context(|| format!("creating {}", args.state_dir.display()))?;
     // A small blocking pool: file IO is short, and hundreds of blocking threads (each with
     // its own allocator caches) cost memory and context switches for nothing.
@@ -492,6 +502,10 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown workload {other:?}; use w1, w2, w3, w4 or serve"),
         }
     })?;
+    result.insert("telemetry".into(), json!(telemetry.exporting()));
+    telemetry
+        .shutdown(std::time::Duration::from_secs(5))
+        .map_err(anyhow::Error::msg)?;
     result.insert("peak_rss_kb".into(), json!(peak_rss_kb()));
     result.insert("state_bytes_on_disk".into(), json!(dir_bytes(&args.state_dir)));
     std::fs::write(&args.out, serde_json::to_vec_pretty(&Value::Object(result))?)

@@ -206,6 +206,7 @@ pub(crate) async fn read_pending(args: &AgentArgs, ctx: &RuntimeContext) -> anyh
     let env = crate::env_lookup;
     let loaded = harness::WorkspaceLoader::new(&workspace.dir, &env)
         .register(harness_serve::SECTION)
+        .register(harness_ops::SECTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .extensions(false)

@@ -270,6 +270,7 @@ async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Opti
     let env = env_lookup;
     let loaded = WorkspaceLoader::new(&workspace.dir, &env)
         .register(harness_serve::SECTION)
+        .register(harness_ops::SECTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(crate::progress::retry_observer()))

@@ -10,11 +10,13 @@
 mod approve;
 mod chat;
 mod demo;
+mod doctor;
 mod input;
 mod inspect;
 mod output;
 mod progress;
 mod serve;
+mod telemetry;
 mod tools_cmd;
 mod workspace;
 
@@ -33,7 +35,7 @@ use std::sync::Arc;
 
 /// Harness: a runtime for long-running LLM agents.
 ///
-/// Commands: init, run, approve, chat, serve, tools, sessions (list, show, search), memory (search, review, extract, consolidate), demo.
+/// Commands: init, run, approve, chat, serve, tools, sessions (list, show, search), memory (search, review, extract, consolidate), doctor, demo.
 /// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error, 3 the turn waits
 /// for a person's approval (`harness approve` continues it).
 #[derive(Parser)]
@@ -115,6 +117,9 @@ enum Command {
         /// The message; `-` (or no message with stdin not a terminal) reads stdin.
         message: Option<String>,
     },
+    /// Check the host, services and this workspace's configuration: one line per check
+    /// (ok / warn / fail with the fix); exit 0 all ok, 1 a warning, 2 a failure.
+    Doctor(doctor::DoctorArgs),
     /// Decide the calls a turn waits for (approve, or --deny) and run the rest of the turn.
     ///
     /// The model is the one the waiting turn used (recorded with it); --model overrides it.
@@ -208,6 +213,7 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
     let env = env_lookup;
     let loaded = WorkspaceLoader::new(&workspace.dir, &env)
         .register(harness_serve::SECTION)
+        .register(harness_ops::SECTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(progress::retry_observer()))
@@ -589,12 +595,14 @@ fn main() -> ExitCode {
     } else {
         "error"
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG").unwrap_or_else(|_| default_log.into()),
-        )
-        .with_writer(|| RedactingStderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG").unwrap_or_else(|_| default_log.into());
+    let telemetry = match telemetry::install(&cli.command, filter, || RedactingStderr) {
+        Ok(guard) => guard,
+        Err(err) => {
+            eprintln!("error: {}", harness_core::redact::redact(&format!("{err:#}")));
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -602,9 +610,20 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let command = match cli.command {
+        Command::Doctor(args) => {
+            let code = runtime.block_on(doctor::doctor(args));
+            telemetry::shutdown(telemetry);
+            return code.unwrap_or_else(|err| {
+                eprintln!("error: {}", harness_core::redact::redact(&format!("{err:#}")));
+                ExitCode::from(2)
+            });
+        }
+        other => other,
+    };
     let result = runtime.block_on(async move {
         let interrupts = Interrupts::install();
-        match cli.command {
+        match command {
             Command::Init { dir, model } => init(dir, model),
             Command::Run {
                 agent,
@@ -646,8 +665,11 @@ fn main() -> ExitCode {
             Command::Sessions { command } => inspect::sessions(command).await,
             Command::Tools(args) => tools_cmd::tools(args).await,
             Command::Demo { workspace } => demo::demo(workspace).await,
+            Command::Doctor(_) => Ok(()),
         }
     });
+    // Buffered spans leave before the process does (a one-shot `run` included).
+    telemetry::shutdown(telemetry);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The pending calls were printed; the status says the turn waits.

@@ -33,6 +33,11 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The `--workspace` flag (or `HARNESS_WORKSPACE`).
+    pub(crate) fn workspace(&self) -> Option<&std::path::Path> {
+        self.workspace.as_deref()
+    }
+
     fn agent_args(&self) -> AgentArgs {
         AgentArgs {
             ws: crate::WorkspaceArgs {

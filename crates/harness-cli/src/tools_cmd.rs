@@ -33,8 +33,8 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
         .workspace
         .clone()
         .unwrap_or_else(|| PathBuf::from(harness::DEFAULT_WORKSPACE));
-    let config =
-        HarnessConfig::load_with(&dir, &harness_serve::sections()).map_err(|err| crate::usage(err.to_string()))?;
+    let config = HarnessConfig::load_with(&dir, &harness_serve::sections().with(harness_ops::SECTION))
+        .map_err(|err| crate::usage(err.to_string()))?;
     let name = args
         .agent
         .clone()
@@ -53,6 +53,7 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
     let env = |key: &str| std::env::var(key).ok();
     let extensions = harness::WorkspaceLoader::new(&dir, &env)
         .register(harness_serve::SECTION)
+        .register(harness_ops::SECTION)
         .host_env(HostEnv::from_vars(std::env::vars()))
         .start_extensions(&config, shell)
         .await

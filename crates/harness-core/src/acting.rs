@@ -75,14 +75,34 @@ impl Kernel {
             let batch = &runnable[start..end];
             let results = futures::future::join_all(batch.iter().map(|&(at, _)| {
                 let call = &calls[at];
-                let span =
-                    tracing::info_span!("execute_tool", gen_ai.tool.name = %call.name, gen_ai.tool.call.id = %call.id);
-                ActingNext {
+                let span = tracing::info_span!(
+                    "execute_tool",
+                    otel.name = %format_args!("execute_tool {}", call.name),
+                    otel.kind = "internal",
+                    gen_ai.operation.name = crate::semconv::OP_EXECUTE_TOOL,
+                    gen_ai.tool.name = %call.name,
+                    gen_ai.tool.call.id = %call.id,
+                    gen_ai.tool.type = "function",
+                    gen_ai.conversation.id = %turn.key.session_id,
+                    gen_ai.tool.call.arguments = tracing::field::Empty,
+                    gen_ai.tool.call.result = tracing::field::Empty,
+                    error.type = tracing::field::Empty,
+                    otel.status_code = tracing::field::Empty,
+                );
+                let observed = span.clone();
+                let run = ActingNext {
                     rest: &self.chain.acting,
                     kernel: self,
                 }
                 .run(call.clone(), &contexts[at])
-                .instrument(span)
+                .instrument(span);
+                async move {
+                    let output = run.await;
+                    if !observed.is_disabled() {
+                        crate::semconv::record_tool(&observed, call, &output);
+                    }
+                    output
+                }
             }))
             .await;
             for (&(at, _), output) in batch.iter().zip(results) {

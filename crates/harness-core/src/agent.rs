@@ -446,13 +446,38 @@ impl ReActAgent {
     /// See [`call`](Self::call).
     pub async fn run(&self, input: AgentInput, ctx: RuntimeContext, events: EventSink) -> Result<Msg, AgentError> {
         let key = self.key_for(&ctx);
+        // OpenTelemetry GenAI agent span (`crate::semconv`): the fields are evaluated only
+        // when a subscriber enables the span.
         let span = tracing::info_span!(
             "invoke_agent",
+            otel.name = %format_args!("invoke_agent {}", key.agent_id),
+            otel.kind = "internal",
+            gen_ai.operation.name = crate::semconv::OP_INVOKE_AGENT,
+            gen_ai.provider.name = %self.kernel.model.provider(),
             gen_ai.agent.name = %key.agent_id,
+            gen_ai.request.model = %self.kernel.model.name(),
+            gen_ai.conversation.id = %key.session_id,
             user_id = %key.user_id,
             session_id = %key.session_id,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.output.messages = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
         );
-        self.run_keyed(input, ctx, events, key).instrument(span).await
+        let result = self.run_keyed(input, ctx, events, key).instrument(span.clone()).await;
+        if !span.is_disabled() {
+            match &result {
+                Ok(msg) => {
+                    if crate::semconv::capture_content() {
+                        span.record("gen_ai.output.messages", crate::semconv::content(&msg.text()).as_str());
+                    }
+                }
+                Err(err) => crate::semconv::record_error(&span, err.kind().as_str()),
+            }
+        }
+        result
     }
 
     async fn run_keyed(
@@ -496,6 +521,11 @@ impl ReActAgent {
         }
         .run(&mut turn)
         .await;
+        // The turn's usage over all its model calls, on the `invoke_agent` span.
+        let span = tracing::Span::current();
+        if !span.is_disabled() {
+            crate::semconv::record_usage(&span, &turn.usage);
+        }
         turn.session.write_into(&mut turn.state.extensions);
         // Save also after a failure: finished steps and the user's message are kept.
         let saved = kernel

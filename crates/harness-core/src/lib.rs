@@ -35,6 +35,7 @@ mod owner;
 mod reasoning;
 pub mod redact;
 pub mod secret;
+pub mod semconv;
 mod session_state;
 mod state;
 mod tokens;

@@ -387,6 +387,12 @@ pub trait ChatModel: Send + Sync + 'static {
     /// The model's name, for tracing and events.
     fn name(&self) -> &str;
 
+    /// The provider, as OpenTelemetry's `gen_ai.provider.name` names it (`openai`,
+    /// `anthropic`, `gcp.gemini`, ...); `unknown` unless the client says.
+    fn provider(&self) -> &str {
+        "unknown"
+    }
+
     /// Starts a streamed response.
     ///
     /// # Errors
@@ -430,6 +436,10 @@ pub trait ChatModel: Send + Sync + 'static {
 impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
     fn name(&self) -> &str {
         (**self).name()
+    }
+
+    fn provider(&self) -> &str {
+        (**self).provider()
     }
 
     fn context_window(&self) -> Option<u64> {

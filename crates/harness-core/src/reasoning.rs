@@ -122,7 +122,24 @@ impl Kernel {
     /// reported usage to the turn.
     async fn model_once(&self, turn: &mut Turn, request: ChatRequest) -> Result<ModelResponse, AgentError> {
         let cancel = turn.ctx.cancellation().clone();
-        let span = tracing::info_span!("chat", gen_ai.request.model = %self.model.name(), step = turn.step);
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {}", self.model.name()),
+            otel.kind = "client",
+            gen_ai.operation.name = crate::semconv::OP_CHAT,
+            gen_ai.provider.name = %self.model.provider(),
+            gen_ai.request.model = %self.model.name(),
+            gen_ai.conversation.id = %turn.key.session_id,
+            step = turn.step,
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let observed = span.clone();
         let response = async {
             let info = ModelCallInfo {
                 turn,
@@ -162,7 +179,22 @@ impl Kernel {
             Ok(acc.finish())
         }
         .instrument(span)
-        .await?;
+        .await;
+        if !observed.is_disabled() {
+            match &response {
+                Ok(response) => {
+                    observed.record("gen_ai.response.model", self.model.name());
+                    if let Some(reason) = &response.finish_reason {
+                        observed.record("gen_ai.response.finish_reasons", tracing::field::debug(reason));
+                    }
+                    if let Some(usage) = &response.usage {
+                        crate::semconv::record_usage(&observed, usage);
+                    }
+                }
+                Err(err) => crate::semconv::record_error(&observed, err.kind().as_str()),
+            }
+        }
+        let response = response?;
         if let Some(usage) = &response.usage {
             turn.usage.add(usage);
         }

@@ -183,6 +183,10 @@ impl ChatModel for AnthropicClient {
         true
     }
 
+    fn provider(&self) -> &str {
+        "anthropic"
+    }
+
     fn context_window(&self) -> Option<u64> {
         self.context_window
             .or_else(|| crate::window::known_context_window(&self.config.model))

@@ -241,6 +241,10 @@ impl ChatModel for FallbackChain {
         self.entries[0].model.name()
     }
 
+    fn provider(&self) -> &str {
+        self.entries[0].model.provider()
+    }
+
     fn context_window(&self) -> Option<u64> {
         self.entries
             .iter()

@@ -268,6 +268,10 @@ impl ChatModel for GeminiClient {
         &self.config.model
     }
 
+    fn provider(&self) -> &str {
+        "gcp.gemini"
+    }
+
     /// `response_format` becomes `generationConfig.responseMimeType` (and
     /// `responseJsonSchema`).
     fn native_response_format(&self) -> bool {

@@ -189,6 +189,18 @@ impl ChatModel for OpenAiClient {
         &self.config.model
     }
 
+    fn provider(&self) -> &str {
+        // OpenAI-compatible servers by their well-known host; any other is `openai`.
+        let url = self.config.base_url.as_str();
+        if url.contains("deepseek.com") {
+            "deepseek"
+        } else if url.contains("dashscope") {
+            "dashscope"
+        } else {
+            "openai"
+        }
+    }
+
     /// `response_format` is sent as OpenAI's `response_format` (a server that refuses it
     /// answers 400, and the caller falls back to a tool call).
     fn native_response_format(&self) -> bool {

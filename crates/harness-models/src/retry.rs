@@ -243,6 +243,10 @@ impl<M: ChatModel> ChatModel for Retrying<M> {
         self.inner.name()
     }
 
+    fn provider(&self) -> &str {
+        self.inner.provider()
+    }
+
     fn context_window(&self) -> Option<u64> {
         self.inner.context_window()
     }

@@ -464,6 +464,10 @@ impl ChatModel for ScriptedModel {
         &self.inner.name
     }
 
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+
     fn context_window(&self) -> Option<u64> {
         match self.inner.context_window.load(std::sync::atomic::Ordering::Relaxed) {
             0 => None,

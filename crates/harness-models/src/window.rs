@@ -115,6 +115,10 @@ impl<M: ChatModel> ChatModel for WithContextWindow<M> {
         self.inner.name()
     }
 
+    fn provider(&self) -> &str {
+        self.inner.provider()
+    }
+
     fn context_window(&self) -> Option<u64> {
         Some(self.tokens)
     }

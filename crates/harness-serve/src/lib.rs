@@ -31,6 +31,7 @@ mod error;
 mod feed;
 mod guard;
 mod listen;
+mod metrics;
 mod native;
 mod openai;
 mod owners;
@@ -347,6 +348,7 @@ impl Gateway {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", axum::routing::get(chat_page))
+            .route("/metrics", axum::routing::get(metrics::metrics))
             .merge(openai::routes())
             .merge(responses::routes())
             .merge(native::routes())

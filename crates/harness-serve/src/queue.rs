@@ -298,6 +298,13 @@ impl Queues {
         self.tracker.wait().await;
     }
 
+    /// (turns running, messages waiting behind them) now.
+    pub(crate) fn depth(&self) -> (usize, usize) {
+        let table = self.table();
+        let running = table.slots.values().filter(|slot| slot.running.is_some()).count();
+        (running, table.slots.values().map(|slot| slot.waiting.len()).sum())
+    }
+
     /// Turns running or waiting now.
     pub(crate) fn busy(&self) -> usize {
         self.table()

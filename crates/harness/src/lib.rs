@@ -75,8 +75,8 @@ pub mod user_tools;
 pub mod workspace;
 
 pub use agent::{BuildError, HarnessAgent, HarnessAgentBuilder};
+pub use config::{CONFIG_FILE, DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE};
 pub use config::{ConfigError, HarnessConfig};
-pub use config::{DEFAULT_AGENT_NAME, DEFAULT_WORKSPACE};
 pub use from_workspace::{LoadedWorkspace, ModelSource, WorkspaceLoader};
 pub use history::{HistoryError, SessionHit, SessionListing, SessionReader};
 pub use model_config::ModelSection;

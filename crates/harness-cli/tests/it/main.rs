@@ -5,11 +5,13 @@
 mod approval_cli;
 mod cli;
 mod compat;
+mod doctor;
 mod json_events;
 mod memory_cli;
 mod memory_screen;
 mod models;
 mod newcomer;
+mod otel;
 mod parity;
 mod readme;
 mod replicas;

@@ -528,4 +528,107 @@ fn a_cancel_and_an_interrupt_posted_to_replica_b_reach_the_turn_on_replica_a() {
     let last = seen.last().unwrap().to_string();
     assert!(last.contains("PS: metric units"), "{last}");
     drop(replicas);
+/// `/metrics` after real turns, parsed by the official `prometheus_client` text parser: the
+/// turn, model-call, token and tool series, under the API's keys, with no user or session
+/// label anywhere.
+#[test]
+fn metrics_after_real_turns_parse_with_prometheus_client_and_carry_no_user_or_session() {
+    let (base, _seen, _model) = server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let hash = hex::encode(sha2::Sha256::digest(b"sk-alice"));
+    let ws = workspace(
+        dir.path(),
+        &format!("[serve]\n[[serve.keys]]\nuser = \"alice\"\nsha256 = \"{hash}\"\n"),
+    );
+    let serve = Serve::start(&ws, &base);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let url = serve.url.clone();
+    let body = runtime.block_on(async {
+        for (session, message) in [("sess-one", "hello"), ("sess-one", "again"), ("sess-two", "hi")] {
+            let response = client
+                .post(format!("{url}/api/agents/harness/sessions/{session}/messages"))
+                .bearer_auth("sk-alice")
+                .json(&json!({"message": message}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+        }
+        let refused = client.get(format!("{url}/metrics")).send().await.unwrap();
+        assert_eq!(refused.status(), 401, "the API's keys guard /metrics");
+        let response = client
+            .get(format!("{url}/metrics"))
+            .bearer_auth("sk-alice")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4")
+        );
+        response.text().await.unwrap()
+    });
+    let parse = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for sample in family.samples:
+        out.append({"family": family.name, "type": family.type, "name": sample.name,
+                    "labels": sample.labels, "value": sample.value})
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new(python())
+        .args(["-c", parse])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) = super::cli::text(&output);
+    assert!(output.status.success(), "{stderr}\n{body}");
+    let samples: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        samples
+            .iter()
+            .find(|s| s["name"] == name && labels.iter().all(|(k, v)| s["labels"][*k] == *v))
+            .and_then(|s| s["value"].as_f64())
+            .unwrap_or_else(|| panic!("{name} {labels:?} in\n{body}"))
+    };
+    assert_eq!(
+        value("harness_turns_total", &[("agent", "harness"), ("outcome", "ok")]),
+        3.0
+    );
+    assert_eq!(
+        value("harness_turn_duration_seconds_count", &[("agent", "harness")]),
+        3.0
+    );
+    assert_eq!(
+        value(
+            "harness_model_call_duration_seconds_count",
+            &[("provider", "openai"), ("model", "fake")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        value("harness_model_calls_total", &[("model", "fake"), ("outcome", "ok")]),
+        3.0
+    );
+    value("harness_tokens_total", &[("model", "fake"), ("kind", "input")]);
+    assert_eq!(value("harness_queue_depth", &[]), 0.0);
+    assert_eq!(value("harness_turns_running", &[]), 0.0);
+    for sample in &samples {
+        let labels = sample["labels"].as_object().unwrap();
+        for (key, label) in labels {
+            assert!(!key.contains("user") && !key.contains("session"), "{sample}");
+            let label = label.as_str().unwrap();
+            assert!(!label.contains("alice") && !label.contains("sess-"), "{sample}");
+        }
+    }
 }

@@ -16,6 +16,7 @@ const LAYERS: &[&str] = &[
     "harness-protocol", // below policy: its `inherit` body field is a policy type
     "harness-sandbox",
     "harness",
+    "harness-ops",
     "harness-serve", // DESIGN.md §2 calls it harness-gateway
     "harness-cli",
     "harness-bench",

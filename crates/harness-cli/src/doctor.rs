@@ -1,0 +1,243 @@
+//! `harness doctor`: is this host, its services and this workspace's configuration fit to
+//! run the agent? One line per check (ok / warn / fail, with the fix); the exit status is the
+//! worst line (0 ok, 1 warn, 2 fail). No model call unless `--online`.
+#![allow(clippy::print_stdout)] // the report is the command's output
+
+use crate::WorkspaceArgs;
+use harness::{HarnessConfig, WorkspaceLoader};
+use harness_ops::doctor::{Check, Report, disk_use, redis_ping, tcp_reachable};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How long a service may take to answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Options of `doctor`.
+#[derive(clap::Args, Clone, Debug)]
+pub(crate) struct DoctorArgs {
+    #[command(flatten)]
+    ws: WorkspaceArgs,
+    /// Model spec to check instead of $HARNESS_MODEL / harness.toml's.
+    #[arg(long)]
+    model: Option<String>,
+    /// Also send the model one short request (costs a call).
+    #[arg(long)]
+    online: bool,
+}
+
+async fn service(report: &mut Report, name: &str, url: Option<&str>, redis: bool) {
+    let Some(url) = url else {
+        report.push(Check::fail(
+            name,
+            "no url",
+            format!("set the url of [{name}] in harness.toml"),
+        ));
+        return;
+    };
+    let probe = if redis {
+        redis_ping(url, PROBE_TIMEOUT).await
+    } else {
+        tcp_reachable(url, PROBE_TIMEOUT).await
+    };
+    match probe {
+        Ok(detail) => report.push(Check::ok(name, detail)),
+        Err(detail) => report.push(Check::fail(
+            name,
+            detail,
+            format!("start the service, or correct [{name}] url in harness.toml"),
+        )),
+    }
+}
+
+pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let mut report = Report::default();
+    let dir = match crate::workspace::resolve(args.ws.workspace.clone()) {
+        Ok(ws) if ws.exists => ws.dir,
+        Ok(ws) => {
+            report.push(Check::fail(
+                "workspace",
+                format!("{} does not exist", ws.dir.display()),
+                format!("create it with `harness init {}`", ws.dir.display()),
+            ));
+            print!("{}", report.render());
+            return Ok(ExitCode::from(report.exit_code()));
+        }
+        Err(err) => {
+            report.push(Check::fail(
+                "workspace",
+                format!("{err:#}"),
+                "pass an existing --workspace DIR",
+            ));
+            print!("{}", report.render());
+            return Ok(ExitCode::from(report.exit_code()));
+        }
+    };
+    report.push(Check::ok("workspace", dir.display().to_string()));
+    let sections = harness_serve::sections().with(harness_ops::SECTION);
+    let config = match HarnessConfig::load_with(&dir, &sections) {
+        Ok(config) => {
+            let file = dir.join(harness::CONFIG_FILE);
+            report.push(Check::ok(
+                "harness.toml",
+                if file.is_file() {
+                    "parsed"
+                } else {
+                    "none (defaults apply)"
+                },
+            ));
+            config
+        }
+        Err(err) => {
+            report.push(Check::fail(
+                "harness.toml",
+                err.to_string(),
+                "correct the named key (`harness init` on an empty directory writes a commented template)",
+            ));
+            print!("{}", report.render());
+            return Ok(ExitCode::from(report.exit_code()));
+        }
+    };
+    match config.state.as_ref().map(|s| s.kind) {
+        None | Some(harness::state::StateKind::File) => report.push(Check::ok("state", "JSON files in the workspace")),
+        Some(harness::state::StateKind::Redis) => {
+            service(
+                &mut report,
+                "state",
+                config.state.as_ref().and_then(|s| s.url.as_deref()),
+                true,
+            )
+            .await;
+        }
+        Some(harness::state::StateKind::Postgres) => {
+            service(
+                &mut report,
+                "state",
+                config.state.as_ref().and_then(|s| s.url.as_deref()),
+                false,
+            )
+            .await;
+        }
+    }
+    if let Some(fs) = &config.filesystem
+        && matches!(fs.kind, harness::filesystem::FilesystemKind::Composite)
+    {
+        let url = fs.url.clone().unwrap_or_else(|| fs.redis_url.clone());
+        let redis = url.starts_with("redis");
+        service(&mut report, "filesystem", Some(&url), redis).await;
+    }
+    let telemetry_section = config
+        .section::<harness_ops::TelemetrySection>()
+        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    match harness_ops::telemetry::resolve(telemetry_section.as_ref(), &|name| std::env::var(name).ok()) {
+        Ok(None) => report.push(Check::ok(
+            "telemetry",
+            "export off (set OTEL_EXPORTER_OTLP_ENDPOINT to export spans)",
+        )),
+        Ok(Some(settings)) => report.push(Check::ok(
+            "telemetry",
+            format!("exporting to {} as {}", settings.traces_endpoint, settings.service_name),
+        )),
+        Err(err) => report.push(Check::fail("telemetry", err.to_string(), "see the message")),
+    }
+    // The model and the extensions: what the loader resolves and starts.
+    let env = crate::env_lookup;
+    let loaded = WorkspaceLoader::new(&dir, &env)
+        .register(harness_serve::SECTION)
+        .register(harness_ops::SECTION)
+        .model(args.model.clone())
+        .name(args.ws.agent.clone())
+        .host_env(harness_mcp::HostEnv::from_vars(std::env::vars()))
+        .load()
+        .await;
+    match loaded {
+        // The loader resolves the model, opens the state store and starts the extensions.
+        Err(err) => report.push(Check::fail(
+            "agent",
+            harness_core::error_chain(&err),
+            "fix what the message names (the model spec and its API key variable, a service url, tools.json)",
+        )),
+        Ok(loaded) => {
+            match &loaded.model {
+                None => report.push(Check::fail(
+                    "model",
+                    "no model configured",
+                    "pass --model provider:model, set HARNESS_MODEL, or set [agent] model in harness.toml",
+                )),
+                Some((spec, source)) => report.push(Check::ok("model", format!("{spec} ({source:?}); key resolved"))),
+            }
+            if let Some(extensions) = &loaded.extensions {
+                let servers = extensions.mcp().servers();
+                let broken: Vec<String> = extensions
+                    .failures()
+                    .iter()
+                    .filter(|f| !f.disabled)
+                    .map(|f| format!("{}: {}", f.server, f.reason))
+                    .collect();
+                if broken.is_empty() {
+                    report.push(Check::ok(
+                        "mcp",
+                        if servers.is_empty() {
+                            "no MCP servers configured".to_owned()
+                        } else {
+                            format!("{} started: {}", servers.len(), servers.join(", "))
+                        },
+                    ));
+                } else {
+                    report.push(Check::fail(
+                        "mcp",
+                        broken.join("; "),
+                        "correct the server's command or url in tools.json / .mcp.json, or set \"enabled\": false",
+                    ));
+                }
+                extensions.shutdown().await;
+            }
+            if args.online && loaded.model.is_some() {
+                report.push(online(loaded.builder).await);
+            }
+        }
+    }
+    if config.capability_section("sandbox").is_some() {
+        report.push(Check::warn(
+            "sandbox",
+            "[sandbox] is configured but this build has no sandbox check",
+            "run the sandbox's own check when it lands",
+        ));
+    } else {
+        report.push(Check::ok("sandbox", "no sandbox configured"));
+    }
+    let (bytes, files) = disk_use(&dir);
+    #[allow(clippy::cast_precision_loss)] // a display value
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    let detail = format!("{mib:.1} MiB in {files} files");
+    if config.capability_section("retention").is_none() && bytes > 1024 * 1024 * 1024 {
+        report.push(Check::warn(
+            "disk",
+            format!("{detail}; nothing is ever deleted"),
+            "name what may be deleted in [retention] and run `harness maintenance`",
+        ));
+    } else {
+        report.push(Check::ok("disk", detail));
+    }
+    print!("{}", report.render());
+    Ok(ExitCode::from(report.exit_code()))
+}
+
+/// One short model call.
+async fn online(builder: harness::HarnessAgentBuilder) -> Check {
+    let agent = match builder.build() {
+        Ok(agent) => agent,
+        Err(err) => return Check::fail("model call", harness_core::error_chain(&err), "see the message"),
+    };
+    let mut ctx = harness_core::RuntimeContext::default();
+    ctx.session_id = harness_core::SessionId::parse("doctor").ok();
+    let reply = agent.call("Reply with the single word OK.", ctx).await;
+    agent.shutdown(Duration::from_secs(5)).await;
+    match reply {
+        Ok(msg) => Check::ok("model call", format!("answered ({} chars)", msg.text().len())),
+        Err(err) => Check::fail(
+            "model call",
+            harness_core::error_chain(&err),
+            "check the API key, base URL and model name",
+        ),
+    }
+}

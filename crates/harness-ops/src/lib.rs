@@ -1,0 +1,13 @@
+//! Operating Harness for months: OpenTelemetry GenAI span export over OTLP/HTTP and
+//! structured logs ([`telemetry`], [`json_log`]), Prometheus metrics derived from the spans
+//! ([`metrics`]), and the `harness doctor` report ([`doctor`]).
+//!
+//! The binary installs these (libraries never install subscribers); the kernel's spans and
+//! their attribute names are [`harness_core::semconv`]'s.
+
+pub mod doctor;
+pub mod json_log;
+pub mod metrics;
+pub mod telemetry;
+
+pub use telemetry::{ExportSettings, LogFormat, SECTION, TelemetryError, TelemetryGuard, TelemetrySection};
