@@ -528,6 +528,8 @@ fn a_cancel_and_an_interrupt_posted_to_replica_b_reach_the_turn_on_replica_a() {
     let last = seen.last().unwrap().to_string();
     assert!(last.contains("PS: metric units"), "{last}");
     drop(replicas);
+}
+
 /// `/metrics` after real turns, parsed by the official `prometheus_client` text parser: the
 /// turn, model-call, token and tool series, under the API's keys, with no user or session
 /// label anywhere.
