@@ -99,7 +99,9 @@ impl Kernel {
                 async move {
                     let output = run.await;
                     if !observed.is_disabled() {
-                        crate::semconv::record_tool(&observed, call, &output);
+                        crate::semconv::record_tool(&observed, &call.input, output.is_error, || {
+                            crate::message::join_text(&output.content)
+                        });
                     }
                     output
                 }

@@ -524,7 +524,12 @@ impl ReActAgent {
         // The turn's usage over all its model calls, on the `invoke_agent` span.
         let span = tracing::Span::current();
         if !span.is_disabled() {
-            crate::semconv::record_usage(&span, &turn.usage);
+            crate::semconv::record_usage(
+                &span,
+                turn.usage.input_tokens,
+                turn.usage.output_tokens,
+                turn.usage.cache_read_tokens,
+            );
         }
         turn.session.write_into(&mut turn.state.extensions);
         // Save also after a failure: finished steps and the user's message are kept.

@@ -188,7 +188,12 @@ impl Kernel {
                         observed.record("gen_ai.response.finish_reasons", tracing::field::debug(reason));
                     }
                     if let Some(usage) = &response.usage {
-                        crate::semconv::record_usage(&observed, usage);
+                        crate::semconv::record_usage(
+                            &observed,
+                            usage.input_tokens,
+                            usage.output_tokens,
+                            usage.cache_read_tokens,
+                        );
                     }
                 }
                 Err(err) => crate::semconv::record_error(&observed, err.kind().as_str()),

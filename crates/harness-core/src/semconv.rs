@@ -43,11 +43,12 @@ pub fn content(text: &str) -> String {
 }
 
 /// Records a response's token usage on a `chat` or `invoke_agent` span.
-pub(crate) fn record_usage(span: &tracing::Span, usage: &crate::Usage) {
-    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
-    if usage.cache_read_tokens > 0 {
-        span.record("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens);
+/// Takes the counts, not the `Usage` type, so this module stays a leaf of the crate.
+pub(crate) fn record_usage(span: &tracing::Span, input_tokens: u64, output_tokens: u64, cache_read_tokens: u64) {
+    span.record("gen_ai.usage.input_tokens", input_tokens);
+    span.record("gen_ai.usage.output_tokens", output_tokens);
+    if cache_read_tokens > 0 {
+        span.record("gen_ai.usage.cache_read.input_tokens", cache_read_tokens);
     }
 }
 
@@ -58,16 +59,19 @@ pub(crate) fn record_error(span: &tracing::Span, kind: &str) {
     span.record("otel.status_code", "ERROR");
 }
 
-/// Records a tool call's outcome (and, when content is captured, its arguments and result).
-pub(crate) fn record_tool(span: &tracing::Span, call: &crate::ToolCall, output: &crate::ToolOutput) {
-    if output.is_error {
+/// Records a tool call's outcome (and, when content is captured, its arguments and its
+/// result's text, which `result` produces only then).
+pub(crate) fn record_tool(
+    span: &tracing::Span,
+    arguments: &serde_json::Value,
+    is_error: bool,
+    result: impl FnOnce() -> String,
+) {
+    if is_error {
         record_error(span, "tool_error");
     }
     if capture_content() {
-        span.record("gen_ai.tool.call.arguments", content(&call.input.to_string()).as_str());
-        span.record(
-            "gen_ai.tool.call.result",
-            content(&crate::message::join_text(&output.content)).as_str(),
-        );
+        span.record("gen_ai.tool.call.arguments", content(&arguments.to_string()).as_str());
+        span.record("gen_ai.tool.call.result", content(&result()).as_str());
     }
 }

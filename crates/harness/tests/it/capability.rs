@@ -139,10 +139,12 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
             "session_control",
             "tool_result_eviction",
             "structured_output_calls",
+            "client_tools",
             "subagents",
             "permissions",
             "workspace_context",
-            "structured_output"
+            "structured_output",
+            "client_tools_offer"
         ]
     );
     let capabilities = agent.capabilities();
@@ -165,10 +167,12 @@ fn middleware_order_is_the_layer_not_the_registration_order() {
             "probe",
             "tool_result_eviction",
             "structured_output_calls",
+            "client_tools",
             "subagents",
             "permissions",
             "workspace_context",
-            "structured_output"
+            "structured_output",
+            "client_tools_offer"
         ]
     );
     let agent = builder()
