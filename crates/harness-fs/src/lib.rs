@@ -61,4 +61,4 @@ pub use shell::{
     CallShell, DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig, Shell, ShellError, ShellOutput, ShellRequest,
 };
 pub use text::{TextPage, looks_binary, truncate_chars};
-pub use workspace::CallWorkspace;
+pub use workspace::{CallWorkTree, CallWorkspace};

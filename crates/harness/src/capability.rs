@@ -75,6 +75,8 @@ impl SlotKey {
 pub enum Layer {
     /// Session persistence: crash replay, transcript, session index (outermost built-in).
     Session,
+    /// The sandbox: binds the call's sandbox (its shell and work tree) around the whole call.
+    Sandbox,
     /// Long-term memory (fact extraction after calls).
     Memory,
     /// Context bounds: compaction, or the overflow hint.

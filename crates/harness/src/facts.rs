@@ -29,3 +29,19 @@ impl std::fmt::Debug for BeforeCompaction {
         f.write_str("BeforeCompaction")
     }
 }
+
+/// Provided by the sandbox capability: `execute` is offered, confined, and this is its prompt
+/// part (what is enforced) instead of the host shell's.
+#[derive(Debug, Clone)]
+pub struct SandboxedShell(pub String);
+
+/// On the call context of a sandboxed turn: its sandbox binding (held while the turn, or a
+/// child it started, runs). A child's turn gets a clone, so it shares the parent's sandbox.
+#[derive(Clone)]
+pub struct SandboxedCall(pub Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for SandboxedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SandboxedCall")
+    }
+}

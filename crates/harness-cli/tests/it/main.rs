@@ -13,6 +13,7 @@ mod newcomer;
 mod parity;
 mod readme;
 mod replicas;
+mod sandbox;
 mod scope;
 mod serve;
 mod tidy;
