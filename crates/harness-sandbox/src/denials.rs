@@ -1,5 +1,5 @@
-//! Denials as evidence: [`explaining`] wraps a sandbox's shell so that a command that failed
-//! on the sandbox's policy (a path outside the mount view or the Landlock rules, a host the
+//! Denials as evidence: [`explaining`] wraps a sandbox's shell so that a command whose stderr
+//! shows the sandbox's policy (a path outside the mount view or the Landlock rules, a host the
 //! network policy does not reach, a refused syscall) says so in its result, and
 //! [`prompt_line`] states what is enforced, in one line for the system prompt.
 
@@ -28,7 +28,7 @@ pub fn prompt_line(network: Network, read_only: usize) -> String {
     )
 }
 
-/// `shell` with a note appended to the stderr of a failed command that hit the policy.
+/// `shell` with a note appended to the stderr of a command that hit the policy.
 pub fn explaining(shell: Arc<dyn Shell>, network: Network) -> Arc<dyn Shell> {
     Arc::new(Explaining { inner: shell, network })
 }
@@ -54,7 +54,13 @@ pub(crate) fn denial_note(stderr: &str, network: Network) -> Option<&'static str
             "[sandbox] denied: the sandbox's network is offline (network = \"offline\"); no host is reachable, the host's loopback included. Widening it is the operator's decision ([sandbox] network).",
         );
     }
-    if has(&["Permission denied", "Operation not permitted", "Read-only file system"]) {
+    let hidden = stderr.lines().any(|line| {
+        line.contains("No such file or directory")
+            && ["/root", "/home", "/var/", "/run", "/etc/shadow", "/proc/", "/sys/"]
+                .iter()
+                .any(|dir| line.contains(dir))
+    });
+    if hidden || has(&["Permission denied", "Operation not permitted", "Read-only file system"]) {
         return Some(
             "[sandbox] denied: this command runs in a sandbox; only /workspace and /tmp are writable, and paths outside the sandbox's view (host files, other users' work, the harness's data) are not readable. Work inside /workspace.",
         );
@@ -70,9 +76,7 @@ impl Shell for Explaining {
 
     async fn execute(&self, request: ShellRequest) -> Result<ShellOutput, ShellError> {
         let mut output = self.inner.execute(request).await?;
-        if output.exit_code != Some(0)
-            && let Some(note) = denial_note(&output.stderr, self.network)
-        {
+        if let Some(note) = denial_note(&output.stderr, self.network) {
             if !output.stderr.ends_with('\n') && !output.stderr.is_empty() {
                 output.stderr.push('\n');
             }
@@ -92,6 +96,8 @@ mod tests {
         assert!(denial_note("curl: (7) Couldn't connect: Network is unreachable", Network::Offline).is_some_and(|n| n.contains("offline")));
         assert!(denial_note("Network is unreachable", Network::Full).is_none());
         assert!(denial_note("exit 3", Network::Offline).is_none());
+        assert!(denial_note("cat: /root/x: No such file or directory", Network::Offline).is_some());
+        assert!(denial_note("cat: notes.txt: No such file or directory", Network::Offline).is_none());
         assert!(prompt_line(Network::Offline, 0).len() < 600);
     }
 }

@@ -127,7 +127,7 @@ fn a_sandboxed_execute_does_ordinary_work_and_reaches_nothing_of_the_host() {
         execute(
             "e3",
             &format!(
-                "cat /etc/shadow; cat {}; ls /root /home; cat ../*/bob.txt; find / -name bob.txt -o -name '*.log.jsonl' 2>/dev/null; echo files-done",
+                "cat /etc/shadow; cat {}; ls /root /home; cat ../*/bob.txt; touch /usr/hsw-x; find / -name bob.txt -o -name '*.log.jsonl' 2>/dev/null; echo files-done",
                 canary.0.display()
             ),
         ),
