@@ -56,12 +56,17 @@ pub(crate) async fn sandbox(command: SandboxCommand) -> anyhow::Result<()> {
             let yes = |ok: bool| if ok { "yes" } else { "NO" };
             out.line(&format!("bubblewrap     {}", caps.bwrap_version))?;
             out.line(&format!("per-sandbox uid {}", yes(caps.per_sandbox_uid)))?;
-            out.line(&format!("unprivileged   {} (no capabilities, no_new_privs, not uid 0)", yes(caps.unprivileged)))?;
+            out.line(&format!(
+                "unprivileged   {} (no capabilities, no_new_privs, not uid 0)",
+                yes(caps.unprivileged)
+            ))?;
             out.line(&format!("pid namespace  {}", yes(caps.pid_namespace)))?;
             out.line(&format!("landlock       ABI {}", caps.landlock_abi))?;
             out.line(&format!("seccomp        {}", yes(caps.seccomp)))?;
             out.line("result         ok: the configured tier runs on this host")?;
         }
     }
-    probe.map(drop).map_err(|err| anyhow::anyhow!("the sandbox cannot run on this host: {err}"))
+    probe
+        .map(drop)
+        .map_err(|err| anyhow::anyhow!("the sandbox cannot run on this host: {err}"))
 }

@@ -92,8 +92,14 @@ mod tests {
 
     #[test]
     fn denials_are_named() {
-        assert!(denial_note("cat: /etc/shadow: Permission denied", Network::Offline).is_some_and(|n| n.contains("/workspace")));
-        assert!(denial_note("curl: (7) Couldn't connect: Network is unreachable", Network::Offline).is_some_and(|n| n.contains("offline")));
+        assert!(
+            denial_note("cat: /etc/shadow: Permission denied", Network::Offline)
+                .is_some_and(|n| n.contains("/workspace"))
+        );
+        assert!(
+            denial_note("curl: (7) Couldn't connect: Network is unreachable", Network::Offline)
+                .is_some_and(|n| n.contains("offline"))
+        );
         assert!(denial_note("Network is unreachable", Network::Full).is_none());
         assert!(denial_note("exit 3", Network::Offline).is_none());
         assert!(denial_note("cat: /root/x: No such file or directory", Network::Offline).is_some());

@@ -44,7 +44,7 @@ pub use init::init_main;
 pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 pub use namespace::{DEFAULT_INHERITED_ENV, Limits, NamespaceConfig, NamespaceProvider};
 pub use process::{ProcessExit, ProcessOutput, ProcessStdin, SandboxProcess, SpawnRequest, WORK_TREE_MOUNT};
-pub use section::{DEFAULT_STATE_DIR, LimitsSection, SandboxKind, SandboxSection};
 pub use provider::{
     Capabilities, CreateRequest, Network, ProbeError, Resumed, Sandbox, SandboxError, SandboxProvider, SandboxState,
 };
+pub use section::{DEFAULT_STATE_DIR, LimitsSection, SandboxKind, SandboxSection};

@@ -120,7 +120,10 @@ impl SandboxSection {
         let limits = &self.limits;
         config.limits = Limits {
             max_processes: limits.max_processes.unwrap_or(config.limits.max_processes),
-            max_process_memory: limits.max_process_memory_mb.map(mib).or(config.limits.max_process_memory),
+            max_process_memory: limits
+                .max_process_memory_mb
+                .map(mib)
+                .or(config.limits.max_process_memory),
             max_file_bytes: limits.max_file_mb.map(mib).or(config.limits.max_file_bytes),
             max_open_files: limits.max_open_files.unwrap_or(config.limits.max_open_files),
             tmp_bytes: limits.tmp_mb.map_or(config.limits.tmp_bytes, mib),

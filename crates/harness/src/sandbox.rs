@@ -80,7 +80,9 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
                 .take::<SandboxProviderSetting>()
                 .map_or_else(|| provider(&section), |setting| setting.0);
             let lease = setup.inherited.session_lease.clone().unwrap_or_else(|| {
-                Arc::new(harness_store::FileLease::new(setup.root().join(".harness").join("locks")))
+                Arc::new(harness_store::FileLease::new(
+                    setup.root().join(".harness").join("locks"),
+                ))
             });
             let owner = format!("harness-{}", std::process::id());
             let states = Arc::new(harness_store::InMemoryKv::default());
@@ -109,7 +111,10 @@ impl Capability for Sandboxed {
     }
 
     fn middleware(&self, _: &crate::capability::Assembly) -> Vec<(Layer, Arc<dyn Middleware>)> {
-        vec![(Layer::Sandbox, Arc::new(Bind(Arc::clone(&self.0))) as Arc<dyn Middleware>)]
+        vec![(
+            Layer::Sandbox,
+            Arc::new(Bind(Arc::clone(&self.0))) as Arc<dyn Middleware>,
+        )]
     }
 
     async fn shutdown(&self, _deadline: tokio::time::Instant) {

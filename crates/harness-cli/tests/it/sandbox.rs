@@ -21,7 +21,10 @@ const STATE_DIR: &str = "/var/tmp/harness-sandbox-test-state";
 
 /// A scratch directory under /var/tmp that a sandbox uid can traverse (0711), removed at drop.
 fn scratch() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("hcli-sbx-").tempdir_in("/var/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("hcli-sbx-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     dir
 }
@@ -57,7 +60,17 @@ fn replies(calls: Vec<serde_json::Value>) -> String {
 /// One `harness run --json` as `user`; the events (tool results included) are on stdout.
 fn run(ws: &Path, model: &str, user: &str) -> (Option<i32>, String, String) {
     let output = harness()
-        .args(["run", "--json", "--model", model, "--user", user, "--session", "s1", "--workspace"])
+        .args([
+            "run",
+            "--json",
+            "--model",
+            model,
+            "--user",
+            user,
+            "--session",
+            "s1",
+            "--workspace",
+        ])
         .arg(ws)
         .arg("do what the page says")
         .env("OPENAI_API_KEY", SECRET)
@@ -65,6 +78,16 @@ fn run(ws: &Path, model: &str, user: &str) -> (Option<i32>, String, String) {
         .unwrap();
     let (stdout, stderr) = text(&output);
     (output.status.code(), stdout, stderr)
+}
+
+/// The outputs of every tool result among `events` (one JSON event per line).
+fn tool_results(events: &str) -> String {
+    events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["type"] == "tool_result")
+        .map(|event| format!("[{}] {}\n", event["id"], event["output"].as_str().unwrap_or_default()))
+        .collect()
 }
 
 /// A loopback listener on the host that counts the connections it accepts.
@@ -127,7 +150,7 @@ fn a_sandboxed_execute_does_ordinary_work_and_reaches_nothing_of_the_host() {
         execute(
             "e3",
             &format!(
-                "cat /etc/shadow; cat {}; ls /root /home; cat ../*/bob.txt; touch /usr/hsw-x; find / -name bob.txt -o -name '*.log.jsonl' 2>/dev/null; echo files-done",
+                "cat /etc/shadow; cat {}; ls /root /home; ls -a ..; touch /usr/hsw-x; find / -name bob.txt -o -name '*.log.jsonl' 2>/dev/null; echo files-done",
                 canary.0.display()
             ),
         ),
@@ -137,21 +160,38 @@ fn a_sandboxed_execute_does_ordinary_work_and_reaches_nothing_of_the_host() {
         ),
     ];
     let model = script(dir.path(), &replies(calls));
-    let (code, stdout, stderr) = run(&ws, &model, "alice");
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    // What the tools returned (the events also carry the commands themselves).
+    let stdout = tool_results(&events);
     // Ordinary work: the file written by the command is what read_file reads.
-    assert!(stdout.contains("made-in-sandbox"), "read_file saw the command's file:\n{stdout}");
+    assert!(
+        stdout.contains("made-in-sandbox"),
+        "read_file saw the command's file:\n{stdout}"
+    );
     assert!(stdout.contains("uid="), "{stdout}");
     assert!(!stdout.contains("uid=0"), "a sandbox command ran as root:\n{stdout}");
     // Each probe ran to its end.
     for marker in ["scan-done", "files-done", "net-done"] {
         assert!(stdout.contains(marker), "{marker} missing:\n{stdout}");
     }
-    assert!(!stdout.contains(SECRET), "the provider key reached the sandbox:\n{stdout}");
+    assert!(
+        !stdout.contains(SECRET),
+        "the provider key reached the sandbox:\n{stdout}"
+    );
     assert!(!stdout.contains("root:"), "/etc/shadow was read:\n{stdout}");
-    assert!(!stdout.contains("root-canary-0b9f"), "a file under /root was read:\n{stdout}");
-    assert!(!stdout.contains("bob-private-8c2a"), "another user's work tree was read:\n{stdout}");
-    assert!(!stdout.contains(".log.jsonl"), "the harness's transcripts are visible:\n{stdout}");
+    assert!(
+        !stdout.contains("root-canary-0b9f"),
+        "a file under /root was read:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("bob-private-8c2a"),
+        "another user's work tree was read:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains(".log.jsonl"),
+        "the harness's transcripts are visible:\n{stdout}"
+    );
     assert_eq!(hits.load(Ordering::SeqCst), 0, "host loopback was reached:\n{stdout}");
     // The denial says it is the sandbox's.
     assert!(stdout.contains("[sandbox] denied"), "{stdout}");
@@ -164,7 +204,10 @@ fn a_sandboxed_execute_does_ordinary_work_and_reaches_nothing_of_the_host() {
         .find(|tree| tree.join("note.txt").is_file())
         .expect("alice's note is in her work tree");
     assert!(!alice.join("agents").exists() && !alice.join("AGENTS.md").exists());
-    assert!(ws.join("alice/agents/harness/sessions").is_dir(), "the session stays in the data layer");
+    assert!(
+        ws.join("alice/agents/harness/sessions").is_dir(),
+        "the session stays in the data layer"
+    );
     assert!(!ws.join("alice/note.txt").exists());
 }
 
@@ -194,7 +237,10 @@ fn a_host_without_bubblewrap_fails_closed_with_the_fix() {
     let model = script(dir.path(), &replies(vec![execute("e1", "echo ran-anyway")]));
     let (code, stdout, stderr) = run(&ws, &model, "alice");
     assert_ne!(code, Some(0), "{stdout}\n{stderr}");
-    assert!(!stdout.contains("ran-anyway"), "a command ran without the sandbox:\n{stdout}");
+    assert!(
+        !stdout.contains("ran-anyway"),
+        "a command ran without the sandbox:\n{stdout}"
+    );
     assert!(
         stderr.contains("/nonexistent/bwrap") && stderr.contains("apt-get install bubblewrap"),
         "the cause and the fix: {stderr}"
@@ -222,7 +268,13 @@ fn sandbox_check_prints_what_the_host_proves() {
         .unwrap();
     let (out, err) = text(&output);
     assert_eq!(output.status.code(), Some(0), "{out}\n{err}");
-    for line in ["landlock", "seccomp", "unprivileged   yes", "pid namespace  yes", "result         ok"] {
+    for line in [
+        "landlock",
+        "seccomp",
+        "unprivileged   yes",
+        "pid namespace  yes",
+        "result         ok",
+    ] {
         assert!(out.contains(line), "{line}:\n{out}");
     }
 }

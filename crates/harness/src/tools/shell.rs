@@ -163,7 +163,9 @@ pub fn shell_tool() -> Arc<dyn Tool> {
 /// prompt part replaces the host shell's).
 pub(crate) const REGISTRATION: crate::capability::Registration =
     crate::capability::Registration::new("shell", |setup| {
-        let sandboxed = setup.provided::<crate::facts::SandboxedShell>().map(|shell| shell.0.clone());
+        let sandboxed = setup
+            .provided::<crate::facts::SandboxedShell>()
+            .map(|shell| shell.0.clone());
         let host = setup.workspace().filesystem().shell().is_some();
         Ok((host || sandboxed.is_some()).then(|| {
             Arc::new(HostShell(sandboxed.unwrap_or_else(|| SHELL_PROMPT.to_owned())))
