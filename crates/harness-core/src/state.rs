@@ -140,6 +140,12 @@ pub trait StateStore: Send + Sync + 'static {
     /// # Errors
     /// [`StateError::Backend`].
     async fn delete(&self, key: &StateKey) -> Result<(), StateError>;
+
+    /// Whether the state (and the lease beside it) lives on this host only, like a
+    /// directory of JSON files. Default `false`: a store says so when it knows.
+    fn replica_local(&self) -> bool {
+        false
+    }
 }
 
 /// A [`StateStore`] in process memory. Loses everything at exit; for tests and one-shot runs.

@@ -378,6 +378,10 @@ impl Filesystem for CompositeFs {
         forward!(self, path, read_text(offset, limit))
     }
 
+    fn spans_replicas(&self) -> bool {
+        self.default.spans_replicas() || self.routes.iter().any(|route| route.fs.spans_replicas())
+    }
+
     fn shell(&self) -> Option<Arc<dyn Shell>> {
         self.default.shell()
     }

@@ -252,6 +252,13 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(FsError::Conflict { path: path.clone() })
     }
 
+    /// Whether some of its files live in a store that other hosts share (a KV store, a
+    /// composite's shared prefixes). An agent on such a filesystem needs a shared state
+    /// store too, or its state and session lease stay on one replica's disk.
+    fn spans_replicas(&self) -> bool {
+        false
+    }
+
     /// The shell that runs commands in this filesystem's root, if it has one. Most backends
     /// have none; a local filesystem has one only when built
     /// [`with_shell`](crate::LocalFs::with_shell).

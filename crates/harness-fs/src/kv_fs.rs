@@ -219,6 +219,10 @@ impl Filesystem for KvFs {
         format!("kv:{}/{}", self.store.describe(), self.namespace)
     }
 
+    fn spans_replicas(&self) -> bool {
+        self.store.is_shared()
+    }
+
     async fn read(&self, path: &WsPath) -> Result<Vec<u8>, FsError> {
         Ok(self.read_versioned(path).await?.0)
     }

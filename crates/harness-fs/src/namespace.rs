@@ -223,6 +223,10 @@ impl Filesystem for Namespaced {
             .map_err(|err| self.error(err))
     }
 
+    fn spans_replicas(&self) -> bool {
+        self.inner.spans_replicas()
+    }
+
     fn shell(&self) -> Option<Arc<dyn Shell>> {
         let shell = self.inner.shell()?;
         if self.prefix.is_root() {

@@ -203,6 +203,10 @@ impl Filesystem for OverlayFs {
         upper_then_lower!(self, read_text(path, offset, limit))
     }
 
+    fn spans_replicas(&self) -> bool {
+        self.upper.spans_replicas() || self.lower.spans_replicas()
+    }
+
     fn shell(&self) -> Option<Arc<dyn Shell>> {
         self.upper.shell()
     }

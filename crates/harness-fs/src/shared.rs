@@ -229,6 +229,10 @@ impl Filesystem for SharedLayer {
         }))
     }
 
+    fn spans_replicas(&self) -> bool {
+        self.inner.spans_replicas()
+    }
+
     fn shell(&self) -> Option<Arc<dyn Shell>> {
         // The read-only layer runs nothing; the protected view keeps the caller's shell.
         if self.hide_others { None } else { self.inner.shell() }

@@ -453,6 +453,10 @@ async fn blocking<T: Send + 'static>(
 
 #[async_trait]
 impl StateStore for FileStateStore {
+    fn replica_local(&self) -> bool {
+        true
+    }
+
     async fn load(&self, key: &StateKey) -> Result<Option<(AgentState, Version)>, StateError> {
         let dir = self.dir_of(key)?;
         let cached = self.cache.get(&dir);

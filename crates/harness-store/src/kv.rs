@@ -138,6 +138,12 @@ pub trait KvStore: Send + Sync + 'static {
     /// A short description for logs (e.g. `redis:harness:`); never contains credentials.
     fn describe(&self) -> String;
 
+    /// Whether other hosts can reach the same entries (a Redis or PostgreSQL server), as
+    /// opposed to a store in this process. Default `false`.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
     /// The value and version of `key`, or `None` when absent.
     ///
     /// # Errors

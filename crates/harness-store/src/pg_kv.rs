@@ -265,6 +265,10 @@ impl KvStore for PostgresKv {
         format!("postgres:{}kv:{}", self.backend.prefix, self.namespace)
     }
 
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     async fn get(&self, key: &str) -> Result<Option<KvItem>, StoreError> {
         validate_key(key)?;
         let row: Option<(Vec<u8>, i64, i64)> =

@@ -275,6 +275,10 @@ impl KvStore for RedisKv {
         format!("redis:{}", self.prefix)
     }
 
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     async fn get(&self, key: &str) -> Result<Option<KvItem>, StoreError> {
         validate_key(key)?;
         let mut connection = self.connection.clone();

@@ -9,6 +9,7 @@
 //!   `127.0.0.1:0` itself, recording every request.
 //! - [`net`]: loopback listeners handed over bound (never a port picked, closed and reused)
 //!   and an address nothing listens on.
+//! - [`tools`]: the real MCP servers `scripts/mcp-servers.sh` installs, and `git`.
 //!
 //! Every name a test leaves in a shared service starts with [`services::REDIS_ROOT`] or
 //! [`services::PG_ROOT`], so `scripts/test.sh` can count what a run left behind.
@@ -21,3 +22,4 @@
 pub mod net;
 pub mod openai;
 pub mod services;
+pub mod tools;

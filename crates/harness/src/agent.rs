@@ -51,6 +51,19 @@ pub enum BuildError {
         #[source]
         source: harness_core::BoxError,
     },
+    /// Two registrations own one `harness.toml` section.
+    #[error(transparent)]
+    SectionClash(#[from] crate::capability::SectionClash),
+    /// The filesystem keeps files other replicas share while the state store keeps the
+    /// state and the session lease on one host.
+    #[error(
+        "the filesystem {filesystem} shares files across replicas but the state store is replica-local: \
+         give the builder a shared state store (.state_store(..), [state] kind = \"redis\" or \"postgres\")"
+    )]
+    ReplicaLocalState {
+        /// The filesystem's description.
+        filesystem: String,
+    },
     /// Two capabilities keep their session state under one key.
     #[error("session slot `{slot}` is claimed by both {first} and {second}")]
     SlotClash {
@@ -314,6 +327,11 @@ impl HarnessAgentBuilder {
                 harness_fs::state_layout(),
             ))
         });
+        if workspace.filesystem().spans_replicas() && store.replica_local() {
+            return Err(BuildError::ReplicaLocalState {
+                filesystem: workspace.filesystem().describe(),
+            });
+        }
 
         // What a child inherits: the parent's own tools, middlewares, capabilities and
         // registrations (a permission capability or middleware on the parent applies to its
@@ -347,6 +365,9 @@ impl HarnessAgentBuilder {
             .into_iter()
             .chain(self.registrations.iter().copied())
             .collect();
+        if let Some(clash) = crate::capability::Sections::of(registrations.iter().copied()).clash() {
+            return Err(clash.into());
+        }
         let (capabilities, provided) = assemble_capabilities(
             Setup {
                 config: &self.config,

@@ -289,6 +289,43 @@ impl Sections {
     pub fn keys(&self) -> Vec<&'static str> {
         self.0.iter().filter_map(Registration::section_key).collect()
     }
+
+    /// The first section key claimed twice: by two registrations, or by a registration and
+    /// one of `harness.toml`'s own sections ([`OWN_SECTIONS`]). The later claim would be
+    /// shadowed silently, so building or parsing with it is an error.
+    pub fn clash(&self) -> Option<SectionClash> {
+        self.0.iter().enumerate().find_map(|(at, later)| {
+            let key = later.section_key()?;
+            let first = if OWN_SECTIONS.contains(&key) {
+                "harness.toml itself"
+            } else {
+                self.0[..at]
+                    .iter()
+                    .find(|earlier| earlier.section_key() == Some(key))?
+                    .name
+            };
+            Some(SectionClash {
+                key,
+                first,
+                second: later.name,
+            })
+        })
+    }
+}
+
+/// The sections `HarnessConfig` reads itself; no registration may own one.
+pub const OWN_SECTIONS: [&str; 6] = ["agent", "filesystem", "state", "model", "memory", "skills"];
+
+/// Two owners of one `harness.toml` section ([`Sections::clash`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("section [{key}] is owned by both {first} and {second}; register each section once")]
+pub struct SectionClash {
+    /// The section key.
+    pub key: &'static str,
+    /// Its first owner.
+    pub first: &'static str,
+    /// The registration that claimed it again.
+    pub second: &'static str,
 }
 
 /// Why a capability could not be built.

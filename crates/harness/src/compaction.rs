@@ -34,7 +34,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     let Some(config) = config else {
         return Ok(None);
     };
-    let summary_model = summary_model.unwrap_or_else(|| Arc::clone(setup.model));
+    let summary_model = summary_model.unwrap_or_else(|| Arc::clone(setup.model()));
     setup.inherit(CompactionOverride(config.clone()));
     setup.inherit(SummaryModel(Arc::clone(&summary_model)));
     let mut layer = Compaction::new(config, summary_model)

@@ -195,6 +195,9 @@ impl HarnessConfig {
         };
         let config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().to_owned()))?;
         if let Some(sections) = sections {
+            if let Some(clash) = sections.clash() {
+                return Err(invalid(clash.to_string()));
+            }
             for (key, value) in &config.capabilities {
                 let check = sections.check(key).ok_or_else(|| {
                     invalid(format!(

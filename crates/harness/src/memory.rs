@@ -25,7 +25,7 @@ pub(crate) struct MemoryModel(pub(crate) Arc<dyn ChatModel>);
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let config = match setup.take::<MemoryOverride>() {
         Some(MemoryOverride(config)) => config,
-        None => setup.config.memory.clone().unwrap_or_default(),
+        None => setup.config().memory.clone().unwrap_or_default(),
     };
     let model = setup.take::<MemoryModel>().map(|MemoryModel(model)| model);
     if setup.depth() > 0 {
@@ -45,8 +45,8 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         .index
         .dir
         .clone()
-        .unwrap_or_else(|| setup.root.join(".harness").join("index"));
-    let model = model.unwrap_or_else(|| Arc::clone(setup.model));
+        .unwrap_or_else(|| setup.root().join(".harness").join("index"));
+    let model = model.unwrap_or_else(|| Arc::clone(setup.model()));
     let memory = Memory::new(config, model, index_dir);
     setup.provide(memory.clone());
     setup.provide(BeforeCompaction(Arc::new(MemoryFlush(memory.clone()))));

@@ -96,26 +96,26 @@ pub(crate) struct ContextFiles(pub(crate) Vec<String>);
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     let extra = setup.take::<ContextFiles>().unwrap_or_default();
     setup.inherit(extra.clone());
-    let file = &setup.config.agent;
+    let file_tokens = setup.config().agent.max_context_tokens;
     let mut additional_context_files = Vec::new();
-    for path in file.additional_context_files.iter().chain(&extra.0) {
+    for path in setup.config().agent.additional_context_files.iter().chain(&extra.0) {
         additional_context_files
             .push(WsPath::parse(path).map_err(|err| CapabilityError::new("workspace_context", err))?);
     }
     let max_context_tokens = setup
         .take::<MaxContextTokens>()
         .map(|MaxContextTokens(tokens)| tokens)
-        .or(file.max_context_tokens)
+        .or(file_tokens)
         .unwrap_or(DEFAULT_MAX_CONTEXT_TOKENS);
     setup.inherit(MaxContextTokens(max_context_tokens));
     let config = WorkspaceContextConfig {
         max_context_tokens,
         additional_context_files,
         memory_tools: setup.provided::<harness_memory::Memory>().is_some(),
-        isolation: setup.isolation,
+        isolation: setup.isolation(),
     };
     Ok(Some(Arc::new(ContextCapability {
-        workspace: Arc::clone(setup.workspace),
+        workspace: Arc::clone(setup.workspace()),
         config,
     })))
 }

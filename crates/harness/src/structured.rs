@@ -370,7 +370,7 @@ pub(crate) const REGISTRATION: Registration = Registration::new("structured_outp
 
 fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError> {
     Ok(Some(Arc::new(StructuredOutput {
-        native: setup.model.native_response_format(),
+        native: setup.model().native_response_format(),
     })))
 }
 

@@ -56,15 +56,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 pub use tools::ForceSync;
 
-/// The request header a remote parent sends with a remote child's turn: the child's depth
-/// in the delegation tree (a direct child is 1). A server that honours it
-/// ([`delegated`]) refuses the child's own spawns past its `max_depth`, so a chain of remote
-/// subagents cannot bypass the limit by accident (a caller that omits it is at depth 0: it
-/// is a guard against loops, not an access control).
-pub const DEPTH_HEADER: &str = "X-Harness-Depth";
-
 /// `ctx` for a call that is itself a subagent at `depth` (e.g. a remote child's turn,
-/// [`DEPTH_HEADER`]), served as `agent`: its spawns count from that depth.
+/// [`harness_protocol::header::DEPTH_HEADER`]), served as `agent`: its spawns count from that depth.
 pub fn delegated(mut ctx: harness_core::RuntimeContext, depth: u32, agent: &str) -> harness_core::RuntimeContext {
     ctx.insert(lineage::Lineage {
         depth,
@@ -114,7 +107,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         built: Mutex::new(HashMap::new()),
     };
     let handle = Handle {
-        runtime: Arc::new(Runtime::new(config, depth, setup.agent_id.to_string(), factory)),
+        runtime: Arc::new(Runtime::new(config, depth, setup.agent_id().to_string(), factory)),
         declarations: Arc::new(declarations),
     };
     setup.provide(handle.clone());

@@ -6,47 +6,11 @@ use harness_mcp::tools_json::ToolsConfig;
 use harness_mcp::{HostEnv, McpManager, RestartPolicy, ServerStatus};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Where `scripts/mcp-servers.sh` installed the servers. A missing installation fails the
-/// test: skipping would hide that the MCP client went untested.
-pub fn mcp_dir() -> PathBuf {
-    const HOW: &str = "run `bash scripts/mcp-servers.sh` and export HARNESS_TEST_MCP_DIR=<the directory it prints> \
-                       (scripts/test.sh does both)";
-    let dir =
-        std::env::var("HARNESS_TEST_MCP_DIR").unwrap_or_else(|_| panic!("HARNESS_TEST_MCP_DIR is not set: {HOW}"));
-    let dir = PathBuf::from(dir);
-    assert!(
-        everything_js_in(&dir).is_file(),
-        "server-everything missing under {}: {HOW}",
-        dir.display()
-    );
-    assert!(
-        time_bin_in(&dir).is_file(),
-        "mcp-server-time missing under {}: {HOW}",
-        dir.display()
-    );
-    dir
-}
-
-fn everything_js_in(dir: &std::path::Path) -> PathBuf {
-    dir.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-}
-
-fn time_bin_in(dir: &std::path::Path) -> PathBuf {
-    dir.join("venv/bin/mcp-server-time")
-}
-
-pub fn everything_js() -> String {
-    everything_js_in(&mcp_dir()).display().to_string()
-}
-
-pub fn time_bin() -> String {
-    time_bin_in(&mcp_dir()).display().to_string()
-}
+pub use harness_test_support::tools::{everything_js, time_bin};
 
 /// The test process's environment plus a secret that must never reach a server.
 pub fn host_env() -> HostEnv {

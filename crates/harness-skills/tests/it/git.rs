@@ -19,26 +19,7 @@ fn skill(dir: &Path, name: &str, description: &str) {
     .unwrap();
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use harness_test_support::tools::git;
 
 #[tokio::test]
 async fn a_sync_rewrites_only_changed_files() {

@@ -58,16 +58,39 @@ async fn two_replicas_share_sessions_through_redis() {
         .await
         .expect("Redis must answer at HARNESS_TEST_REDIS_URL (scripts/services.sh starts it)");
     let fs_b = open(&config, dir_b.path(), "harness").await.unwrap();
+    // Without a shared state store the builder refuses: the state and the session lease would
+    // stay on each replica's disk.
+    let refused = builder()
+        .workspace(dir_a.path())
+        .filesystem(fs_a.clone())
+        .model(ScriptedModel::new())
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(refused, harness::BuildError::ReplicaLocalState { .. }),
+        "{refused}"
+    );
+    let state = harness::state::StateConfig {
+        kind: harness::state::StateKind::Redis,
+        url: Some(url.clone()),
+        key_prefix: Some(format!("{key_prefix}state:")),
+        ..harness::state::StateConfig::default()
+    };
+    let state = harness::state::open(&state).await.unwrap().unwrap();
     let model = ScriptedModel::new().reply_text("noted").reply_text("you said hello");
     let replica_a = builder()
         .workspace(dir_a.path())
         .filesystem(fs_a)
+        .state_store(state.store.clone())
+        .session_lease(state.lease.clone())
         .model(model.clone())
         .build()
         .unwrap();
     let replica_b = builder()
         .workspace(dir_b.path())
         .filesystem(fs_b)
+        .state_store(state.store)
+        .session_lease(state.lease)
         .model(model.clone())
         .build()
         .unwrap();

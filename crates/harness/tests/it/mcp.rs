@@ -8,45 +8,9 @@ use harness_mcp::tools_json::ToolsConfig;
 use harness_mcp::{HostEnv, McpManager, RestartPolicy};
 use harness_models::ScriptedModel;
 use serde_json::json;
-use std::path::PathBuf;
 use std::time::Duration;
 
-/// Where `scripts/mcp-servers.sh` installed the servers. A missing installation fails the
-/// test: skipping would hide that the MCP client went untested.
-pub fn mcp_dir() -> PathBuf {
-    const HOW: &str = "run `bash scripts/mcp-servers.sh` and export HARNESS_TEST_MCP_DIR=<the directory it prints> \
-                       (scripts/test.sh does both)";
-    let dir =
-        std::env::var("HARNESS_TEST_MCP_DIR").unwrap_or_else(|_| panic!("HARNESS_TEST_MCP_DIR is not set: {HOW}"));
-    let dir = PathBuf::from(dir);
-    assert!(
-        everything_js_in(&dir).is_file(),
-        "server-everything missing under {}: {HOW}",
-        dir.display()
-    );
-    assert!(
-        time_bin_in(&dir).is_file(),
-        "mcp-server-time missing under {}: {HOW}",
-        dir.display()
-    );
-    dir
-}
-
-fn everything_js_in(dir: &std::path::Path) -> PathBuf {
-    dir.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-}
-
-fn time_bin_in(dir: &std::path::Path) -> PathBuf {
-    dir.join("venv/bin/mcp-server-time")
-}
-
-pub fn everything_js() -> String {
-    everything_js_in(&mcp_dir()).display().to_string()
-}
-
-fn time_bin() -> String {
-    time_bin_in(&mcp_dir()).display().to_string()
-}
+pub use harness_test_support::tools::{everything_js, time_bin};
 
 /// The test process's environment plus a secret that must never reach a server.
 pub fn host_env() -> HostEnv {
@@ -187,14 +151,6 @@ async fn http_server() -> (tokio::process::Child, u16) {
         }
     }
     panic!("server-everything did not start on any of five free ports");
-}
-
-/// Starts server-everything over streamable HTTP on `port` (the port it had before).
-#[allow(dead_code)]
-async fn http_server_on(port: u16) -> tokio::process::Child {
-    try_http_server_on(port)
-        .await
-        .unwrap_or_else(|| panic!("server-everything exited before listening on port {port}"))
 }
 
 /// The server listening on `port`, or `None` when it exited first (the port was taken).

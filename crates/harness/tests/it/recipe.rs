@@ -391,3 +391,41 @@ async fn a_capability_shared_with_children_is_shut_down_once_by_its_owner() {
     // leaves it to its owner.
     assert_eq!(stops.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_section_owned_twice_is_an_error_naming_both_owners() {
+    const SECOND: Registration = Registration::section_only::<GreeterSection>("greeter-again");
+    let path = Path::new("harness.toml");
+    let err = HarnessConfig::parse_with("", path, &sections().with(SECOND))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[greeter]") && err.contains("greeter-again"), "{err}");
+    let err = crate::support::builder()
+        .register(GREETER)
+        .register(SECOND)
+        .model(ScriptedModel::new())
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(&err, harness::BuildError::SectionClash(clash) if clash.first == "greeter" && clash.second == "greeter-again"),
+        "{err}"
+    );
+
+    // One of harness.toml's own sections cannot be taken over either.
+    #[derive(Debug, Deserialize)]
+    struct FakeMemory {}
+    impl ConfigSection for FakeMemory {
+        const KEY: &'static str = "memory";
+    }
+    const MEMORY: Registration = Registration::section_only::<FakeMemory>("my-memory");
+    let clash = Sections::builtin().with(MEMORY).clash().unwrap();
+    assert_eq!(
+        (clash.key, clash.first, clash.second),
+        ("memory", "harness.toml itself", "my-memory")
+    );
+    assert_eq!(
+        Sections::builtin().clash(),
+        None,
+        "the built-in sections are owned once"
+    );
+}

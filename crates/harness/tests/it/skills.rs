@@ -11,8 +11,6 @@ use harness_skills::CATALOGUE_PART;
 use harness_skills::SyncOutcome;
 use serde_json::json;
 use std::path::Path;
-#[cfg(feature = "git")]
-use std::process::Command;
 use std::sync::Arc;
 
 fn skill(dir: &Path, name: &str, description: &str) {
@@ -302,26 +300,7 @@ async fn files_root_is_shown_only_with_a_shell() {
 }
 
 #[cfg(feature = "git")]
-fn git(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use harness_test_support::tools::git;
 
 #[cfg(feature = "git")]
 #[tokio::test]
