@@ -38,8 +38,8 @@ pub(crate) async fn sandbox(command: SandboxCommand) -> anyhow::Result<()> {
         }
     };
     section.validate(&dir).map_err(crate::usage)?;
-    let config = section.namespace_config(&harness::sandbox::default_init());
-    let provider = harness::sandbox::provider(&section);
+    let config = section.namespace_config(&harness_sandbox::default_init());
+    let provider = section.provider();
     let probe = provider.probe().await;
     if json {
         let value = match &probe {

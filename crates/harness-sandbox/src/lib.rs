@@ -27,6 +27,7 @@
 //!
 //! Where to start: [`SandboxProvider`], [`Sandbox`], [`NamespaceProvider`], [`SandboxManager`].
 
+mod binder;
 mod client;
 mod confine;
 mod denials;
@@ -39,6 +40,7 @@ mod provider;
 mod section;
 mod work_fs;
 
+pub use binder::{BindCall, CallBinder, CallSandbox, default_init};
 pub use denials::{explaining, prompt_line};
 pub use init::init_main;
 pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};

@@ -660,6 +660,11 @@ impl Setup<'_> {
         self.root
     }
 
+    /// The agent's session lease, when the builder was given one.
+    pub fn session_lease(&self) -> Option<&Arc<dyn harness_core::SessionLease>> {
+        self.inherited.session_lease.as_ref()
+    }
+
     /// How runtime data is partitioned.
     pub fn isolation(&self) -> harness_fs::IsolationScope {
         self.isolation

@@ -357,9 +357,8 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # url = "redis://127.0.0.1:6379"  # composite's KV store: redis://… or postgres://… (by scheme)
 # table_prefix = "harness_"       # postgres only: the same as [state] key_prefix
 
-# A sandbox for `execute` and the file tools (not with local_shell): an unprivileged uid, bubblewrap,
-# Landlock and seccomp; each scope gets its own work tree under .harness/work/. Fails closed: a host that
-# cannot provide it stops the start (`harness sandbox check` shows what the host proves).
+# A sandbox for `execute` and the file tools (not with local_shell), a work tree per scope under .harness/work/.
+# Fails closed: a host that cannot provide it stops the start (`harness sandbox check` shows what it proves).
 # [sandbox]
 # kind = "namespace"
 # scope = "user"                  # session | user | agent | global (default: the agent's isolation scope)

@@ -35,13 +35,5 @@ impl std::fmt::Debug for BeforeCompaction {
 #[derive(Debug, Clone)]
 pub struct SandboxedShell(pub String);
 
-/// On the call context of a sandboxed turn: its sandbox binding (held while the turn, or a
-/// child it started, runs). A child's turn gets a clone, so it shares the parent's sandbox.
-#[derive(Clone)]
-pub struct SandboxedCall(pub Arc<dyn std::any::Any + Send + Sync>);
-
-impl std::fmt::Debug for SandboxedCall {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SandboxedCall")
-    }
-}
+/// On the call context of a sandboxed turn: its binding; a child's turn gets a clone.
+pub use harness_sandbox::CallSandbox as SandboxedCall;

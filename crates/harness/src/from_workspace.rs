@@ -232,8 +232,18 @@ impl<'a> WorkspaceLoader<'a> {
             shell = fs.shell().is_some();
             builder = builder.filesystem(fs);
         }
+        // Fails closed before anything runs, naming the cause and the fix.
         if let Some(section) = config.section::<harness_sandbox::SandboxSection>()? {
-            builder = builder.setting(probe_sandbox(&section, &config, &file).await?);
+            let refuse = |message: String| ConfigError::Value {
+                path: file.clone(),
+                section: "sandbox",
+                message,
+            };
+            if shell {
+                return Err(refuse(crate::sandbox::LOCAL_SHELL_CONFLICT.to_owned()));
+            }
+            let provider = section.probed_provider(&self.dir).await.map_err(refuse)?;
+            builder = builder.setting(crate::sandbox::SandboxProviderSetting(provider));
         }
         if let Some(state) = &config.state {
             let backend = crate::state::open(state).await.map_err(|source| ConfigError::State {
@@ -565,38 +575,4 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(loaded.extensions.is_some_and(|e| e.skills().is_none()));
     }
-}
-
-/// Fails closed before anything runs: `[sandbox]` with the host shell is a configuration
-/// error naming both, and a host that cannot provide the sandbox fails the start with the
-/// cause and the fix. Returns the probed provider, which the agent then uses.
-async fn probe_sandbox(
-    section: &harness_sandbox::SandboxSection,
-    config: &HarnessConfig,
-    file: &Path,
-) -> Result<crate::sandbox::SandboxProviderSetting, ConfigError> {
-    let refuse = |message: String| ConfigError::Value {
-        path: file.to_owned(),
-        section: "sandbox",
-        message,
-    };
-    if config
-        .filesystem
-        .as_ref()
-        .is_some_and(|fs| fs.kind == crate::filesystem::FilesystemKind::LocalShell)
-    {
-        return Err(refuse(
-            "[filesystem] kind = \"local_shell\" and [sandbox] cannot be used together: local_shell is the unconfined host \
-             shell; remove one of them ([sandbox] confines `execute`)"
-                .to_owned(),
-        ));
-    }
-    let root = file.parent().unwrap_or(Path::new("."));
-    section.validate(root).map_err(refuse)?;
-    let provider = crate::sandbox::provider(section);
-    provider
-        .probe()
-        .await
-        .map_err(|err| refuse(format!("the host cannot provide the sandbox: {err}")))?;
-    Ok(crate::sandbox::SandboxProviderSetting(provider))
 }
