@@ -101,6 +101,12 @@ impl SandboxSection {
     /// The message to show the operator.
     pub async fn probed_provider(&self, workspace: &Path) -> Result<Arc<dyn SandboxProvider>, String> {
         self.validate(workspace)?;
+        if self.network == Network::Proxy {
+            return Err(
+                "[sandbox] network = \"proxy\" is not supported by the namespace sandbox yet: use \"offline\" or \"full\""
+                    .to_owned(),
+            );
+        }
         let provider = self.provider();
         provider
             .probe()

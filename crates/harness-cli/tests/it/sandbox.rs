@@ -281,7 +281,11 @@ fn sandbox_check_prints_what_the_host_proves() {
 
 #[test]
 fn an_unknown_sandbox_kind_or_network_is_named() {
-    for (bad, named) in [("kind = \"docker\"", "docker"), ("network = \"internet\"", "internet")] {
+    for (bad, named) in [
+        ("kind = \"docker\"", "docker"),
+        ("network = \"internet\"", "internet"),
+        ("network = \"proxy\"", "proxy"),
+    ] {
         let dir = scratch();
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
