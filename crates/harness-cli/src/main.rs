@@ -15,6 +15,7 @@ mod input;
 mod inspect;
 mod output;
 mod progress;
+mod sandbox_cmd;
 mod serve;
 mod telemetry;
 mod tools_cmd;
@@ -150,6 +151,11 @@ enum Command {
     Memory {
         #[command(subcommand)]
         command: inspect::MemoryCommand,
+    },
+    /// The sandbox: `check` prints what the host proves for `[sandbox]`.
+    Sandbox {
+        #[command(subcommand)]
+        command: sandbox_cmd::SandboxCommand,
     },
     /// An offline demonstration on the scripted model: persona, two turns, files written.
     Demo {
@@ -574,6 +580,14 @@ impl std::io::Write for RedactingStderr {
 }
 
 fn main() -> ExitCode {
+    // Started by bubblewrap as a sandbox's pid 1 (`/.harness-init`): the binary is its own
+    // sandbox init, so a `harness` install needs no second binary.
+    if std::env::args_os()
+        .next()
+        .is_some_and(|arg0| std::path::Path::new(&arg0).file_name() == Some(std::ffi::OsStr::new(".harness-init")))
+    {
+        return harness_sandbox::init_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -664,6 +678,7 @@ fn main() -> ExitCode {
             Command::Memory { command } => inspect::memory(command).await,
             Command::Sessions { command } => inspect::sessions(command).await,
             Command::Tools(args) => tools_cmd::tools(args).await,
+            Command::Sandbox { command } => sandbox_cmd::sandbox(command).await,
             Command::Demo { workspace } => demo::demo(workspace).await,
             Command::Doctor(_) => Ok(()),
         }

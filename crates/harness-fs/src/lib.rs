@@ -62,4 +62,4 @@ pub use shell::{
     ShellRequest,
 };
 pub use text::{TextPage, looks_binary, truncate_chars};
-pub use workspace::CallWorkspace;
+pub use workspace::{CallWorkTree, CallWorkspace};

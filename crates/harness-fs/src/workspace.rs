@@ -1,5 +1,7 @@
 //! [`CallWorkspace`]: the filesystems of one call, built from the workspace root and the
-//! call's [`CallScope`].
+//! call's [`CallScope`] (the harness's **data**: sessions, memory, task records, persona), and
+//! [`CallWorkTree`]: the **work tree** a sandboxed call's file tools and shell share, which
+//! holds none of that data.
 
 use crate::filesystem::Filesystem;
 use crate::namespace::Namespaced;
@@ -82,6 +84,20 @@ impl CallWorkspace {
             unfenced: plain.user,
             ..Self::new(&fenced_root, scope, template)
         }
+    }
+}
+
+/// The work tree of one call, when it is not the caller's data layer: put into the call's
+/// [`RuntimeContext`](harness_core::RuntimeContext) next to the [`CallWorkspace`] (e.g. by a
+/// sandbox, whose shell sees the same directory). The file tools prefer it to
+/// [`CallWorkspace::layered`]; the harness's own data (sessions, transcripts, task records,
+/// memory, persona, tool configuration) stays in the `CallWorkspace` and is never in it.
+#[derive(Clone)]
+pub struct CallWorkTree(pub Arc<dyn Filesystem>);
+
+impl std::fmt::Debug for CallWorkTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CallWorkTree").field(&self.0.describe()).finish()
     }
 }
 

@@ -27,8 +27,10 @@
 //!
 //! Where to start: [`SandboxProvider`], [`Sandbox`], [`NamespaceProvider`], [`SandboxManager`].
 
+mod binder;
 mod client;
 mod confine;
+mod denials;
 mod init;
 mod manager;
 mod namespace;
@@ -36,8 +38,11 @@ mod process;
 mod protocol;
 mod provider;
 mod proxy;
+mod section;
 mod work_fs;
 
+pub use binder::{BindCall, CallBinder, CallSandbox, default_init};
+pub use denials::{explaining, prompt_line};
 pub use init::init_main;
 pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 pub use namespace::{DEFAULT_INHERITED_ENV, Limits, NamespaceConfig, NamespaceProvider};
@@ -46,3 +51,4 @@ pub use provider::{
     Capabilities, CreateRequest, Network, ProbeError, Resumed, Sandbox, SandboxError, SandboxProvider, SandboxState,
 };
 pub use proxy::{NetworkDenial, PROXY_LISTEN, ProxyPolicy, ProxyPolicyError};
+pub use section::{DEFAULT_STATE_DIR, LimitsSection, SandboxKind, SandboxSection};

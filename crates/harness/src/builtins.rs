@@ -19,8 +19,10 @@ use std::sync::Arc;
 /// [`Layer`](crate::capability::Layer)). A capability may read what an earlier one
 /// [provided](crate::capability::Setup::provide); it shuts down before the ones registered
 /// before it.
-pub(crate) fn registrations() -> [Registration; 12] {
+pub(crate) fn registrations() -> [Registration; 13] {
     [
+        // Before the shell: it provides the confined shell's prompt.
+        crate::sandbox::REGISTRATION,
         crate::tools::files::REGISTRATION,
         crate::tools::shell::REGISTRATION,
         // Before compaction: it provides the flush of what compaction replaces.

@@ -75,6 +75,8 @@ impl SlotKey {
 pub enum Layer {
     /// Session persistence: crash replay, transcript, session index (outermost built-in).
     Session,
+    /// The sandbox: binds the call's sandbox (its shell and work tree) around the whole call.
+    Sandbox,
     /// Long-term memory (fact extraction after calls).
     Memory,
     /// Context bounds: compaction, or the overflow hint.
@@ -661,6 +663,11 @@ impl Setup<'_> {
     /// The workspace directory.
     pub fn root(&self) -> &Path {
         self.root
+    }
+
+    /// The agent's session lease, when the builder was given one.
+    pub fn session_lease(&self) -> Option<&Arc<dyn harness_core::SessionLease>> {
+        self.inherited.session_lease.as_ref()
     }
 
     /// How runtime data is partitioned.

@@ -357,6 +357,15 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # url = "redis://127.0.0.1:6379"  # composite's KV store: redis://… or postgres://… (by scheme)
 # table_prefix = "harness_"       # postgres only: the same as [state] key_prefix
 
+# A sandbox for `execute` and the file tools (not with local_shell), a work tree per scope under .harness/work/.
+# Fails closed: a host that cannot provide it stops the start (`harness sandbox check` shows what it proves).
+# [sandbox]
+# kind = "namespace"
+# scope = "user"                  # session | user | agent | global (default: the agent's isolation scope)
+# network = "offline"             # offline | full (proxy: not yet)
+# uid_range = [200000, 200999]    # required as root: host uids nobody else uses
+# read_only = []                  # host toolchain dirs outside /usr, offered read-only (never /root, /home)
+
 # Where agent state and the session lease live. redis/postgres let several replicas share sessions
 # (required with [filesystem] kind = "composite", on the same server as [filesystem] url, so the
 # lease fences every shared write).

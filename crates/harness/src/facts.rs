@@ -34,3 +34,11 @@ impl std::fmt::Debug for BeforeCompaction {
         f.write_str("BeforeCompaction")
     }
 }
+
+/// Provided by the sandbox capability: `execute` is offered, confined, and this is its prompt
+/// part (what is enforced) instead of the host shell's.
+#[derive(Debug, Clone)]
+pub struct SandboxedShell(pub String);
+
+/// On the call context of a sandboxed turn: its binding; a child's turn gets a clone.
+pub use harness_sandbox::CallSandbox as SandboxedCall;

@@ -233,6 +233,19 @@ impl<'a> WorkspaceLoader<'a> {
             shell = fs.shell().is_some();
             builder = builder.filesystem(fs);
         }
+        // Fails closed before anything runs, naming the cause and the fix.
+        if let Some(section) = config.section::<harness_sandbox::SandboxSection>()? {
+            let refuse = |message: String| ConfigError::Value {
+                path: file.clone(),
+                section: "sandbox",
+                message,
+            };
+            if shell {
+                return Err(refuse(crate::sandbox::LOCAL_SHELL_CONFLICT.to_owned()));
+            }
+            let provider = section.probed_provider(&self.dir).await.map_err(refuse)?;
+            builder = builder.setting(crate::sandbox::SandboxProviderSetting(provider));
+        }
         if let Some(state) = &config.state {
             let backend = crate::state::open(state).await.map_err(|source| ConfigError::State {
                 path: file.clone(),

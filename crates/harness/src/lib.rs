@@ -61,6 +61,7 @@ pub mod model_config;
 pub mod permissions;
 pub mod plan_mode;
 pub mod prompt;
+pub mod sandbox;
 pub mod session;
 pub mod state;
 pub mod structured;

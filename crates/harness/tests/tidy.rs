@@ -20,6 +20,7 @@ const CAPABILITIES: &[&str] = &[
     "permissions",
     "plan_mode",
     "prompt",
+    "sandbox",
     "structured",
     "subagents",
     "task_list",

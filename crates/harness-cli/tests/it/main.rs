@@ -16,6 +16,7 @@ mod parity;
 mod readme;
 mod replicas;
 mod request_budget;
+mod sandbox;
 mod scope;
 mod serve;
 mod terminal;

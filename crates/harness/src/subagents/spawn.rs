@@ -196,6 +196,10 @@ impl Runtime {
             child_ctx.insert(inherited.clone());
         }
         child_ctx.insert(lineage);
+        // A sandboxed parent's children run in its sandbox (the binding is held while they run).
+        if let Some(sandboxed) = ctx.get::<crate::facts::SandboxedCall>() {
+            child_ctx.insert(sandboxed.clone());
+        }
         if declaration.workspace_mode == WorkspaceMode::Isolated {
             child_ctx.insert(super::IsolatedParent(scope.clone()));
         }

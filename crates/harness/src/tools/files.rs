@@ -43,9 +43,13 @@ pub const GREP_MAX_LINE_CHARS: usize = 500;
 /// Most characters of a listing, glob or grep result.
 pub const MAX_RESULT_CHARS: usize = 60_000;
 
-/// The model's view: the caller's layer with the shared files showing through
-/// ([`CallWorkspace::layered`]).
+/// The model's view: the call's work tree when it has one ([`harness_fs::CallWorkTree`], a
+/// sandbox's, the directory `execute` sees), else the caller's layer with the shared files
+/// showing through ([`CallWorkspace::layered`]).
 fn workspace(ctx: &ToolContext) -> Result<&Arc<dyn Filesystem>, ToolError> {
+    if let Some(harness_fs::CallWorkTree(tree)) = ctx.runtime.get::<harness_fs::CallWorkTree>() {
+        return Ok(tree);
+    }
     ctx.runtime
         .get::<CallWorkspace>()
         .map(|workspace| &workspace.layered)

@@ -159,19 +159,22 @@ pub fn shell_tool() -> Arc<dyn Tool> {
 }
 
 /// The shell's entry in the capability registry: on when the workspace filesystem has a
-/// shell.
+/// shell, or a sandbox confines it ([`SandboxedShell`](crate::facts::SandboxedShell), whose
+/// prompt part replaces the host shell's).
 pub(crate) const REGISTRATION: crate::capability::Registration =
     crate::capability::Registration::new("shell", |setup| {
-        Ok(setup
-            .workspace()
-            .filesystem()
-            .shell()
-            .is_some()
-            .then(|| Arc::new(HostShell) as Arc<dyn crate::capability::Capability>))
+        let sandboxed = setup
+            .provided::<crate::facts::SandboxedShell>()
+            .map(|shell| shell.0.clone());
+        let host = setup.workspace().filesystem().shell().is_some();
+        Ok((host || sandboxed.is_some()).then(|| {
+            Arc::new(HostShell(sandboxed.unwrap_or_else(|| SHELL_PROMPT.to_owned())))
+                as Arc<dyn crate::capability::Capability>
+        }))
     });
 
-/// The shell tool as a capability.
-struct HostShell;
+/// The shell tool as a capability, with its prompt part.
+struct HostShell(String);
 
 impl crate::capability::Capability for HostShell {
     fn name(&self) -> &'static str {
@@ -185,7 +188,7 @@ impl crate::capability::Capability for HostShell {
     fn prompt_parts(&self) -> Vec<harness_core::PromptPart> {
         vec![harness_core::PromptPart {
             name: "shell",
-            text: SHELL_PROMPT.to_owned(),
+            text: self.0.clone(),
             stable: true,
         }]
     }

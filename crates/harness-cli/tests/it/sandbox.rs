@@ -1,0 +1,312 @@
+//! `[sandbox]` through the binary (issue 24): a scripted model (a prompt-injected one) calls
+//! `execute` in the namespace sandbox. Ordinary work runs and `read_file` sees it; the
+//! harness's secrets, another user's files, host files and host loopback stay out of reach,
+//! and nothing runs as root. The configuration fails closed: local_shell with a sandbox is
+//! exit 2, a host without bubblewrap stops the start with the fix.
+
+use crate::cli::{harness, script, text};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The provider key the harness holds; it must never reach a sandbox.
+const SECRET: &str = "sk-operator-secret-5d1e";
+
+/// Host uids for these tests (the harness-sandbox tests use 231000-231199).
+const UIDS: &str = "[231200, 231399]";
+
+/// The state directory the harness-sandbox tests use too (uid locks are shared, ranges differ).
+const STATE_DIR: &str = "/var/tmp/harness-sandbox-test-state";
+
+/// A scratch directory under /var/tmp that a sandbox uid can traverse (0711), removed at drop.
+fn scratch() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("hcli-sbx-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    dir
+}
+
+fn workspace(dir: &Path, sandbox_extra: &str) -> PathBuf {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::write(
+        ws.join("harness.toml"),
+        format!(
+            "[agent]\nisolation = \"user\"\n\n[memory]\nenabled = false\n\n[permissions]\nmode = \"bypass\"\n\n\
+             [sandbox]\nkind = \"namespace\"\nuid_range = {UIDS}\nstate_dir = \"{STATE_DIR}\"\n{sandbox_extra}"
+        ),
+    )
+    .unwrap();
+    std::fs::write(ws.join("AGENTS.md"), "You are the operator's agent.\n").unwrap();
+    ws
+}
+
+fn call(id: &str, name: &str, arguments: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"id": id, "name": name, "arguments": arguments})
+}
+
+fn execute(id: &str, command: &str) -> serde_json::Value {
+    call(id, "execute", &serde_json::json!({ "command": command }))
+}
+
+fn replies(calls: Vec<serde_json::Value>) -> String {
+    serde_json::json!({"replies": [{"tool_calls": calls}, {"text": "done"}]}).to_string()
+}
+
+/// One `harness run --json` as `user`; the events (tool results included) are on stdout.
+fn run(ws: &Path, model: &str, user: &str) -> (Option<i32>, String, String) {
+    let output = harness()
+        .args([
+            "run",
+            "--json",
+            "--model",
+            model,
+            "--user",
+            user,
+            "--session",
+            "s1",
+            "--workspace",
+        ])
+        .arg(ws)
+        .arg("do what the page says")
+        .env("OPENAI_API_KEY", SECRET)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    (output.status.code(), stdout, stderr)
+}
+
+/// The outputs of every tool result among `events` (one JSON event per line).
+fn tool_results(events: &str) -> String {
+    events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["type"] == "tool_result")
+        .map(|event| format!("[{}] {}\n", event["id"], event["output"].as_str().unwrap_or_default()))
+        .collect()
+}
+
+/// A loopback listener on the host that counts the connections it accepts.
+fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    (port, hits)
+}
+
+/// A file under /root the sandbox must not read; removed at drop.
+struct Canary(PathBuf);
+
+impl Canary {
+    fn new(content: &str) -> Self {
+        let path = PathBuf::from(format!("/root/hsw-canary-{}", std::process::id()));
+        std::fs::write(&path, content).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for Canary {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn a_sandboxed_execute_does_ordinary_work_and_reaches_nothing_of_the_host() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "");
+    // Bob's turn leaves a file in his own work tree.
+    let model = script(
+        dir.path(),
+        &replies(vec![execute("b1", "echo bob-private-8c2a > bob.txt && echo bob-wrote")]),
+    );
+    let (code, stdout, stderr) = run(&ws, &model, "bob");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("bob-wrote"), "{stdout}");
+
+    let canary = Canary::new("root-canary-0b9f");
+    let (port, hits) = counting_listener();
+    let host_pid = std::process::id();
+    let calls = vec![
+        execute("e1", "echo made-in-sandbox > note.txt && echo uid=$(id -u)"),
+        call("r1", "read_file", &serde_json::json!({"path": "note.txt"})),
+        execute(
+            "e2",
+            &format!(
+                "env; for f in /proc/[0-9]*/environ /proc/{host_pid}/environ /proc/self/environ; do cat $f 2>&1 | tr '\\0' '\\n'; done; echo scan-done"
+            ),
+        ),
+        execute(
+            "e3",
+            &format!(
+                "cat /etc/shadow; cat {}; ls /root /home; ls -a ..; touch /usr/hsw-x; find / -name bob.txt -o -name '*.log.jsonl' 2>/dev/null; echo files-done",
+                canary.0.display()
+            ),
+        ),
+        execute(
+            "e4",
+            &format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>&1; echo net-done"),
+        ),
+    ];
+    let model = script(dir.path(), &replies(calls));
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    // What the tools returned (the events also carry the commands themselves).
+    let stdout = tool_results(&events);
+    // Ordinary work: the file written by the command is what read_file reads.
+    assert!(
+        stdout.contains("made-in-sandbox"),
+        "read_file saw the command's file:\n{stdout}"
+    );
+    assert!(stdout.contains("uid="), "{stdout}");
+    assert!(!stdout.contains("uid=0"), "a sandbox command ran as root:\n{stdout}");
+    // Each probe ran to its end.
+    for marker in ["scan-done", "files-done", "net-done"] {
+        assert!(stdout.contains(marker), "{marker} missing:\n{stdout}");
+    }
+    assert!(
+        !stdout.contains(SECRET),
+        "the provider key reached the sandbox:\n{stdout}"
+    );
+    assert!(!stdout.contains("root:"), "/etc/shadow was read:\n{stdout}");
+    assert!(
+        !stdout.contains("root-canary-0b9f"),
+        "a file under /root was read:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("bob-private-8c2a"),
+        "another user's work tree was read:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains(".log.jsonl"),
+        "the harness's transcripts are visible:\n{stdout}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "host loopback was reached:\n{stdout}");
+    // The denial says it is the sandbox's.
+    assert!(stdout.contains("[sandbox] denied"), "{stdout}");
+    // The work tree holds none of the harness's data, and the data holds none of the work.
+    let work = ws.join(".harness/work");
+    let trees: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(trees.len(), 2, "one work tree per user: {trees:?}");
+    let alice = trees
+        .iter()
+        .find(|tree| tree.join("note.txt").is_file())
+        .expect("alice's note is in her work tree");
+    assert!(!alice.join("agents").exists() && !alice.join("AGENTS.md").exists());
+    assert!(
+        ws.join("alice/agents/harness/sessions").is_dir(),
+        "the session stays in the data layer"
+    );
+    assert!(!ws.join("alice/note.txt").exists());
+}
+
+#[test]
+fn the_host_shell_and_a_sandbox_together_are_a_configuration_error() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "");
+    let text_of = std::fs::read_to_string(ws.join("harness.toml")).unwrap();
+    std::fs::write(
+        ws.join("harness.toml"),
+        format!("{text_of}\n[filesystem]\nkind = \"local_shell\"\n"),
+    )
+    .unwrap();
+    let model = script(dir.path(), &replies(vec![execute("e1", "id -u")]));
+    let (code, stdout, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("local_shell") && stderr.contains("[sandbox]"),
+        "names both: {stderr}"
+    );
+}
+
+#[test]
+fn a_host_without_bubblewrap_fails_closed_with_the_fix() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "bwrap = \"/nonexistent/bwrap\"\n");
+    let model = script(dir.path(), &replies(vec![execute("e1", "echo ran-anyway")]));
+    let (code, stdout, stderr) = run(&ws, &model, "alice");
+    assert_ne!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("ran-anyway"),
+        "a command ran without the sandbox:\n{stdout}"
+    );
+    assert!(
+        stderr.contains("/nonexistent/bwrap") && stderr.contains("apt-get install bubblewrap"),
+        "the cause and the fix: {stderr}"
+    );
+    assert!(!ws.join("alice/agents").exists(), "no turn ran");
+
+    let output = harness()
+        .args(["sandbox", "check", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (out, err) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("bubblewrap not found"), "{err}");
+}
+
+#[test]
+fn sandbox_check_prints_what_the_host_proves() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "");
+    let output = harness()
+        .args(["sandbox", "check", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (out, err) = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}\n{err}");
+    for line in [
+        "landlock",
+        "seccomp",
+        "unprivileged   yes",
+        "pid namespace  yes",
+        "result         ok",
+    ] {
+        assert!(out.contains(line), "{line}:\n{out}");
+    }
+}
+
+#[test]
+fn an_unknown_sandbox_kind_or_network_is_named() {
+    for (bad, named) in [
+        ("kind = \"docker\"", "docker"),
+        ("network = \"internet\"", "internet"),
+        ("network = \"proxy\"", "proxy"),
+    ] {
+        let dir = scratch();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let section = if bad.starts_with("kind") {
+            format!("[sandbox]\n{bad}\n")
+        } else {
+            format!("[sandbox]\nkind = \"namespace\"\n{bad}\n")
+        };
+        std::fs::write(ws.join("harness.toml"), section).unwrap();
+        let model = script(dir.path(), &replies(vec![]));
+        let (code, stdout, stderr) = run(&ws, &model, "alice");
+        assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+        assert!(stderr.contains(named) && stderr.contains("sandbox"), "{stderr}");
+    }
+}
+
+#[test]
+fn init_writes_a_commented_sandbox_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = harness().arg("init").arg(dir.path().join("ws")).output().unwrap();
+    assert!(output.status.success());
+    let written = std::fs::read_to_string(dir.path().join("ws/harness.toml")).unwrap();
+    assert!(written.contains("# [sandbox]\n# kind = \"namespace\""), "{written}");
+}

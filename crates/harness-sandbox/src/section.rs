@@ -1,0 +1,183 @@
+//! [`SandboxSection`]: `[sandbox]` in `harness.toml`, as plain serde data (the harness's
+//! sandbox capability owns the section; this crate says what it means), and the paths it
+//! resolves to: the provider's configuration and each scope key's work tree.
+//!
+//! ```toml
+//! [sandbox]
+//! kind = "namespace"            # the only backend so far ("docker", "remote" later)
+//! scope = "user"                # session | user | agent | global (default: the agent's isolation scope)
+//! network = "offline"           # offline | proxy | full
+//! uid_range = [200000, 200999]  # required when the harness runs as root: unused host uids
+//! read_only = ["/opt/toolchain"] # host directories offered read-only (never /root, /home)
+//! # work_root = "/srv/harness-work"  # default <workspace>/.harness/work
+//! # state_dir = "/var/lib/harness/sandboxes"
+//! # bwrap = "/usr/bin/bwrap"
+//! # allow_unsandboxed = false   # let `execute` ask (through approval) to run one command on the host
+//! [sandbox.limits]
+//! max_processes = 512
+//! ```
+
+use crate::manager::{SandboxScope, ScopeKey};
+use crate::namespace::{Limits, NamespaceConfig};
+use crate::provider::Network;
+use serde::Deserialize;
+use sha2::Digest;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The sandbox backends `kind` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxKind {
+    /// [`NamespaceProvider`](crate::NamespaceProvider): a dedicated uid, bubblewrap, Landlock
+    /// and seccomp.
+    Namespace,
+}
+
+/// `[sandbox.limits]`: each key overrides one of [`Limits`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    /// Processes at once.
+    pub max_processes: Option<u64>,
+    /// Address space per process, in MiB.
+    pub max_process_memory_mb: Option<u64>,
+    /// Largest file a process may write, in MiB.
+    pub max_file_mb: Option<u64>,
+    /// Open descriptors per process.
+    pub max_open_files: Option<u64>,
+    /// Size of the private `/tmp`, in MiB.
+    pub tmp_mb: Option<u64>,
+}
+
+/// `[sandbox]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// The backend (required).
+    pub kind: SandboxKind,
+    /// Which calls share one sandbox; `None`: the agent's isolation scope.
+    #[serde(default)]
+    pub scope: Option<SandboxScope>,
+    /// What the sandbox's network reaches.
+    #[serde(default)]
+    pub network: Network,
+    /// Host directories offered read-only at the same path.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+    /// First and last host uid for sandboxes (required as root).
+    #[serde(default)]
+    pub uid_range: Option<[u32; 2]>,
+    /// The bubblewrap binary (default `/usr/bin/bwrap`).
+    #[serde(default)]
+    pub bwrap: Option<PathBuf>,
+    /// The sandbox init binary (default: the one the embedding program names, e.g. the
+    /// `harness` binary itself).
+    #[serde(default)]
+    pub init: Option<PathBuf>,
+    /// Bookkeeping directory, shared by every sandbox of the host (uid locks).
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// Where the work trees live (default `<workspace>/.harness/work`).
+    #[serde(default)]
+    pub work_root: Option<PathBuf>,
+    /// Whether `execute` may ask, through the approval flow, to run one command unsandboxed.
+    #[serde(default)]
+    pub allow_unsandboxed: bool,
+    /// Limits of every sandbox.
+    #[serde(default)]
+    pub limits: LimitsSection,
+}
+
+/// The default state directory: one per host, so uid locks are seen by every harness.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/harness/sandboxes";
+
+impl SandboxSection {
+    /// The key of the section in `harness.toml`.
+    pub const KEY: &'static str = "sandbox";
+
+    /// The scope, `default` (the agent's isolation scope) when not set.
+    pub fn scope_or(&self, default: SandboxScope) -> SandboxScope {
+        self.scope.unwrap_or(default)
+    }
+
+    /// The provider's configuration; `default_init` is the init binary when `init` is unset.
+    pub fn namespace_config(&self, default_init: &Path) -> NamespaceConfig {
+        let init = self.init.clone().unwrap_or_else(|| default_init.to_owned());
+        let state_dir = self
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        let mut config = NamespaceConfig::new(init, state_dir);
+        if let Some(bwrap) = &self.bwrap {
+            config.bwrap.clone_from(bwrap);
+        }
+        if let Some([first, last]) = self.uid_range {
+            config = config.uid_range(first, last);
+        }
+        config.read_only.clone_from(&self.read_only);
+        let mib = |value: u64| value.saturating_mul(1 << 20);
+        let limits = &self.limits;
+        config.limits = Limits {
+            max_processes: limits.max_processes.unwrap_or(config.limits.max_processes),
+            max_process_memory: limits
+                .max_process_memory_mb
+                .map(mib)
+                .or(config.limits.max_process_memory),
+            max_file_bytes: limits.max_file_mb.map(mib).or(config.limits.max_file_bytes),
+            max_open_files: limits.max_open_files.unwrap_or(config.limits.max_open_files),
+            tmp_bytes: limits.tmp_mb.map_or(config.limits.tmp_bytes, mib),
+            ..config.limits
+        };
+        config
+    }
+
+    /// Where the work trees of `workspace` live.
+    pub fn work_root(&self, workspace: &Path) -> PathBuf {
+        self.work_root
+            .clone()
+            .unwrap_or_else(|| workspace.join(".harness").join("work"))
+    }
+
+    /// Checks what the section asks for before anything runs: `uid_range` ordered, and the
+    /// work root reachable by a sandbox uid (every existing ancestor searchable by others).
+    ///
+    /// # Errors
+    /// A message naming the key and what to do.
+    pub fn validate(&self, workspace: &Path) -> Result<(), String> {
+        if let Some([first, last]) = self.uid_range
+            && (first > last || first == 0)
+        {
+            return Err(format!(
+                "[sandbox] uid_range = [{first}, {last}]: give [first, last] with 0 < first <= last (unused host uids)"
+            ));
+        }
+        if rustix::process::geteuid().is_root() {
+            let root = self.work_root(workspace);
+            for dir in root.ancestors().skip(1) {
+                let Ok(meta) = std::fs::metadata(dir) else { continue };
+                if meta.permissions().mode() & 0o001 == 0 {
+                    return Err(format!(
+                        "[sandbox] the work trees under {} are not reachable by a sandbox uid: {} is mode {:o}; \
+                         make it searchable by others (chmod o+x) or set [sandbox] work_root to a directory outside it",
+                        root.display(),
+                        dir.display(),
+                        meta.permissions().mode() & 0o777
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ScopeKey {
+    /// A directory name for the key's work tree: the scope and a hash of the key (ids never
+    /// become path components).
+    pub fn dir_name(&self) -> String {
+        let key = self.as_str();
+        let kind = key.split(['/', ':']).nth(1).unwrap_or("scope");
+        let digest = sha2::Sha256::digest(key.as_bytes());
+        format!("{kind}-{}", &hex::encode(digest)[..24])
+    }
+}
