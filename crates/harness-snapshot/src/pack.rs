@@ -150,7 +150,7 @@ struct Walker<'a, W: Write> {
     skipped: u64,
 }
 
-fn io(operation: &'static str, path: &str) -> impl FnOnce(std::io::Error) -> SnapshotError + '_ {
+fn io<'a>(operation: &'static str, path: &'a str) -> impl FnOnce(std::io::Error) -> SnapshotError + 'a {
     move |source| SnapshotError::Io {
         operation,
         path: path.to_owned(),
@@ -158,7 +158,7 @@ fn io(operation: &'static str, path: &str) -> impl FnOnce(std::io::Error) -> Sna
     }
 }
 
-fn errno(operation: &'static str, path: &str) -> impl FnOnce(rustix::io::Errno) -> SnapshotError + '_ {
+fn errno<'a>(operation: &'static str, path: &'a str) -> impl FnOnce(rustix::io::Errno) -> SnapshotError + 'a {
     move |err| SnapshotError::Io {
         operation,
         path: path.to_owned(),
@@ -370,8 +370,7 @@ impl<W: Write> Walker<'_, W> {
                         header.set_mode(0o777);
                         header.set_mtime(mtime.max(0) as u64);
                         header.set_size(0);
-                        self.builder
-                            .append_link(&mut header, &path, &target)
+                        append_link(&mut self.builder, &mut header, &path, &target)
                             .map_err(io("write archive", &path))?;
                         self.entries.push(Entry {
                             path: path.clone(),
@@ -433,9 +432,7 @@ impl<W: Write> Walker<'_, W> {
             header.set_mode(mode);
             header.set_mtime(mtime.max(0) as u64);
             header.set_size(0);
-            self.builder
-                .append_link(&mut header, path, &original)
-                .map_err(io("write archive", path))?;
+            append_link(&mut self.builder, &mut header, path, &original).map_err(io("write archive", path))?;
             self.entries.push(Entry {
                 path: path.to_owned(),
                 kind: EntryKind::Hardlink,
@@ -527,6 +524,33 @@ impl<W: Write> Walker<'_, W> {
         });
         Ok(())
     }
+}
+
+/// Appends a link entry whose target is kept byte for byte (the tar crate's own
+/// `append_link` normalises it): a GNU long-link entry first when it is long.
+fn append_link<W: Write>(
+    builder: &mut tar::Builder<W>,
+    header: &mut tar::Header,
+    path: &str,
+    target: &str,
+) -> std::io::Result<()> {
+    let bytes = target.as_bytes();
+    if bytes.len() >= 100 {
+        let mut long = tar::Header::new_gnu();
+        let name = b"././@LongLink";
+        if let Some(gnu) = long.as_gnu_mut() {
+            gnu.name[..name.len()].copy_from_slice(name);
+        }
+        long.set_mode(0o644);
+        long.set_entry_type(tar::EntryType::GNULongLink);
+        long.set_size(bytes.len() as u64 + 1);
+        long.set_cksum();
+        builder.append(&long, bytes.chain(&[0u8][..]))?;
+        header.set_link_name_literal(&bytes[..99])?;
+    } else {
+        header.set_link_name_literal(bytes)?;
+    }
+    builder.append_data(header, path, std::io::empty())
 }
 
 struct HashWrite<'a>(&'a mut Sha256);

@@ -125,7 +125,7 @@ async fn a_stale_fence_cannot_move_the_head_and_its_upload_is_discarded() {
 
 #[tokio::test]
 async fn the_fence_is_checked_by_the_store_when_it_can() {
-    let guard = harness_test_support::RedisPrefix::new("snapshot_fence");
+    let guard = harness_test_support::services::RedisPrefix::new("snapshot_fence");
     let kv = harness_store::RedisKv::connect(&harness_store::RedisKvConfig {
         url: guard.url().to_owned(),
         key_prefix: format!("{}kv:", guard.prefix()),
@@ -238,7 +238,7 @@ async fn kill_child() {
     };
     let (dir, prefix) = spec.split_once('|').unwrap_or_else(|| panic!("spec"));
     let kv = harness_store::RedisKv::connect(&harness_store::RedisKvConfig {
-        url: harness_test_support::redis_url(),
+        url: harness_test_support::services::redis_url(),
         key_prefix: prefix.to_owned(),
         ..harness_store::RedisKvConfig::default()
     })
@@ -266,7 +266,7 @@ fn pseudo_random(seed: u64, len: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn kill_9_mid_persist_leaves_the_last_complete_head() {
-    let guard = harness_test_support::RedisPrefix::new("snapshot_kill");
+    let guard = harness_test_support::services::RedisPrefix::new("snapshot_kill");
     let prefix = format!("{}kv:", guard.prefix());
     let kv = harness_store::RedisKv::connect(&harness_store::RedisKvConfig {
         url: guard.url().to_owned(),
