@@ -69,6 +69,7 @@ pub(crate) fn confinement(read_only: &[PathBuf], rlimits: &Rlimits) -> Confineme
             .iter()
             .map(|path| (*path).to_owned())
             .collect(),
+        exec: vec![INIT_MOUNT.to_owned()],
         rlimits: *rlimits,
     }
 }

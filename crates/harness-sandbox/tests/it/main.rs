@@ -7,4 +7,5 @@ mod escape;
 mod lifecycle;
 mod manager;
 mod normal_work;
+mod snapshot;
 mod support;
