@@ -42,7 +42,7 @@ pub use init::init_main;
 pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 pub use namespace::{DEFAULT_INHERITED_ENV, Limits, NamespaceConfig, NamespaceProvider};
 pub use process::{ProcessExit, ProcessOutput, ProcessStdin, SandboxProcess, SpawnRequest, WORK_TREE_MOUNT};
-pub use snapshot::{Acquired, PersistPolicy, RestoreBranch, SnapshottingManager, restore_in_sandbox};
 pub use provider::{
     Capabilities, CreateRequest, Network, ProbeError, Resumed, Sandbox, SandboxError, SandboxProvider, SandboxState,
 };
+pub use snapshot::{Acquired, PersistPolicy, RestoreBranch, SnapshottingManager, restore_in_sandbox};

@@ -9,7 +9,10 @@ use std::path::Path;
 use std::time::Duration;
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Files of mixed compressibility (source-like text and binary blobs).
@@ -22,12 +25,16 @@ fn build_tree(root: &Path, total_mb: usize, files: usize) {
         let mut data = Vec::with_capacity(per_file);
         if index % 3 == 0 {
             while data.len() < per_file {
-                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
                 data.extend_from_slice(&state.to_le_bytes());
             }
         } else {
             while data.len() < per_file {
-                data.extend_from_slice(format!("fn item_{index}_{}() {{ return {}; }}\n", data.len(), data.len() % 97).as_bytes());
+                data.extend_from_slice(
+                    format!("fn item_{index}_{}() {{ return {}; }}\n", data.len(), data.len() % 97).as_bytes(),
+                );
             }
         }
         data.truncate(per_file);
@@ -47,7 +54,10 @@ fn bench(c: &mut Criterion) {
     build_tree(&tree, mb, files);
     let spool = dir.path().join("full.tar.zst");
     let mut group = c.benchmark_group(format!("snapshot_{mb}mb_{files}files"));
-    group.sample_size(10).measurement_time(Duration::from_secs(30)).warm_up_time(Duration::from_secs(1));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30))
+        .warm_up_time(Duration::from_secs(1));
     let request = PackRequest {
         id: "full",
         base: None,

@@ -27,7 +27,11 @@ pub struct Head {
 impl Head {
     /// Every snapshot id a kept head reaches.
     pub fn reachable(&self) -> std::collections::BTreeSet<String> {
-        self.chain.iter().chain(self.history.iter().flatten()).cloned().collect()
+        self.chain
+            .iter()
+            .chain(self.history.iter().flatten())
+            .cloned()
+            .collect()
     }
 }
 

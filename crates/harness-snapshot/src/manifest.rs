@@ -170,7 +170,14 @@ impl TreeView {
                 let mtime = if entry.kind == EntryKind::File { entry.mtime } else { 0 };
                 (
                     path.clone(),
-                    (entry.kind, entry.mode, entry.size, entry.sha256.clone(), entry.target.clone(), mtime),
+                    (
+                        entry.kind,
+                        entry.mode,
+                        entry.size,
+                        entry.sha256.clone(),
+                        entry.target.clone(),
+                        mtime,
+                    ),
                 )
             })
             .collect()

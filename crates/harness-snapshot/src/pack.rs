@@ -16,7 +16,13 @@ use std::path::Path;
 
 /// Excludes every snapshot skips unless configured otherwise: the sandbox's temporary and
 /// cache directories and well-known build caches.
-pub const DEFAULT_EXCLUDES: &[&str] = &["/.tmp/", "/.harness-tmp/", "/.cache/", "node_modules/.cache/", "__pycache__/"];
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "/.tmp/",
+    "/.harness-tmp/",
+    "/.cache/",
+    "node_modules/.cache/",
+    "__pycache__/",
+];
 
 /// Permission bits kept: never setuid or setgid.
 pub const MODE_MASK: u32 = 0o1777;
@@ -189,7 +195,8 @@ pub fn pack<W: Write>(
     )
     .map_err(errno("open work tree", &root_text))?;
     let hashing = HashingWriter::new(out);
-    let mut encoder = zstd::stream::write::Encoder::new(hashing, options.level).map_err(io("start zstd", &root_text))?;
+    let mut encoder =
+        zstd::stream::write::Encoder::new(hashing, options.level).map_err(io("start zstd", &root_text))?;
     if options.threads > 0 {
         encoder
             .multithread(options.threads)
@@ -200,7 +207,11 @@ pub fn pack<W: Write>(
     builder.follow_symlinks(false);
     let mut walker = Walker {
         builder,
-        excludes: options.excludes.iter().filter_map(|pattern| Exclude::parse(pattern)).collect(),
+        excludes: options
+            .excludes
+            .iter()
+            .filter_map(|pattern| Exclude::parse(pattern))
+            .collect(),
         base: request.base.map(|(_, view)| view),
         entries: Vec::new(),
         seen: BTreeSet::new(),
@@ -407,7 +418,7 @@ impl<W: Write> Walker<'_, W> {
         mtime_nsec: u32,
     ) -> Result<(), SnapshotError> {
         let size = stat.st_size as u64;
-        let identity = (stat.st_dev as u64, stat.st_ino as u64);
+        let identity = (stat.st_dev, stat.st_ino);
         let old = self.base.and_then(|base| base.entries.get(path));
         if let Some(old) = old
             && old.kind == EntryKind::File
@@ -476,7 +487,16 @@ impl<W: Write> Walker<'_, W> {
                 return Ok(());
             }
             drop(file);
-            return self.append_file(open()?, path, size, mode, mtime, mtime_nsec, identity, stat.st_nlink > 1);
+            return self.append_file(
+                open()?,
+                path,
+                size,
+                mode,
+                mtime,
+                mtime_nsec,
+                identity,
+                stat.st_nlink > 1,
+            );
         }
         self.append_file(fd, path, size, mode, mtime, mtime_nsec, identity, stat.st_nlink > 1)
     }

@@ -1,11 +1,11 @@
 //! [`Snapshots`]: persist a work tree (full or delta), fetch a verified restore, retention.
 
+use crate::SnapshotError;
 use crate::head::{Head, Heads, WriterFence};
 use crate::manifest::{Manifest, TreeView};
 use crate::pack::{PackOptions, PackRequest, pack};
 use crate::store::BlobStore;
 use crate::unpack::{UnpackLimits, UnpackPlan};
-use crate::SnapshotError;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -232,7 +232,11 @@ impl Snapshots {
         self.blobs.put_archive(scope, &id, file).await?;
         self.blobs.put_manifest(scope, &manifest).await?;
         drop(spool_path);
-        match self.heads.advance(scope, chain, fence, self.options.keep, now_ms()).await {
+        match self
+            .heads
+            .advance(scope, chain, fence, self.options.keep, now_ms())
+            .await
+        {
             Ok(head) => Ok(Persisted::Written {
                 manifest: Box::new(manifest),
                 head,

@@ -59,9 +59,8 @@ impl StoreConfig {
                     path: dir.display().to_string(),
                     source,
                 })?;
-                let store = object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(|err| {
-                    SnapshotError::Config(format!("snapshot directory {}: {err}", dir.display()))
-                })?;
+                let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                    .map_err(|err| SnapshotError::Config(format!("snapshot directory {}: {err}", dir.display())))?;
                 Ok(Arc::new(store.with_automatic_cleanup(true)))
             }
             #[cfg(feature = "s3")]
@@ -150,7 +149,11 @@ impl BlobStore {
             Err(object_store::Error::NotFound { .. }) => {}
             Err(err) => return Err(backend("inspect archive")(err)),
         }
-        let upload = self.objects.put_multipart(&path).await.map_err(backend("start upload"))?;
+        let upload = self
+            .objects
+            .put_multipart(&path)
+            .await
+            .map_err(backend("start upload"))?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, 8 << 20);
         let mut file = tokio::io::BufReader::with_capacity(1 << 20, file);
         let mut buffer = vec![0u8; 1 << 20];

@@ -188,7 +188,8 @@ fn dir_flags() -> OFlags {
 /// Opens (creating when missing) every parent of `parts` below `root`, never following a
 /// symlink. Fails when a parent is not a real directory.
 fn open_parent(root: &OwnedFd, parts: &[String]) -> Result<OwnedFd, String> {
-    let mut dir = rustix::fs::openat(root, ".", dir_flags(), Mode::empty()).map_err(|err| format!("open root: {err}"))?;
+    let mut dir =
+        rustix::fs::openat(root, ".", dir_flags(), Mode::empty()).map_err(|err| format!("open root: {err}"))?;
     for part in &parts[..parts.len() - 1] {
         let next = match rustix::fs::openat(&dir, part.as_str(), dir_flags(), Mode::empty()) {
             Ok(next) => next,
@@ -216,7 +217,8 @@ fn remove_at(dir: &OwnedFd, name: &str) -> Result<(), String> {
         Err(err) => return Err(format!("inspect {name}: {err}")),
     };
     if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
-        let child = rustix::fs::openat(dir, name, dir_flags(), Mode::empty()).map_err(|err| format!("open {name}: {err}"))?;
+        let child =
+            rustix::fs::openat(dir, name, dir_flags(), Mode::empty()).map_err(|err| format!("open {name}: {err}"))?;
         // Make it writable so its entries can go (we own everything we restore).
         let _ = rustix::fs::fchmod(&child, Mode::from_raw_mode(0o700));
         let mut names = Vec::new();
@@ -250,7 +252,8 @@ pub fn unpack(input: impl Read, root: &Path, plan: &UnpackPlan) -> UnpackReport 
 
 fn unpack_inner(input: impl Read, root: &Path, plan: &UnpackPlan, report: &mut UnpackReport) -> Result<(), String> {
     let limits = plan.limits;
-    let root_fd = rustix::fs::open(root, dir_flags(), Mode::empty()).map_err(|err| format!("open {}: {err}", root.display()))?;
+    let root_fd =
+        rustix::fs::open(root, dir_flags(), Mode::empty()).map_err(|err| format!("open {}: {err}", root.display()))?;
     for deleted in &plan.deleted {
         match components(deleted.as_bytes(), &limits) {
             Ok(parts) => match open_parent(&root_fd, &parts) {
@@ -364,7 +367,9 @@ fn unpack_inner(input: impl Read, root: &Path, plan: &UnpackPlan, report: &mut U
                 };
                 let target_joined = target_parts.join("/");
                 if !created.contains(&target_joined) {
-                    report.refuse(format!("hardlink {joined} names {target_joined:?}, not a file of this archive"));
+                    report.refuse(format!(
+                        "hardlink {joined} names {target_joined:?}, not a file of this archive"
+                    ));
                     continue;
                 }
                 let target_parent = match open_parent(&root_fd, &target_parts) {

@@ -90,7 +90,10 @@ fn snapshot_error(err: SnapshotError) -> SandboxError {
 /// The host-side marker of which head a work tree reflects: a sibling file of the tree
 /// (outside the sandbox's mount).
 fn marker_path(work_tree: &Path) -> PathBuf {
-    let mut name = work_tree.file_name().map(|name| name.to_os_string()).unwrap_or_default();
+    let mut name = work_tree
+        .file_name()
+        .map(|name| name.to_os_string())
+        .unwrap_or_default();
     name.push(".snapshot-head");
     work_tree.with_file_name(name)
 }
@@ -195,7 +198,9 @@ async fn unpack_layer(sandbox: &dyn Sandbox, plan: &UnpackPlan, archive: &Path) 
     match report {
         Some(report) if report.error.is_none() && exit.code == Some(0) => Ok(report),
         Some(report) => Err(io("restore snapshot")(std::io::Error::other(
-            report.error.unwrap_or_else(|| format!("the unpacker exited with {exit:?}")),
+            report
+                .error
+                .unwrap_or_else(|| format!("the unpacker exited with {exit:?}")),
         ))),
         None => Err(io("restore snapshot")(std::io::Error::other(format!(
             "the unpacker gave no report (exit {exit:?}, stdin {written:?})"

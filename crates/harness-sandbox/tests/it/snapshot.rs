@@ -21,12 +21,7 @@ struct Replica {
     work: std::path::PathBuf,
 }
 
-fn replica(
-    scratch: &Scratch,
-    name: &str,
-    lease: &Arc<dyn SessionLease>,
-    states: &Arc<dyn KvStore>,
-) -> Replica {
+fn replica(scratch: &Scratch, name: &str, lease: &Arc<dyn SessionLease>, states: &Arc<dyn KvStore>) -> Replica {
     let provider = Arc::new(NamespaceProvider::new(config(scratch)));
     let manager = SandboxManager::new(provider, lease.clone(), states.clone(), format!("snapshot-test-{name}"));
     let objects = StoreConfig::Local {
@@ -79,7 +74,11 @@ async fn a_work_tree_follows_its_key_across_replicas() {
     let cancel = CancellationToken::new();
     let key = key();
 
-    let first = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(first.branch, RestoreBranch::Cold);
     sh(
         &first,
@@ -91,10 +90,17 @@ async fn a_work_tree_follows_its_key_across_replicas() {
     a.manager.evict_idle().await.unwrap();
 
     // Replica B has never seen the key: the head is imported inside its new sandbox.
-    let on_b = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(on_b.branch, RestoreBranch::Snapshot);
     assert_eq!(sh(&on_b, ".local/bin/alias").await, "tool-ok\n");
-    assert_eq!(sh(&on_b, "cat 'ünïcode name.txt'; test -d empty/dir && echo dir").await, "héllo\ndir\n");
+    assert_eq!(
+        sh(&on_b, "cat 'ünïcode name.txt'; test -d empty/dir && echo dir").await,
+        "héllo\ndir\n"
+    );
     // Unpacked as the sandbox's uid (the files are its own).
     assert_eq!(sh(&on_b, "stat -c %u .local/bin/tool").await, sh(&on_b, "id -u").await);
     sh(&on_b, "echo from-b > b.txt && rm 'ünïcode name.txt'").await;
@@ -102,19 +108,31 @@ async fn a_work_tree_follows_its_key_across_replicas() {
     b.manager.evict_idle().await.unwrap();
 
     // Back on A: its own tree is stale (its marker is not the head): re-imported.
-    let back = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let back = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(back.branch, RestoreBranch::Snapshot);
     assert_eq!(sh(&back, "cat b.txt; ls").await, "from-b\nb.txt\nempty\n");
     a.manager.release(back.bound).await.unwrap();
 
     // Released but warm: the live instance is reused.
-    let warm = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let warm = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(warm.branch, RestoreBranch::Warm);
     a.manager.release(warm.bound).await.unwrap();
     a.manager.evict_idle().await.unwrap();
 
     // Stopped: a new instance on the tree this host holds, which is current.
-    let stopped = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let stopped = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(stopped.branch, RestoreBranch::Stopped);
     assert_eq!(sh(&stopped, "cat b.txt").await, "from-b\n");
     stopped.bound.sandbox().shutdown().await.unwrap();
@@ -132,16 +150,25 @@ async fn two_concurrent_acquires_across_replicas_give_one_holder() {
     let b = replica(&scratch, "replica-b", &lease, &states);
     let cancel = CancellationToken::new();
     let key = key();
-    let holder = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let holder = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     let waiting = b.manager.acquire(&key, &b.work, Network::Offline, &cancel);
     tokio::pin!(waiting);
     assert!(
-        tokio::time::timeout(Duration::from_millis(500), &mut waiting).await.is_err(),
+        tokio::time::timeout(Duration::from_millis(500), &mut waiting)
+            .await
+            .is_err(),
         "a second replica got the key while the first holds it"
     );
     sh(&holder, "echo one > holder.txt").await;
     a.manager.release(holder.bound).await.unwrap();
-    let second = tokio::time::timeout(Duration::from_secs(60), waiting).await.unwrap().unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(sh(&second, "cat holder.txt").await, "one\n");
     drop(second);
     a.manager.evict_idle().await.unwrap();
@@ -196,9 +223,21 @@ async fn a_hostile_import_runs_inside_the_sandbox_and_leaves_canaries_intact() {
     .unwrap();
     let host = canary.display().to_string();
     let mut builder = tar::Builder::new(Vec::new());
-    raw(&mut builder, tar::EntryType::Regular, "../canaries/canary", "", b"owned");
+    raw(
+        &mut builder,
+        tar::EntryType::Regular,
+        "../canaries/canary",
+        "",
+        b"owned",
+    );
     raw(&mut builder, tar::EntryType::Regular, &host, "", b"owned");
-    raw(&mut builder, tar::EntryType::Symlink, "esc", canary_dir.to_str().unwrap(), b"");
+    raw(
+        &mut builder,
+        tar::EntryType::Symlink,
+        "esc",
+        canary_dir.to_str().unwrap(),
+        b"",
+    );
     raw(&mut builder, tar::EntryType::Regular, "esc/canary", "", b"owned");
     raw(&mut builder, tar::EntryType::Link, "hard", &host, b"");
     raw(&mut builder, tar::EntryType::Char, "null", "", b"");
@@ -208,7 +247,9 @@ async fn a_hostile_import_runs_inside_the_sandbox_and_leaves_canaries_intact() {
         layers: vec![hostile],
         head: harness_snapshot::Head::default(),
     };
-    let reports = restore_in_sandbox(sandbox.as_ref(), &restore, Vec::new()).await.unwrap();
+    let reports = restore_in_sandbox(sandbox.as_ref(), &restore, Vec::new())
+        .await
+        .unwrap();
     assert_eq!(reports[0].refused, 5, "{:?}", reports[0]);
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "intact");
     assert_eq!(std::fs::read_dir(&canary_dir).unwrap().count(), 1);
@@ -223,12 +264,15 @@ async fn a_hostile_import_runs_inside_the_sandbox_and_leaves_canaries_intact() {
     header.set_size(512 << 20);
     header.set_path("bomb").unwrap();
     header.set_cksum();
-    bomb.append(&header, std::io::Read::take(std::io::repeat(0), 512 << 20)).unwrap();
+    bomb.append(&header, std::io::Read::take(std::io::repeat(0), 512 << 20))
+        .unwrap();
     let restore = Restore {
         layers: vec![layer(scratch.path(), bomb.into_inner().unwrap())],
         head: harness_snapshot::Head::default(),
     };
-    let err = restore_in_sandbox(sandbox.as_ref(), &restore, Vec::new()).await.unwrap_err();
+    let err = restore_in_sandbox(sandbox.as_ref(), &restore, Vec::new())
+        .await
+        .unwrap_err();
     assert!(format!("{err:?}").contains("expands more than 50:1"), "{err:?}");
     sandbox.shutdown().await.unwrap();
 }

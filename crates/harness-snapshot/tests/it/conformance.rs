@@ -36,7 +36,10 @@ fn round_trip_gives_an_identical_manifest() {
     let report = unpack_ok(&archive, target.path(), &plan_for(&manifest));
     assert_eq!(report.refused, 0, "{report:?}");
     assert_eq!(report.entries, manifest.archive.entries);
-    assert_eq!(view_of(target.path()).comparable(), TreeView::of(&manifest).comparable());
+    assert_eq!(
+        view_of(target.path()).comparable(),
+        TreeView::of(&manifest).comparable()
+    );
     // Symlinks are kept verbatim, never resolved; hardlinks stay one file.
     assert_eq!(
         std::fs::read_link(target.path().join("dangling")).unwrap_or_else(|e| panic!("{e}")),
@@ -46,7 +49,10 @@ fn round_trip_gives_an_identical_manifest() {
         std::fs::read_link(target.path().join("long-link")).unwrap_or_else(|e| panic!("{e}")),
         Path::new(&format!("{}/{}", "t".repeat(150), "u".repeat(150)))
     );
-    assert_eq!(std::fs::read_link(target.path().join("odd-link")).unwrap_or_else(|e| panic!("{e}")), Path::new("/."));
+    assert_eq!(
+        std::fs::read_link(target.path().join("odd-link")).unwrap_or_else(|e| panic!("{e}")),
+        Path::new("/.")
+    );
     let a = std::fs::metadata(target.path().join("src/main.rs")).unwrap_or_else(|e| panic!("{e}"));
     let b = std::fs::metadata(target.path().join("src/alias.rs")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(a.ino(), b.ino());
@@ -96,7 +102,10 @@ fn default_excludes_skip_caches_and_temporary_files() {
         .filter(|entry| entry.kind == EntryKind::File)
         .map(|entry| entry.path.as_str())
         .collect();
-    assert_eq!(files, ["app/node_modules/left-pad/index.js", "deep/.tmp/kept", "pkg/mod.py"]);
+    assert_eq!(
+        files,
+        ["app/node_modules/left-pad/index.js", "deep/.tmp/kept", "pkg/mod.py"]
+    );
 }
 
 #[test]
@@ -115,7 +124,10 @@ fn delta_then_full_equals_full() {
     let (delta, delta_archive) = pack_delta(source.path(), "delta", &base, &base_view);
     assert_eq!(delta.base.as_deref(), Some("base"));
     assert!(delta.deleted.contains(&"empty".to_owned()), "{:?}", delta.deleted);
-    assert!(!delta.entries.iter().any(|entry| entry.path == "big.bin"), "unchanged files stay out");
+    assert!(
+        !delta.entries.iter().any(|entry| entry.path == "big.bin"),
+        "unchanged files stay out"
+    );
     assert!(delta.archive.uncompressed < base.archive.uncompressed / 4);
     let (full, _) = pack_full(source.path(), "full");
     let mut chain = base_view.clone();
@@ -158,7 +170,8 @@ fn name() -> impl Strategy<Value = String> {
 
 fn tree() -> impl Strategy<Value = Vec<(Vec<String>, Node)>> {
     let node = prop_oneof![
-        (proptest::collection::vec(any::<u8>(), 0..2000), any::<bool>()).prop_map(|(data, exec)| Node::File(data, exec)),
+        (proptest::collection::vec(any::<u8>(), 0..2000), any::<bool>())
+            .prop_map(|(data, exec)| Node::File(data, exec)),
         Just(Node::Dir),
         "[a-z./]{1,20}".prop_map(Node::Link),
     ];

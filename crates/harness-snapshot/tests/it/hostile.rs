@@ -123,7 +123,13 @@ fn a_symlink_then_a_file_through_it_is_refused() {
     assert_eq!(report.error, None);
     assert_eq!(report.refused, 3, "{report:?}");
     // The symlinks themselves are kept (as the agent made them); nothing went through them.
-    assert!(arena.root.join("escape").symlink_metadata().is_ok_and(|meta| meta.file_type().is_symlink()));
+    assert!(
+        arena
+            .root
+            .join("escape")
+            .symlink_metadata()
+            .is_ok_and(|meta| meta.file_type().is_symlink())
+    );
     arena.assert_intact();
 }
 
@@ -135,7 +141,10 @@ fn an_existing_symlink_is_replaced_not_followed() {
     raw.file("notes", b"the agent's notes");
     let report = import(&arena, &raw.finish());
     assert_eq!((report.error.as_deref(), report.refused), (None, 0));
-    assert_eq!(std::fs::read(arena.root.join("notes")).unwrap_or_else(|e| panic!("{e}")), b"the agent's notes");
+    assert_eq!(
+        std::fs::read(arena.root.join("notes")).unwrap_or_else(|e| panic!("{e}")),
+        b"the agent's notes"
+    );
     arena.assert_intact();
 }
 
@@ -155,7 +164,10 @@ fn hardlinks_to_host_files_are_refused() {
     let report = import(&arena, &raw.finish());
     assert_eq!(report.error, None);
     assert_eq!(report.refused, 3, "{report:?}");
-    assert_eq!(std::fs::read(arena.root.join("alias")).unwrap_or_else(|e| panic!("{e}")), b"a file of the archive");
+    assert_eq!(
+        std::fs::read(arena.root.join("alias")).unwrap_or_else(|e| panic!("{e}")),
+        b"a file of the archive"
+    );
     arena.assert_intact();
 }
 
@@ -227,7 +239,12 @@ fn the_total_byte_limit_holds() {
         ..UnpackLimits::default()
     };
     let report = unpack(archive.as_slice(), &arena.root, &plan(&archive, limits));
-    assert!(report.error.unwrap_or_default().contains("exceeds 4194304 uncompressed bytes"));
+    assert!(
+        report
+            .error
+            .unwrap_or_default()
+            .contains("exceeds 4194304 uncompressed bytes")
+    );
     arena.assert_intact();
 }
 
@@ -273,7 +290,9 @@ fn over_long_paths_are_refused() {
     header.set_entry_type(tar::EntryType::Regular);
     header.set_mode(0o644);
     header.set_size(1);
-    builder.append_data(&mut header, &long, &b"x"[..]).unwrap_or_else(|e| panic!("{e}"));
+    builder
+        .append_data(&mut header, &long, &b"x"[..])
+        .unwrap_or_else(|e| panic!("{e}"));
     let archive = compress(&builder.into_inner().unwrap_or_else(|e| panic!("{e}")));
     let report = import(&arena, &archive);
     assert_eq!(report.error, None);
@@ -313,7 +332,9 @@ fn whiteouts_cannot_leave_the_work_tree() {
     let report = unpack(archive.as_slice(), &arena.root, &plan);
     assert_eq!(report.error, None);
     assert_eq!(report.refused, 3, "{report:?}");
-    assert!(arena.root.join("link").symlink_metadata().is_err(), "the symlink itself goes");
+    assert!(
+        arena.root.join("link").symlink_metadata().is_err(),
+        "the symlink itself goes"
+    );
     arena.assert_intact();
 }
-

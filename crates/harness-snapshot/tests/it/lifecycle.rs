@@ -42,14 +42,27 @@ async fn persist_destroy_restore_gives_the_same_tree_and_deltas_chain() {
     std::os::unix::fs::symlink("tool", tree.join("venv/bin/tool2")).unwrap_or_else(|e| panic!("{e}"));
     let snapshots = local_snapshots(dir.path(), memory(), SnapshotOptions::default());
     let fence = WriterFence::token(1);
-    let first = written(snapshots.persist("s", &tree, &fence).await.unwrap_or_else(|e| panic!("{e}")));
+    let first = written(
+        snapshots
+            .persist("s", &tree, &fence)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     assert_eq!(first.base, None);
     assert_eq!(
-        snapshots.persist("s", &tree, &fence).await.unwrap_or_else(|e| panic!("{e}")),
+        snapshots
+            .persist("s", &tree, &fence)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
         Persisted::Unchanged
     );
     write(&tree, "venv/bin/tool", b"#!/bin/sh\necho upgraded\n");
-    let second = written(snapshots.persist("s", &tree, &fence).await.unwrap_or_else(|e| panic!("{e}")));
+    let second = written(
+        snapshots
+            .persist("s", &tree, &fence)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     assert_eq!(second.base.as_deref(), Some(first.id.as_str()));
     assert_eq!(second.entries.len(), 1, "{:?}", second.entries);
     std::fs::remove_dir_all(&tree).unwrap_or_else(|e| panic!("{e}"));
@@ -77,16 +90,31 @@ async fn a_long_chain_is_closed_by_a_full_snapshot() {
     let mut bases = Vec::new();
     for round in 0..6 {
         write(&tree, "counter", format!("{round}").as_bytes());
-        let manifest = written(snapshots.persist("s", &tree, &fence).await.unwrap_or_else(|e| panic!("{e}")));
+        let manifest = written(
+            snapshots
+                .persist("s", &tree, &fence)
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
         bases.push(manifest.base.is_some());
     }
     assert_eq!(bases, [false, true, true, true, false, true]);
     // A delta bigger than half the base also forces a full snapshot.
     write(&tree, "huge", &vec![2u8; 200_000]);
-    let manifest = written(snapshots.persist("s", &tree, &fence).await.unwrap_or_else(|e| panic!("{e}")));
+    let manifest = written(
+        snapshots
+            .persist("s", &tree, &fence)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     assert!(manifest.base.is_some());
     write(&tree, "counter", b"again");
-    let manifest = written(snapshots.persist("s", &tree, &fence).await.unwrap_or_else(|e| panic!("{e}")));
+    let manifest = written(
+        snapshots
+            .persist("s", &tree, &fence)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     assert_eq!(manifest.base, None, "deltas exceeded 50% of the base");
 }
 
@@ -119,7 +147,11 @@ async fn a_stale_fence_cannot_move_the_head_and_its_upload_is_discarded() {
         .err()
         .unwrap_or_else(|| panic!("moved"));
     assert!(err.is_fenced());
-    let objects = snapshots.blobs().objects_of("s").await.unwrap_or_else(|e| panic!("{e}"));
+    let objects = snapshots
+        .blobs()
+        .objects_of("s")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(objects.iter().all(|(id, _, _)| *id == new_holder.id), "{objects:?}");
 }
 
@@ -133,9 +165,13 @@ async fn the_fence_is_checked_by_the_store_when_it_can() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let lease = harness_store::RedisLease::connect(guard.url(), format!("{}lease:", guard.prefix()), std::time::Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let lease = harness_store::RedisLease::connect(
+        guard.url(),
+        format!("{}lease:", guard.prefix()),
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let key = harness_core::LeaseKey::new(&["sandbox", "user", "agent", "alice"]);
     let cancel = harness_core::CancellationToken::new();
     let first = harness_core::SessionLease::acquire(&lease, &key, &cancel)
@@ -157,13 +193,22 @@ async fn the_fence_is_checked_by_the_store_when_it_can() {
         token: None,
         kv: Some(lease.kv_fence(&key, old_token)),
     };
-    let err = snapshots.persist("s", &tree, &stale).await.err().unwrap_or_else(|| panic!("moved"));
+    let err = snapshots
+        .persist("s", &tree, &stale)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("moved"));
     assert!(err.is_fenced(), "{err}");
     let fresh = WriterFence {
         token: Some(new_token.get()),
         kv: Some(lease.kv_fence(&key, new_token)),
     };
-    written(snapshots.persist("s", &tree, &fresh).await.unwrap_or_else(|e| panic!("{e}")));
+    written(
+        snapshots
+            .persist("s", &tree, &fresh)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     drop(second);
 }
 
@@ -183,7 +228,15 @@ async fn retention_keeps_n_heads_and_what_they_reach() {
     let mut ids = Vec::new();
     for round in 0..7 {
         write(&tree, "counter", format!("{round}").as_bytes());
-        ids.push(written(snapshots.persist("s", &tree, &fence).await.unwrap_or_else(|e| panic!("{e}"))).id);
+        ids.push(
+            written(
+                snapshots
+                    .persist("s", &tree, &fence)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .id,
+        );
     }
     // Chains: [0,1,2] [3,4,5] [6]; kept heads: [6] and [3,4,5].
     let deleted = snapshots.collect("s").await.unwrap_or_else(|e| panic!("{e}"));
@@ -202,7 +255,10 @@ async fn retention_keeps_n_heads_and_what_they_reach() {
     let restored = dir.path().join("restored");
     std::fs::create_dir_all(&restored).unwrap_or_else(|e| panic!("{e}"));
     restore_into(&snapshots, "s", &restored).await;
-    assert_eq!(std::fs::read(restored.join("counter")).unwrap_or_else(|e| panic!("{e}")), b"6");
+    assert_eq!(
+        std::fs::read(restored.join("counter")).unwrap_or_else(|e| panic!("{e}")),
+        b"6"
+    );
 }
 
 #[tokio::test]
@@ -258,7 +314,9 @@ fn pseudo_random(seed: u64, len: usize) -> Vec<u8> {
     let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
     (0..len)
         .map(|_| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             (state >> 33) as u8
         })
         .collect()
@@ -283,11 +341,19 @@ async fn kill_9_mid_persist_leaves_the_last_complete_head() {
     let snapshots = local_snapshots(dir.path(), Arc::new(kv), options);
     let tree = dir.path().join("tree");
     write(&tree, "counter", b"parent");
-    written(snapshots.persist("s", &tree, &WriterFence::token(1)).await.unwrap_or_else(|e| panic!("{e}")));
+    written(
+        snapshots
+            .persist("s", &tree, &WriterFence::token(1))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     for attempt in 0..3u64 {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap_or_else(|e| panic!("{e}")))
             .args(["--exact", "lifecycle::kill_child", "--nocapture", "--test-threads=1"])
-            .env("HARNESS_SNAPSHOT_KILL_CHILD", format!("{}|{prefix}", dir.path().display()))
+            .env(
+                "HARNESS_SNAPSHOT_KILL_CHILD",
+                format!("{}|{prefix}", dir.path().display()),
+            )
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -296,7 +362,8 @@ async fn kill_9_mid_persist_leaves_the_last_complete_head() {
         let started = std::time::Instant::now();
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(20 + attempt * 37)).await;
-            let spooling = std::fs::read_dir(dir.path().join("spool")).is_ok_and(|mut entries| entries.next().is_some());
+            let spooling =
+                std::fs::read_dir(dir.path().join("spool")).is_ok_and(|mut entries| entries.next().is_some());
             if spooling || started.elapsed() > std::time::Duration::from_secs(20) {
                 break;
             }
@@ -328,15 +395,22 @@ async fn kill_9_mid_persist_leaves_the_last_complete_head() {
     snapshots.collect("s").await.unwrap_or_else(|e| panic!("{e}"));
     let (head, _) = snapshots.heads().get("s").await.unwrap_or_else(|e| panic!("{e}"));
     let reachable = head.unwrap_or_else(|| panic!("head")).reachable();
-    for (id, _, _) in snapshots.blobs().objects_of("s").await.unwrap_or_else(|e| panic!("{e}")) {
+    for (id, _, _) in snapshots
+        .blobs()
+        .objects_of("s")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
         assert!(reachable.contains(&id), "unreferenced {id} survived retention");
     }
     assert!(snapshots.fetch("s").await.unwrap_or_else(|e| panic!("{e}")).is_some());
 }
 
 fn moto_server() -> std::path::PathBuf {
-    let path = std::env::var_os("HARNESS_TEST_MOTO")
-        .map_or_else(|| std::path::PathBuf::from("/var/tmp/harness-moto/bin/moto_server"), Into::into);
+    let path = std::env::var_os("HARNESS_TEST_MOTO").map_or_else(
+        || std::path::PathBuf::from("/var/tmp/harness-moto/bin/moto_server"),
+        Into::into,
+    );
     assert!(path.exists(), "{} is missing: run scripts/moto.sh", path.display());
     path
 }
@@ -423,7 +497,14 @@ async fn s3_store_round_trips_with_conditional_create() {
         .err()
         .unwrap_or_else(|| panic!("the manifest was overwritten"));
     assert!(matches!(err, harness_snapshot::SnapshotError::Exists { .. }), "{err}");
-    assert_eq!(snapshots.blobs().manifest("s", &manifest.id).await.unwrap_or_else(|e| panic!("{e}")), manifest);
+    assert_eq!(
+        snapshots
+            .blobs()
+            .manifest("s", &manifest.id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        manifest
+    );
     let restored = dir.path().join("restored");
     std::fs::create_dir_all(&restored).unwrap_or_else(|e| panic!("{e}"));
     let view = restore_into(&snapshots, "s", &restored).await;

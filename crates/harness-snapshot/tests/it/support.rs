@@ -76,8 +76,15 @@ pub(crate) fn view_of(root: &Path) -> TreeView {
 }
 
 pub(crate) fn local_snapshots(dir: &Path, kv: Arc<dyn harness_store::KvStore>, options: SnapshotOptions) -> Snapshots {
-    let objects = StoreConfig::Local { dir: dir.join("objects") }
-        .open()
-        .unwrap_or_else(|e| panic!("{e}"));
-    Snapshots::new(BlobStore::new(objects, "snapshots"), Heads::new(kv), dir.join("spool"), options)
+    let objects = StoreConfig::Local {
+        dir: dir.join("objects"),
+    }
+    .open()
+    .unwrap_or_else(|e| panic!("{e}"));
+    Snapshots::new(
+        BlobStore::new(objects, "snapshots"),
+        Heads::new(kv),
+        dir.join("spool"),
+        options,
+    )
 }
