@@ -29,7 +29,8 @@ pub(crate) struct Confinement {
     pub(crate) write: Vec<String>,
     /// Single files readable and writable (device nodes such as `/dev/null`).
     pub(crate) files: Vec<String>,
-    /// Single files readable and executable (the init binary, for its `unpack` mode).
+    /// Single files readable and executable (the init binary, for its `unpack` mode: exec
+    /// needs both rights).
     #[serde(default)]
     pub(crate) exec: Vec<String>,
     /// Resource limits.
