@@ -17,6 +17,9 @@ export HARNESS_TEST_PYTHON
 # tests (under /var/tmp/harness-node).
 HARNESS_TEST_NODE_DIR="$(bash scripts/node-clients.sh)"
 export HARNESS_TEST_NODE_DIR
+# moto in server mode, the local S3-compatible endpoint of the snapshot store's S3 tests.
+HARNESS_TEST_MOTO="$(bash scripts/moto.sh)"
+export HARNESS_TEST_MOTO
 # Debian's bubblewrap and the toolchains of the sandbox's normal-work suite (harness-sandbox tests).
 bash scripts/sandbox-deps.sh
 # mockllm (shared/bench), the scripted provider of the binary's subagent delegation test.

@@ -29,6 +29,10 @@ pub(crate) struct Confinement {
     pub(crate) write: Vec<String>,
     /// Single files readable and writable (device nodes such as `/dev/null`).
     pub(crate) files: Vec<String>,
+    /// Single files readable and executable (the init binary, for its `unpack` mode: exec
+    /// needs both rights).
+    #[serde(default)]
+    pub(crate) exec: Vec<String>,
     /// Resource limits.
     pub(crate) rlimits: Rlimits,
     /// Directories a read-only process ([`ExecSpec::read_only`](crate::protocol::ExecSpec))
@@ -120,6 +124,7 @@ fn apply_landlock(confinement: &Confinement) -> Result<u8, String> {
         (&confinement.read, read),
         (&confinement.write, all),
         (&confinement.files, file),
+        (&confinement.exec, AccessFs::ReadFile | AccessFs::Execute),
     ] {
         for path in paths {
             let fd = PathFd::new(path).map_err(|err| fail(&format!("open {path}"), &err))?;

@@ -39,6 +39,7 @@ mod protocol;
 mod provider;
 mod proxy;
 mod section;
+mod snapshot;
 mod work_fs;
 
 pub use binder::{BindCall, CallBinder, CallSandbox, default_init};
@@ -52,3 +53,4 @@ pub use provider::{
 };
 pub use proxy::{NetworkDenial, PROXY_LISTEN, ProxyPolicy, ProxyPolicyError};
 pub use section::{DEFAULT_STATE_DIR, LimitsSection, SandboxKind, SandboxSection};
+pub use snapshot::{Acquired, PersistPolicy, RestoreBranch, SnapshottingManager, restore_in_sandbox};

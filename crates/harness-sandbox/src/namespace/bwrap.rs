@@ -96,6 +96,7 @@ pub(crate) fn confinement(
             .iter()
             .map(|path| (*path).to_owned())
             .collect(),
+        exec: vec![INIT_MOUNT.to_owned()],
         rlimits: *rlimits,
     }
 }

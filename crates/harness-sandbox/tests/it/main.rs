@@ -9,4 +9,5 @@ mod manager;
 mod normal_work;
 mod plan_mode;
 mod proxy;
+mod snapshot;
 mod support;

@@ -1,0 +1,367 @@
+//! Sandbox snapshots: a work tree saved when a binding is released and restored, inside the
+//! sandbox, when the scope key comes back on a new instance — in this process, a later one,
+//! or another replica sharing the state store and the snapshot store.
+//!
+//! [`SnapshottingManager`] wraps a [`SandboxManager`]. Each acquisition takes one of four
+//! branches ([`RestoreBranch`]):
+//!
+//! - **warm**: the live instance of this process is reused as is;
+//! - **stopped**: a new instance on the work tree this host already holds, when that tree is
+//!   the current head (its marker says so) or no snapshot exists;
+//! - **snapshot**: a new instance whose work tree is stale or empty while a head exists: the
+//!   tree is cleared and the head chain imported;
+//! - **cold**: no head and an empty tree: the caller's workspace spec is materialised (the
+//!   projection), as for every new instance.
+//!
+//! The import runs **inside** the sandbox: the init binary's `unpack` mode, as the sandbox
+//! uid under its Landlock rules and seccomp filter, reads the plan and the archive (fetched and
+//! verified against its hash by the host) on stdin. The host never writes into the tree.
+
+use crate::manager::{BoundSandbox, SandboxManager, ScopeKey};
+use crate::process::SpawnRequest;
+use crate::provider::{Network, Sandbox, SandboxError};
+use harness_core::CancellationToken;
+use harness_snapshot::{Persisted, Restore, SnapshotError, Snapshots, UnpackPlan, UnpackReport, WriterFence};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Where the init binary is inside every sandbox (see the namespace backend's mount view).
+const INIT_IN_SANDBOX: &str = "/.harness-init";
+
+/// Which of the four restore branches an acquisition took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestoreBranch {
+    /// The live instance was reused.
+    Warm,
+    /// A new instance on the work tree this host holds (it is current).
+    Stopped,
+    /// A new instance; the head snapshot was imported.
+    Snapshot,
+    /// A new instance on an empty tree with no snapshot.
+    Cold,
+}
+
+impl RestoreBranch {
+    /// Whether the instance is new (the workspace projection must be applied to it).
+    pub fn is_new_instance(self) -> bool {
+        self != Self::Warm
+    }
+}
+
+/// When work trees are persisted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersistPolicy {
+    /// On [`SnapshottingManager::release`].
+    pub on_release: bool,
+    /// On [`SnapshottingManager::evict_idle`] (for each key released since its last
+    /// snapshot... persisted under a fresh hold of its lease).
+    pub on_evict: bool,
+}
+
+impl Default for PersistPolicy {
+    fn default() -> Self {
+        Self {
+            on_release: true,
+            on_evict: true,
+        }
+    }
+}
+
+/// A bound sandbox and the branch its acquisition took.
+#[derive(Debug, Clone)]
+pub struct Acquired {
+    /// The binding.
+    pub bound: BoundSandbox,
+    /// The branch.
+    pub branch: RestoreBranch,
+}
+
+/// Snapshot errors as sandbox errors.
+fn snapshot_error(err: SnapshotError) -> SandboxError {
+    SandboxError::Io {
+        operation: "sandbox snapshot",
+        source: std::io::Error::other(err),
+    }
+}
+
+/// The host-side marker of which head a work tree reflects: a sibling file of the tree
+/// (outside the sandbox's mount).
+fn marker_path(work_tree: &Path) -> PathBuf {
+    let mut name = work_tree
+        .file_name()
+        .map(|name| name.to_os_string())
+        .unwrap_or_default();
+    name.push(".snapshot-head");
+    work_tree.with_file_name(name)
+}
+
+fn read_marker(work_tree: &Path) -> Option<Vec<String>> {
+    let bytes = std::fs::read(marker_path(work_tree)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn write_marker(work_tree: &Path, chain: &[String]) -> Result<(), SandboxError> {
+    let json = serde_json::to_vec(chain).map_err(|err| SandboxError::Io {
+        operation: "encode snapshot marker",
+        source: std::io::Error::other(err),
+    })?;
+    let path = marker_path(work_tree);
+    let temporary = path.with_extension("snapshot-head.tmp");
+    std::fs::write(&temporary, json)
+        .and_then(|()| std::fs::rename(&temporary, &path))
+        .map_err(|source| SandboxError::Io {
+            operation: "write snapshot marker",
+            source,
+        })
+}
+
+/// The top-level entries of a work tree that a restore clears (not the sandbox's own
+/// temporary and cache directories).
+fn top_level_entries(work_tree: &Path) -> Result<Vec<String>, SandboxError> {
+    let mut names = Vec::new();
+    let listing = std::fs::read_dir(work_tree).map_err(|source| SandboxError::Io {
+        operation: "list work tree",
+        source,
+    })?;
+    for entry in listing {
+        let entry = entry.map_err(|source| SandboxError::Io {
+            operation: "list work tree",
+            source,
+        })?;
+        if let Some(name) = entry.file_name().to_str()
+            && name != ".tmp"
+            && name != ".cache"
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Imports `restore` into `sandbox`'s work tree, inside the sandbox: each layer is streamed
+/// to the init's `unpack` mode. `clear` lists paths removed first (a stale tree).
+///
+/// # Errors
+/// [`SandboxError::Spawn`] when the unpacker cannot start, [`SandboxError::Io`] when a layer
+/// fails (its report's error: a limit, a malformed or mismatching archive).
+pub async fn restore_in_sandbox(
+    sandbox: &dyn Sandbox,
+    restore: &Restore,
+    clear: Vec<String>,
+) -> Result<Vec<UnpackReport>, SandboxError> {
+    let mut reports = Vec::with_capacity(restore.layers.len());
+    let mut clear = Some(clear);
+    for layer in &restore.layers {
+        let mut plan: UnpackPlan = layer.plan.clone();
+        if let Some(mut first) = clear.take() {
+            first.extend(plan.deleted);
+            plan.deleted = first;
+        }
+        let report = unpack_layer(sandbox, &plan, &layer.archive).await?;
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+async fn unpack_layer(sandbox: &dyn Sandbox, plan: &UnpackPlan, archive: &Path) -> Result<UnpackReport, SandboxError> {
+    let io = |operation: &'static str| move |source: std::io::Error| SandboxError::Io { operation, source };
+    let mut process = sandbox.spawn(SpawnRequest::new([INIT_IN_SANDBOX, "unpack"])).await?;
+    let mut stdin = process.take_stdin().ok_or_else(|| SandboxError::Spawn {
+        message: "the unpacker has no stdin".to_owned(),
+    })?;
+    let mut stdout = process.take_stdout().ok_or_else(|| SandboxError::Spawn {
+        message: "the unpacker has no stdout".to_owned(),
+    })?;
+    let mut line = serde_json::to_vec(plan).map_err(|err| io("encode unpack plan")(std::io::Error::other(err)))?;
+    line.push(b'\n');
+    let reader = async move {
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out).await;
+        out
+    };
+    let writer = async {
+        stdin.write_all(&line).await?;
+        let mut file = tokio::fs::File::open(archive).await?;
+        tokio::io::copy(&mut file, &mut stdin).await?;
+        stdin.shutdown().await
+    };
+    let (written, out) = tokio::join!(writer, reader);
+    let exit = process.wait().await;
+    let report: Option<UnpackReport> = out
+        .split(|byte| *byte == b'\n')
+        .find(|line| !line.is_empty())
+        .and_then(|line| serde_json::from_slice(line).ok());
+    match report {
+        Some(report) if report.error.is_none() && exit.code == Some(0) => Ok(report),
+        Some(report) => Err(io("restore snapshot")(std::io::Error::other(
+            report
+                .error
+                .unwrap_or_else(|| format!("the unpacker exited with {exit:?}")),
+        ))),
+        None => Err(io("restore snapshot")(std::io::Error::other(format!(
+            "the unpacker gave no report (exit {exit:?}, stdin {written:?})"
+        )))),
+    }
+}
+
+/// A [`SandboxManager`] whose work trees outlive their instances and hosts. See the module
+/// docs.
+pub struct SnapshottingManager {
+    manager: SandboxManager,
+    snapshots: Snapshots,
+    policy: PersistPolicy,
+    /// The instance each key was last bound to in this process (warm detection), and its work
+    /// tree.
+    seen: Mutex<HashMap<ScopeKey, (String, PathBuf)>>,
+}
+
+impl std::fmt::Debug for SnapshottingManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshottingManager")
+            .field("manager", &self.manager)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SnapshottingManager {
+    /// Wraps `manager`, keeping snapshots in `snapshots`.
+    pub fn new(manager: SandboxManager, snapshots: Snapshots, policy: PersistPolicy) -> Self {
+        Self {
+            manager,
+            snapshots,
+            policy,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The wrapped manager.
+    pub fn manager(&self) -> &SandboxManager {
+        &self.manager
+    }
+
+    /// The snapshots.
+    pub fn snapshots(&self) -> &Snapshots {
+        &self.snapshots
+    }
+
+    /// At start: destroys the instances this owner left behind (a killed process), by owner
+    /// tag. Their work trees and snapshots stay.
+    ///
+    /// # Errors
+    /// The provider's errors.
+    pub async fn start(&self) -> Result<usize, SandboxError> {
+        self.manager.reclaim_orphans().await
+    }
+
+    /// Acquires `key` as [`SandboxManager::acquire`] does, then reconciles the work tree with
+    /// the scope's snapshot head (the four branches of the module docs).
+    ///
+    /// # Errors
+    /// The manager's errors; a failed import (the binding is dropped).
+    pub async fn acquire(
+        &self,
+        key: &ScopeKey,
+        work_tree: impl Into<PathBuf>,
+        network: Network,
+        cancel: &CancellationToken,
+    ) -> Result<Acquired, SandboxError> {
+        let bound = self.manager.acquire(key, work_tree, network, cancel).await?;
+        let state = bound.state().clone();
+        let previous = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), (state.instance.clone(), state.work_tree.clone()));
+        if previous.is_some_and(|(instance, _)| instance == state.instance) {
+            return Ok(Acquired {
+                bound,
+                branch: RestoreBranch::Warm,
+            });
+        }
+        let scope = harness_snapshot::scope_name(key.as_str());
+        let (head, _) = self.snapshots.heads().get(&scope).await.map_err(snapshot_error)?;
+        let work_tree = state.work_tree.clone();
+        let present = top_level_entries(&work_tree)?;
+        let branch = match &head {
+            None if present.is_empty() => RestoreBranch::Cold,
+            None => RestoreBranch::Stopped,
+            Some(head) if read_marker(&work_tree).as_ref() == Some(&head.chain) => RestoreBranch::Stopped,
+            Some(_) => RestoreBranch::Snapshot,
+        };
+        if branch == RestoreBranch::Snapshot {
+            let restore = self
+                .snapshots
+                .fetch(&scope)
+                .await
+                .map_err(snapshot_error)?
+                .ok_or_else(|| snapshot_error(SnapshotError::Restore("the head vanished".to_owned())))?;
+            restore_in_sandbox(bound.sandbox().as_ref(), &restore, present).await?;
+            write_marker(&work_tree, &restore.head.chain)?;
+        }
+        Ok(Acquired { bound, branch })
+    }
+
+    /// Persists the work tree of `bound` now, under its lease's fence.
+    ///
+    /// # Errors
+    /// A stale fence ([`SnapshotError::is_fenced`] inside), IO and store errors.
+    pub async fn persist(&self, bound: &BoundSandbox) -> Result<Persisted, SandboxError> {
+        let state = bound.state();
+        let scope = harness_snapshot::scope_name(&state.scope_key);
+        let fence = WriterFence {
+            token: state.fence,
+            kv: None,
+        };
+        let persisted = self
+            .snapshots
+            .persist(&scope, &state.work_tree, &fence)
+            .await
+            .map_err(snapshot_error)?;
+        let chain = match &persisted {
+            Persisted::Written { head, .. } => Some(head.chain.clone()),
+            Persisted::Unchanged => self
+                .snapshots
+                .heads()
+                .get(&scope)
+                .await
+                .map_err(snapshot_error)?
+                .0
+                .map(|head| head.chain),
+        };
+        if let Some(chain) = chain {
+            write_marker(&state.work_tree, &chain)?;
+        }
+        if let Err(err) = self.snapshots.collect(&scope).await {
+            tracing::warn!(error = %err, "snapshot retention failed");
+        }
+        Ok(persisted)
+    }
+
+    /// Ends a binding: persists its work tree first when the policy says so (only this clone
+    /// is consumed; the lease ends with the last clone).
+    ///
+    /// # Errors
+    /// As [`persist`](Self::persist); the binding is dropped either way.
+    pub async fn release(&self, bound: BoundSandbox) -> Result<Option<Persisted>, SandboxError> {
+        if !self.policy.on_release {
+            return Ok(None);
+        }
+        let persisted = self.persist(&bound).await;
+        drop(bound);
+        persisted.map(Some)
+    }
+
+    /// Shuts down the idle instances. Their trees were persisted at release; the marker lets
+    /// the next acquisition on this host take the stopped branch.
+    ///
+    /// # Errors
+    /// As [`SandboxManager::evict_idle`].
+    pub async fn evict_idle(&self) -> Result<(), SandboxError> {
+        self.manager.evict_idle().await
+    }
+}

@@ -1,0 +1,278 @@
+//! Snapshots through the sandbox: two managers on different replica directories sharing one
+//! state store and one snapshot store; the four restore branches; hostile imports unpacked
+//! inside the sandbox.
+
+use crate::support::{Scratch, config};
+use harness_core::{CancellationToken, SessionLease};
+use harness_fs::{CallScope, IsolationScope, ShellRequest};
+use harness_sandbox::{
+    Acquired, NamespaceProvider, Network, PersistPolicy, RestoreBranch, SandboxManager, SandboxScope, ScopeKey,
+    SnapshottingManager, restore_in_sandbox,
+};
+use harness_snapshot::{BlobStore, Heads, Layer, Persisted, Restore, SnapshotOptions, Snapshots, StoreConfig};
+use harness_store::{InMemoryKv, KvStore, LocalLease};
+use sha2::Digest;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Replica {
+    manager: SnapshottingManager,
+    work: std::path::PathBuf,
+}
+
+fn replica(scratch: &Scratch, name: &str, lease: &Arc<dyn SessionLease>, states: &Arc<dyn KvStore>) -> Replica {
+    let provider = Arc::new(NamespaceProvider::new(config(scratch)));
+    let manager = SandboxManager::new(provider, lease.clone(), states.clone(), format!("snapshot-test-{name}"));
+    let objects = StoreConfig::Local {
+        dir: scratch.join("objects"),
+    }
+    .open()
+    .unwrap();
+    let snapshots = Snapshots::new(
+        BlobStore::new(objects, "snapshots"),
+        Heads::new(states.clone()),
+        scratch.join(&format!("{name}-spool")),
+        SnapshotOptions::default(),
+    );
+    let dir = scratch.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
+    Replica {
+        manager: SnapshottingManager::new(manager, snapshots, PersistPolicy::default()),
+        work: dir.join("alice"),
+    }
+}
+
+async fn sh(acquired: &Acquired, command: &str) -> String {
+    let out = acquired
+        .bound
+        .sandbox()
+        .shell()
+        .execute(ShellRequest::new(command).timeout(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{command}: {} {}", out.stdout, out.stderr);
+    out.stdout
+}
+
+fn key() -> ScopeKey {
+    ScopeKey::for_call(
+        SandboxScope::User,
+        &CallScope::parse(IsolationScope::User, "agent", "alice", "s1").unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_work_tree_follows_its_key_across_replicas() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let a = replica(&scratch, "replica-a", &lease, &states);
+    let b = replica(&scratch, "replica-b", &lease, &states);
+    assert_eq!(a.manager.start().await.unwrap(), 0);
+    let cancel = CancellationToken::new();
+    let key = key();
+
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(first.branch, RestoreBranch::Cold);
+    sh(
+        &first,
+        "mkdir -p .local/bin empty/dir && printf '#!/bin/sh\\necho tool-ok\\n' > .local/bin/tool && chmod 755 .local/bin/tool && ln -s tool .local/bin/alias && echo 'héllo' > 'ünïcode name.txt'",
+    )
+    .await;
+    let persisted = a.manager.release(first.bound).await.unwrap();
+    assert!(matches!(persisted, Some(Persisted::Written { .. })), "{persisted:?}");
+    a.manager.evict_idle().await.unwrap();
+
+    // Replica B has never seen the key: the head is imported inside its new sandbox.
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(on_b.branch, RestoreBranch::Snapshot);
+    assert_eq!(sh(&on_b, ".local/bin/alias").await, "tool-ok\n");
+    assert_eq!(
+        sh(&on_b, "cat 'ünïcode name.txt'; test -d empty/dir && echo dir").await,
+        "héllo\ndir\n"
+    );
+    // Unpacked as the sandbox's uid (the files are its own).
+    assert_eq!(sh(&on_b, "stat -c %u .local/bin/tool").await, sh(&on_b, "id -u").await);
+    sh(&on_b, "echo from-b > b.txt && rm 'ünïcode name.txt'").await;
+    b.manager.release(on_b.bound).await.unwrap();
+    b.manager.evict_idle().await.unwrap();
+
+    // Back on A: its own tree is stale (its marker is not the head): re-imported.
+    let back = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(back.branch, RestoreBranch::Snapshot);
+    assert_eq!(sh(&back, "cat b.txt; ls").await, "from-b\nb.txt\nempty\n");
+    a.manager.release(back.bound).await.unwrap();
+
+    // Released but warm: the live instance is reused.
+    let warm = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(warm.branch, RestoreBranch::Warm);
+    a.manager.release(warm.bound).await.unwrap();
+    a.manager.evict_idle().await.unwrap();
+
+    // Stopped: a new instance on the tree this host holds, which is current.
+    let stopped = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(stopped.branch, RestoreBranch::Stopped);
+    assert_eq!(sh(&stopped, "cat b.txt").await, "from-b\n");
+    stopped.bound.sandbox().shutdown().await.unwrap();
+    drop(stopped);
+    a.manager.evict_idle().await.unwrap();
+    b.manager.evict_idle().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_concurrent_acquires_across_replicas_give_one_holder() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let a = replica(&scratch, "replica-a", &lease, &states);
+    let b = replica(&scratch, "replica-b", &lease, &states);
+    let cancel = CancellationToken::new();
+    let key = key();
+    let holder = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    let waiting = b.manager.acquire(&key, &b.work, Network::Offline, &cancel);
+    tokio::pin!(waiting);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), &mut waiting)
+            .await
+            .is_err(),
+        "a second replica got the key while the first holds it"
+    );
+    sh(&holder, "echo one > holder.txt").await;
+    a.manager.release(holder.bound).await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(sh(&second, "cat holder.txt").await, "one\n");
+    drop(second);
+    a.manager.evict_idle().await.unwrap();
+    b.manager.evict_idle().await.unwrap();
+}
+
+fn layer(dir: &Path, tar: Vec<u8>) -> Layer {
+    let archive = zstd::stream::encode_all(tar.as_slice(), 3).unwrap();
+    let path = dir.join(format!("layer-{}.tar.zst", uuid::Uuid::new_v4()));
+    std::fs::write(&path, &archive).unwrap();
+    let manifest: harness_snapshot::Manifest = serde_json::from_value(serde_json::json!({
+        "format": "harness-snapshot/1", "id": "hostile", "base": null, "created_ms": 0,
+        "archive": { "sha256": "", "bytes": 0, "uncompressed": 0, "entries": 0 }, "entries": []
+    }))
+    .unwrap();
+    Layer {
+        manifest,
+        plan: harness_snapshot::UnpackPlan {
+            sha256: hex::encode(sha2::Sha256::digest(&archive)),
+            deleted: Vec::new(),
+            limits: harness_snapshot::UnpackLimits::default(),
+        },
+        archive: tempfile::TempPath::try_from_path(path).unwrap(),
+    }
+}
+
+fn raw(builder: &mut tar::Builder<Vec<u8>>, kind: tar::EntryType, name: &str, link: &str, data: &[u8]) {
+    let mut header = tar::Header::new_gnu();
+    let gnu = header.as_gnu_mut().unwrap();
+    gnu.name[..name.len()].copy_from_slice(name.as_bytes());
+    gnu.linkname[..link.len()].copy_from_slice(link.as_bytes());
+    header.set_entry_type(kind);
+    header.set_mode(0o6755);
+    header.set_size(data.len() as u64);
+    header.set_cksum();
+    builder.append(&header, data).unwrap();
+}
+
+#[tokio::test]
+async fn a_hostile_import_runs_inside_the_sandbox_and_leaves_canaries_intact() {
+    let scratch = Scratch::new();
+    let canary_dir = scratch.join("canaries");
+    std::fs::create_dir_all(&canary_dir).unwrap();
+    let canary = canary_dir.join("canary");
+    std::fs::write(&canary, "intact").unwrap();
+    let provider = NamespaceProvider::new(config(&scratch));
+    let sandbox = harness_sandbox::SandboxProvider::create(
+        &provider,
+        harness_sandbox::CreateRequest::new(scratch.join("work"), "tests", "snapshot/hostile"),
+    )
+    .await
+    .unwrap();
+    let host = canary.display().to_string();
+    let mut builder = tar::Builder::new(Vec::new());
+    raw(
+        &mut builder,
+        tar::EntryType::Regular,
+        "../canaries/canary",
+        "",
+        b"owned",
+    );
+    raw(&mut builder, tar::EntryType::Regular, &host, "", b"owned");
+    raw(
+        &mut builder,
+        tar::EntryType::Symlink,
+        "esc",
+        canary_dir.to_str().unwrap(),
+        b"",
+    );
+    raw(&mut builder, tar::EntryType::Regular, "esc/canary", "", b"owned");
+    raw(&mut builder, tar::EntryType::Link, "hard", &host, b"");
+    raw(&mut builder, tar::EntryType::Char, "null", "", b"");
+    raw(&mut builder, tar::EntryType::Regular, "suid", "", b"#!/bin/sh\n");
+    let hostile = layer(scratch.path(), builder.into_inner().unwrap());
+    let restore = Restore {
+        layers: vec![hostile],
+        head: harness_snapshot::Head::default(),
+    };
+    let reports = restore_in_sandbox(sandbox.as_ref(), &restore, Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(reports[0].refused, 5, "{:?}", reports[0]);
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "intact");
+    assert_eq!(std::fs::read_dir(&canary_dir).unwrap().count(), 1);
+    let work = sandbox.state().work_tree;
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(work.join("suid")).unwrap().permissions());
+    assert_eq!(mode & 0o7777, 0o755);
+    // A compression bomb stops at the ratio limit, inside the sandbox too.
+    let mut bomb = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(0o644);
+    header.set_size(512 << 20);
+    header.set_path("bomb").unwrap();
+    header.set_cksum();
+    bomb.append(&header, std::io::Read::take(std::io::repeat(0), 512 << 20))
+        .unwrap();
+    let restore = Restore {
+        layers: vec![layer(scratch.path(), bomb.into_inner().unwrap())],
+        head: harness_snapshot::Head::default(),
+    };
+    let err = restore_in_sandbox(sandbox.as_ref(), &restore, Vec::new())
+        .await
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("expands more than 50:1"), "{err:?}");
+    sandbox.shutdown().await.unwrap();
+}

@@ -1,0 +1,6 @@
+//! Integration tests of harness-snapshot.
+
+mod conformance;
+mod hostile;
+mod lifecycle;
+mod support;
