@@ -14,6 +14,9 @@ const LAYERS: &[&str] = &[
     "harness-mcp",
     "harness-skills",
     "harness-protocol", // below policy: its `inherit` body field is a policy type
+    "harness-structured",
+    "harness-agents",
+    "harness-snapshot",
     "harness-sandbox",
     "harness",
     "harness-ops",

@@ -79,7 +79,7 @@ async fn an_allowed_loopback_server_is_reached_through_the_proxy_only() {
     // A CONNECT tunnel to the same server.
     let tunnel = fixture
         .ok(&format!(
-            "python3 -c \"\nimport socket\ns = socket.create_connection(('127.0.0.1', 3128), 5)\ns.sendall(b'CONNECT 127.0.0.1:{0} HTTP/1.1\\r\\n\\r\\n')\nprint(s.recv(100).decode().splitlines()[0])\ns.sendall(b'GET /tunnel HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\nprint(s.recv(4096).decode().split('\\r\\n\\r\\n')[1])\n\"",
+            "python3 -c \"\nimport socket\ns = socket.create_connection(('127.0.0.1', 3128), 5)\ns.sendall(b'CONNECT 127.0.0.1:{0} HTTP/1.1\\r\\n\\r\\n')\nprint(s.recv(100).decode().splitlines()[0])\ns.sendall(b'GET /tunnel HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\nd = b''\nwhile True:\n    c = s.recv(4096)\n    if not c: break\n    d += c\nprint(d.decode().split('\\r\\n\\r\\n', 1)[1])\n\"",
             allowed.port
         ))
         .await;
