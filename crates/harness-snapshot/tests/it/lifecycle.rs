@@ -2,9 +2,9 @@
 //! S3.
 
 use crate::support::{local_snapshots, unpack_ok, view_of, write};
-use harness_snapshot::{
-    BlobStore, Heads, Persisted, SnapshotOptions, Snapshots, StoreConfig, TreeView, WriterFence, unpack,
-};
+#[cfg(feature = "s3")]
+use harness_snapshot::{BlobStore, Heads, StoreConfig};
+use harness_snapshot::{Persisted, SnapshotOptions, Snapshots, TreeView, WriterFence, unpack};
 use harness_store::{InMemoryKv, KvStore};
 use std::path::Path;
 use std::sync::Arc;
@@ -406,6 +406,7 @@ async fn kill_9_mid_persist_leaves_the_last_complete_head() {
     assert!(snapshots.fetch("s").await.unwrap_or_else(|e| panic!("{e}")).is_some());
 }
 
+#[cfg(feature = "s3")]
 fn moto_server() -> std::path::PathBuf {
     let path = std::env::var_os("HARNESS_TEST_MOTO").map_or_else(
         || std::path::PathBuf::from("/var/tmp/harness-moto/bin/moto_server"),
@@ -415,8 +416,10 @@ fn moto_server() -> std::path::PathBuf {
     path
 }
 
+#[cfg(feature = "s3")]
 struct Moto(std::process::Child, u16);
 
+#[cfg(feature = "s3")]
 impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -424,6 +427,7 @@ impl Drop for Moto {
     }
 }
 
+#[cfg(feature = "s3")]
 fn start_moto() -> Moto {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -445,6 +449,7 @@ fn start_moto() -> Moto {
     panic!("moto did not start on port {port}");
 }
 
+#[cfg(feature = "s3")]
 fn create_bucket(port: u16, bucket: &str) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
@@ -458,6 +463,7 @@ fn create_bucket(port: u16, bucket: &str) {
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
 }
 
+#[cfg(feature = "s3")]
 #[tokio::test]
 async fn s3_store_round_trips_with_conditional_create() {
     let moto = start_moto();
