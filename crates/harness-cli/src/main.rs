@@ -131,7 +131,7 @@ enum Command {
         #[command(flatten)]
         approve: approve::ApproveArgs,
     },
-    /// Chat interactively (streams tokens; /session ID, /new, /exit; Ctrl-C cancels a turn).
+    /// Chat interactively (streams tokens; /help lists the commands, /exit quits; Ctrl-C cancels a turn).
     Chat {
         #[command(flatten)]
         agent: AgentArgs,

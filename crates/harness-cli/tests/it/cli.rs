@@ -581,3 +581,24 @@ fn sessions_mode_switches_a_session_below_harness_toml_only() {
         text(&show)
     );
 }
+
+/// `harness --help`'s first line names every command the list below it has.
+#[test]
+fn the_help_header_names_every_command() {
+    let output = harness().arg("--help").output().unwrap();
+    let (stdout, _) = text(&output);
+    let header = stdout.lines().next().unwrap();
+    let commands: Vec<&str> = stdout
+        .split("Commands:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{stdout}");
+    for command in commands {
+        assert!(header.contains(command), "the header omits `{command}`: {header}");
+    }
+}
