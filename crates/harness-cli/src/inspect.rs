@@ -488,7 +488,14 @@ fn describe_flush(outcome: &FlushOutcome) -> String {
 /// A consolidation outcome as a sentence.
 fn describe(outcome: &ConsolidationOutcome) -> String {
     match outcome {
-        ConsolidationOutcome::NothingNew => "nothing to consolidate: no new daily-log entries".to_owned(),
+        ConsolidationOutcome::NothingNew { last: None, .. } => {
+            "nothing to consolidate: the daily logs have no entries yet (facts are extracted after turns)".to_owned()
+        }
+        ConsolidationOutcome::NothingNew { last: Some(at), merged } => format!(
+            "nothing to consolidate: MEMORY.md already holds every daily-log entry ({merged} merged, the last \
+             consolidation at {} — `run` consolidates what its extraction wrote)",
+            at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        ),
         ConsolidationOutcome::Busy => "another process is consolidating this memory now; try again later".to_owned(),
         ConsolidationOutcome::Consolidated {
             entries,

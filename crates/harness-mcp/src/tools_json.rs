@@ -59,15 +59,15 @@ pub enum ToolsConfigError {
         /// What is wrong (serde's message names an unknown key).
         message: String,
     },
-    /// A `${VAR}` placeholder names a variable that is not set.
-    #[error("{origin}: environment variable `{variable}` is not set (used in {field})")]
+    /// `${VAR}` placeholders name variables that are not set: every one of them, so one
+    /// fix makes the file load.
+    #[error("{origin}: {}", unset_list(missing))]
     MissingVariable {
         /// Where the text came from.
         origin: String,
-        /// The variable.
-        variable: String,
-        /// The JSON path of the string that uses it, e.g. `mcpServers.docs.url`.
-        field: String,
+        /// Each unset variable with the JSON path of the string that uses it, e.g.
+        /// (`DOCS_TOKEN`, `mcpServers.docs.url`), in the order of the file. Never empty.
+        missing: Vec<(String, String)>,
     },
     /// A `${` without its closing `}`.
     #[error("{origin}: unterminated `${{` placeholder in {field}")]
@@ -121,6 +121,18 @@ pub enum ToolsConfigError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// "environment variable `A` is not set (used in f)", or every one of several.
+fn unset_list(missing: &[(String, String)]) -> String {
+    let each: Vec<String> = missing
+        .iter()
+        .map(|(variable, field)| format!("`{variable}` (used in {field})"))
+        .collect();
+    match each.as_slice() {
+        [one] => format!("environment variable {one} is not set"),
+        _ => format!("environment variables are not set: {}; export them", each.join(", ")),
+    }
 }
 
 /// How to reach one MCP server.
@@ -242,7 +254,15 @@ impl ToolsConfig {
             column: err.column(),
             message: strip_position(&err.to_string()),
         })?;
-        let subst = |value: &str, field: &str| substitute(value, origin, field, lookup);
+        // Every unset variable of the file is collected, so the error names them all.
+        let unset = std::cell::RefCell::new(Vec::new());
+        let subst = |value: &str, field: &str| match substitute(value, origin, field, lookup) {
+            Err(ToolsConfigError::MissingVariable { missing, .. }) => {
+                unset.borrow_mut().extend(missing);
+                Ok(String::new())
+            }
+            other => other,
+        };
         let mut servers = BTreeMap::new();
         for (name, server) in raw.mcp_servers {
             let invalid = |message: String| ToolsConfigError::InvalidServer {
@@ -338,6 +358,13 @@ impl ToolsConfig {
                     trust_annotations: server.trust_annotations.unwrap_or(false),
                 },
             );
+        }
+        let missing = unset.into_inner();
+        if !missing.is_empty() {
+            return Err(ToolsConfigError::MissingVariable {
+                origin: origin.to_owned(),
+                missing,
+            });
         }
         Ok(Self {
             allow: raw.allow,
@@ -583,6 +610,7 @@ pub fn substitute(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, ToolsConfigError> {
     let mut out = String::with_capacity(value.len());
+    let mut missing = Vec::new();
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
@@ -605,11 +633,9 @@ pub fn substitute(
             (Some(value), _) => value,
             (None, Some(default)) => default.to_owned(),
             (None, None) => {
-                return Err(ToolsConfigError::MissingVariable {
-                    origin: origin.to_owned(),
-                    variable: variable.to_owned(),
-                    field: field.to_owned(),
-                });
+                missing.push((variable.to_owned(), field.to_owned()));
+                rest = &after[end + 1..];
+                continue;
             }
         };
         // What a configuration expanded is kept out of every text the process shows.
@@ -618,6 +644,12 @@ pub fn substitute(
         rest = &after[end + 1..];
     }
     out.push_str(rest);
+    if !missing.is_empty() {
+        return Err(ToolsConfigError::MissingVariable {
+            origin: origin.to_owned(),
+            missing,
+        });
+    }
     if field.contains("headers.") || field.contains("env.") {
         // A configured header or server environment value (a token, written inline).
         harness_core::redact::remember(&out);
@@ -685,12 +717,34 @@ mod tests {
     fn missing_variable_names_the_variable_and_the_file() {
         let err = parse(r#"{"mcpServers": {"a": {"transport": "stdio", "command": "x", "env": {"K": "${NOPE}"}}}}"#)
             .unwrap_err();
-        assert!(matches!(&err, ToolsConfigError::MissingVariable { variable, .. } if variable == "NOPE"));
+        assert!(matches!(&err, ToolsConfigError::MissingVariable { missing, .. } if missing[0].0 == "NOPE"));
         let text = err.to_string();
         assert!(
             text.contains("NOPE") && text.contains("/ws/tools.json") && text.contains("mcpServers.a.env.K"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn every_missing_variable_of_the_file_is_named_in_one_error() {
+        let err = parse(
+            r#"{"mcpServers": {
+                "a": {"command": "${NOPE_A}", "args": ["${NOPE_B}-${NOPE_C}"]},
+                "b": {"url": "https://x.test/${NOPE_D:-}", "headers": {"H": "${NOPE_E}"}}}}"#,
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        for (variable, field) in [
+            ("NOPE_A", "mcpServers.a.command"),
+            ("NOPE_B", "mcpServers.a.args[0]"),
+            ("NOPE_C", "mcpServers.a.args[0]"),
+            ("NOPE_E", "mcpServers.b.headers.H"),
+        ] {
+            assert!(text.contains(&format!("`{variable}` (used in {field})")), "{variable}: {text}");
+        }
+        // A variable with a default is not missing.
+        assert!(!text.contains("NOPE_D"), "{text}");
+        assert!(text.contains("environment variables are not set"), "{text}");
     }
 
     #[test]

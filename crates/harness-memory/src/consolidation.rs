@@ -26,7 +26,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[non_exhaustive]
 pub enum ConsolidationOutcome {
     /// No daily entries past the watermark. No model call was made.
-    NothingNew,
+    NothingNew {
+        /// When the last consolidation finished (none: never, so the logs are empty).
+        last: Option<jiff::Timestamp>,
+        /// Daily-log lines merged into `MEMORY.md` so far.
+        merged: usize,
+    },
     /// Another consolidator holds this namespace's lease; nothing was done.
     Busy,
     /// `MEMORY.md` was rewritten and the watermark advanced.
@@ -179,7 +184,10 @@ pub(crate) async fn run(
     let released = quarantine::released_keys(fs).await?;
     let batch = collect(fs, &state, budget_chars, &released).await?;
     if batch.entries == 0 {
-        return Ok(ConsolidationOutcome::NothingNew);
+        return Ok(ConsolidationOutcome::NothingNew {
+            last: state.consolidated_at,
+            merged: state.files.values().sum(),
+        });
     }
 
     let memory_path = path(MEMORY_FILE);

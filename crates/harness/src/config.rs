@@ -58,7 +58,7 @@ pub enum ConfigError {
         message: String,
     },
     /// A model spec (from the file, an environment variable or a flag) cannot be used.
-    #[error("{origin}: {source}")]
+    #[error("{origin}")]
     Model {
         /// Where the spec came from, e.g. `ws/harness.toml [agent] model` or `HARNESS_MODEL`.
         origin: String,
@@ -386,6 +386,35 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # deny = ["execute(rm *)"]
 # protected = ["harness.toml", "tools.json", "agents/**"]  # default: every file the harness reads or keeps
 #                                 # (a write to one asks in every mode; replaces the default set when written)
+
+# Plan mode: a read-only "think first" phase (plan_enter, plan_write, plan_exit; plan_exit asks a person).
+# [plan]
+# enabled = true
+# allow_shell = false             # let `execute` run while plan mode is active
+# task_list = false               # todo_write and the task list before each step (always on with plan mode)
+
+# Subagents: agent files in subagents/ (Claude Code's format works as is), spawned by agent_spawn (on by default).
+# [subagents]
+# enabled = true
+# max_depth = 1                   # 1: children cannot delegate further
+# task_timeout = 600              # seconds a task may run in all
+# default_wait = 30               # seconds agent_spawn / agent_send wait when the model names no timeout
+# child_token_budget = 200000     # tokens one child may use per spawn (default: no budget)
+# model_aliases = { sonnet = "anthropic:claude-sonnet-4-5" }   # `model:` names of agent files
+# tool_aliases = { WebFetch = "mcp__fetch__fetch" }             # `tools:` names of agent files
+
+# `harness serve` (the HTTP API and the chat page).
+# [serve]
+# bind = "127.0.0.1:8080"         # --bind overrides it
+# keys = [{ user = "alice", sha256 = "..." }]   # the hex SHA-256 of the key (printf %s KEY | sha256sum); none: no auth, loopback only
+# cors_origins = []               # pages on other origins that may call the API
+# max_turns = 256                 # running or queued turns on the server; more get 429
+
+# OpenTelemetry export (the OTEL_EXPORTER_OTLP_* variables win over these keys).
+# [telemetry]
+# endpoint = "http://127.0.0.1:4318"   # OTLP/HTTP; /v1/traces is appended
+# service_name = "harness"
+# capture_content = false         # message content in spans: opt in
 
 # Large tool results are moved to large_tool_results/ and replaced by a preview (on by default).
 # [tool_result_eviction]

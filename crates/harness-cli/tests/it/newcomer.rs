@@ -333,6 +333,54 @@ fn configuration_messages_name_the_file_key_and_cause() {
     assert!(stderr.contains('^'), "the caret diagram is kept: {stderr}");
 }
 
+/// Issue 32 problem 7: an error is one line, said once, with every unset variable named and
+/// no log framing.
+#[test]
+fn errors_are_one_line_said_once_and_name_every_unset_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    for (spec, cause) in [
+        ("bogus", "invalid model spec `bogus`"),
+        ("openai:m", "OPENAI_API_KEY is not set"),
+    ] {
+        let output = harness()
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("HARNESS_LOG")
+            .args(["run", "--model", spec, "--workspace"])
+            .arg(dir.path())
+            .arg("hi")
+            .output()
+            .unwrap();
+        let stderr = text(&output).1;
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert_eq!(stderr.matches(cause).count(), 1, "said once: {stderr}");
+        assert!(stderr.starts_with("error: --model: "), "{stderr}");
+    }
+    std::fs::write(
+        dir.path().join("tools.json"),
+        r#"{"mcpServers": {"t": {"command": "${HARNESS_NOPE_A}", "args": ["${HARNESS_NOPE_B}"]}}}"#,
+    )
+    .unwrap();
+    let output = harness()
+        .env_remove("HARNESS_LOG")
+        .args(["tools", "--workspace"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = text(&output).1;
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("`HARNESS_NOPE_A` (used in mcpServers.t.command)")
+            && stderr.contains("`HARNESS_NOPE_B` (used in mcpServers.t.args[0])"),
+        "{stderr}"
+    );
+    // No log framing (timestamps, levels, module paths) and no Rust type names.
+    for framing in [" ERROR ", "WARN", "::", "Error {"] {
+        assert!(!stderr.contains(framing), "{framing}: {stderr}");
+    }
+}
+
 #[test]
 fn a_connection_error_names_the_base_url_and_its_variable() {
     let dir = tempfile::tempdir().unwrap();

@@ -131,10 +131,14 @@ fn the_using_it_block_pasted_into_a_terminal_runs_every_line() {
     let dir = tempfile::tempdir().unwrap();
     // The marker is computed, so the echo of the typed line cannot match it.
     let script = format!("{}\necho __pasted_$((6*7))_done__\n", prepare(block, free_port(), &bin));
-    let envs = vec![(
-        "PATH",
-        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
-    )];
+    let envs = vec![
+        (
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+        ),
+        // The block's scratch directory is made inside the test's.
+        ("TMPDIR", dir.path().display().to_string()),
+    ];
     // The whole block arrives at once, as a paste into a terminal without bracketed paste:
     // while one line runs, the next ones wait in the terminal's input queue.
     let steps = json!([

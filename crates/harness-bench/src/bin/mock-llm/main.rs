@@ -10,6 +10,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod policy;
+mod script;
 mod wire;
 
 use axum::Router;
@@ -24,9 +25,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// A deterministic fake OpenAI-compatible LLM server.
+/// How the mock answers, for `--help`.
+const POLICY: &str = "\
+Replies (a pure function of the request, first match wins):
+  1. --script rules, in order (see below).
+  2. Memory extraction and consolidation requests: one fact per user line, merged into
+     MEMORY.md (so `harness memory` commands work offline).
+  3. A last user message `/tool NAME {json}` naming an offered tool: a call to that tool with
+     those arguments, e.g.  harness run \"/tool read_file {\\\"path\\\": \\\"AGENTS.md\\\"}\"
+  4. The --tool tool (default `lookup`) offered: a call to it with {\"key\":\"k<N>\"}.
+  5. Otherwise the text `done <N>`, after a user message with what the user said before
+     (so a session's history is visible). N = the number of user messages.
+
+--script FILE: JSON {\"rules\": [...]}; each rule is {\"when\": {...}, \"reply\": {...}, \"delay_ms\": MS}.
+  when (all optional, all must hold): last_role (user|tool|assistant), last_text_contains,
+    any_text_contains, system_contains, tool_offered, n_user, nth (the Nth match, from 1).
+  reply: {\"text\": \"...\"} | {\"tool_calls\": [{\"name\": \"T\", \"arguments\": {...}}]}
+    | {\"error\": {\"status\": 503}}.
+  Memory requests keep rule 2 unless a rule names them with system_contains.
+  Example: {\"rules\": [{\"when\": {\"last_role\": \"user\", \"tool_offered\": \"execute\"},
+            \"reply\": {\"tool_calls\": [{\"name\": \"execute\", \"arguments\": {\"command\": \"ls\"}}]}}]}
+
+Endpoints: POST /v1/chat/completions (streamed or not), GET /v1/models, /health, /stats.";
+
+/// A deterministic fake OpenAI-compatible LLM server (for demos, tests and benchmarks).
 #[derive(Parser, Debug)]
-#[command(name = "mock-llm", version)]
+#[command(name = "mock-llm", version, after_long_help = POLICY, after_help = "See --help for the reply policy and the --script format.")]
 struct Args {
     /// Port (0 = any free port).
     #[arg(long, env = "MOCK_PORT", default_value_t = 8787)]
@@ -44,6 +68,9 @@ struct Args {
     /// The tool called with `{"key":"k<N>"}` when a request offers it.
     #[arg(long, env = "MOCK_TOOL", default_value = "lookup")]
     tool: String,
+    /// Rules answered before the default policy (JSON; see --help).
+    #[arg(long, env = "MOCK_SCRIPT")]
+    script: Option<std::path::PathBuf>,
     /// Tokio worker threads (1 leaves the other core to the agent under test).
     #[arg(long, env = "MOCK_THREADS", default_value_t = 1)]
     threads: usize,
@@ -51,6 +78,7 @@ struct Args {
 
 struct Mock {
     tool: String,
+    script: Option<script::Script>,
     latency: Duration,
     memory_latency: Duration,
     requests: AtomicU64,
@@ -71,7 +99,18 @@ async fn completions(State(mock): State<Arc<Mock>>, body: axum::body::Bytes) -> 
         }
     };
     let request = policy::Request::from_openai(&parsed);
-    let reply = policy::reply(&request, &mock.tool);
+    let scripted = mock.script.as_ref().and_then(|script| script.answer(&request));
+    let (reply, delay) = match scripted {
+        Some(script::Scripted::Error(status, body, delay)) => {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return (status, axum::Json(body)).into_response();
+        }
+        Some(script::Scripted::Reply(reply, delay)) => (reply, delay),
+        None => (policy::reply(&request, &mock.tool), None),
+    };
     if request.is_memory() {
         mock.memory_requests.fetch_add(1, Ordering::Relaxed);
         if !mock.memory_latency.is_zero() {
@@ -82,8 +121,9 @@ async fn completions(State(mock): State<Arc<Mock>>, body: axum::body::Bytes) -> 
         policy::Reply::ToolCall { .. } => mock.tool_calls.fetch_add(1, Ordering::Relaxed),
         policy::Reply::Text(_) => mock.texts.fetch_add(1, Ordering::Relaxed),
     };
-    if !mock.latency.is_zero() {
-        tokio::time::sleep(mock.latency).await;
+    let latency = delay.unwrap_or(mock.latency);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
     }
     let model = parsed.get("model").and_then(Value::as_str).unwrap_or("mock");
     let usage = wire::Usage::of(body.len(), &reply);
@@ -115,9 +155,10 @@ async fn models() -> axum::Json<Value> {
     axum::Json(json!({"object": "list", "data": [{"id": "mock", "object": "model", "owned_by": "harness"}]}))
 }
 
-async fn serve(args: Args) -> std::io::Result<()> {
+async fn serve(args: Args, script: Option<script::Script>) -> std::io::Result<()> {
     let mock = Arc::new(Mock {
         tool: args.tool,
+        script,
         latency: Duration::from_millis(args.latency_ms),
         memory_latency: Duration::from_millis(args.memory_latency_ms),
         requests: AtomicU64::new(0),
@@ -147,11 +188,18 @@ async fn serve(args: Args) -> std::io::Result<()> {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    let script = match args.script.as_deref().map(script::Script::load).transpose() {
+        Ok(script) => script,
+        Err(err) => {
+            eprintln!("error: mock-llm: {err}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads.max(1))
         .enable_all()
         .build();
-    let result = runtime.and_then(|runtime| runtime.block_on(serve(args)));
+    let result = runtime.and_then(|runtime| runtime.block_on(serve(args, script)));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

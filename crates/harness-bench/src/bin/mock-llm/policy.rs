@@ -69,7 +69,7 @@ impl Request {
         request
     }
 
-    fn user_count(&self) -> usize {
+    pub(crate) fn user_count(&self) -> usize {
         self.messages.iter().filter(|(role, _)| role == "user").count()
     }
 }
