@@ -740,7 +740,10 @@ mod tests {
             ("NOPE_C", "mcpServers.a.args[0]"),
             ("NOPE_E", "mcpServers.b.headers.H"),
         ] {
-            assert!(text.contains(&format!("`{variable}` (used in {field})")), "{variable}: {text}");
+            assert!(
+                text.contains(&format!("`{variable}` (used in {field})")),
+                "{variable}: {text}"
+            );
         }
         // A variable with a default is not missing.
         assert!(!text.contains("NOPE_D"), "{text}");

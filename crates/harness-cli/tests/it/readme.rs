@@ -164,9 +164,18 @@ fn the_offline_model_block_runs_and_its_scripts_answer() {
     // The scripted model's two replies both went to the turn (memory extraction was off).
     assert!(stdout.contains("AGENTS.md holds the persona."), "{stdout}\n{stderr}");
     // mock-llm --help documents the policy and the rule format it was driven with.
-    let help = std::process::Command::new(bin.join("mock-llm")).arg("--help").output().unwrap();
+    let help = std::process::Command::new(bin.join("mock-llm"))
+        .arg("--help")
+        .output()
+        .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    for needle in ["/tool NAME {json}", "--script FILE", "last_text_contains", "tool_calls", "system_contains"] {
+    for needle in [
+        "/tool NAME {json}",
+        "--script FILE",
+        "last_text_contains",
+        "tool_calls",
+        "system_contains",
+    ] {
         assert!(help.contains(needle), "{needle} in mock-llm --help:\n{help}");
     }
 }
@@ -177,7 +186,11 @@ fn a_bad_mock_script_is_refused_at_start_naming_the_rule() {
     let bin = binaries();
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.json");
-    std::fs::write(&rules, r#"{"rules": [{"reply": {"text": "a"}}, {"when": {"nth": 0}, "reply": {}}]}"#).unwrap();
+    std::fs::write(
+        &rules,
+        r#"{"rules": [{"reply": {"text": "a"}}, {"when": {"nth": 0}, "reply": {}}]}"#,
+    )
+    .unwrap();
     let output = std::process::Command::new(bin.join("mock-llm"))
         .args(["--port", "0", "--script"])
         .arg(&rules)
@@ -185,7 +198,10 @@ fn a_bad_mock_script_is_refused_at_start_naming_the_rule() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("rules.json: rule 1: reply needs exactly one of"), "{stderr}");
+    assert!(
+        stderr.contains("rules.json: rule 1: reply needs exactly one of"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -237,7 +253,10 @@ fn init_writes_every_section_the_readme_names() {
             .skip_while(|line| line.trim_start_matches("# ").trim() != header)
             .take_while(|line| !line.trim().is_empty())
             .collect();
-        assert!(!block.is_empty(), "README names {header}; harness init does not write it:\n{template}");
+        assert!(
+            !block.is_empty(),
+            "README names {header}; harness init does not write it:\n{template}"
+        );
         // The block uncommented alone: its header and its `key = value` lines.
         let toml: String = block
             .iter()

@@ -145,7 +145,7 @@ fn the_using_it_block_pasted_into_a_terminal_runs_every_line() {
         {"expect": "[#$] "},
         {"send": script},
         {"expect": "__pasted_42_done__\r?\n.*[#$] ", "timeout": 240},
-        {"send": "kill %1 2>/dev/null; exit\n"},
+        {"send": "kill %1 2>/dev/null; exit 0\n"},
     ]);
     let (out, ok) = drive(&steps, &["bash", "--norc", "--noprofile", "-i"], dir.path(), &envs);
     assert!(ok, "{out}");

@@ -70,7 +70,10 @@ async fn consolidation_merges_and_advances_the_watermark() {
     // It says how much is merged and when the last pass ran.
     assert!(matches!(
         memory.consolidate(dyn_fs(&fs), &ns()).await.expect("again"),
-        ConsolidationOutcome::NothingNew { last: Some(_), merged: 4 }
+        ConsolidationOutcome::NothingNew {
+            last: Some(_),
+            merged: 4
+        }
     ));
     assert_eq!(model.request_count(), 1);
 

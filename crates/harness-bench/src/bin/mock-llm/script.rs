@@ -113,11 +113,16 @@ impl Script {
                     _ => Vec::new(),
                 }
             }
-            _ => return Err(format!("--script {shown}: expected {{\"rules\": [...]}} or an array of rules")),
+            _ => {
+                return Err(format!(
+                    "--script {shown}: expected {{\"rules\": [...]}} or an array of rules"
+                ));
+            }
         };
         let mut rules = Vec::with_capacity(list.len());
         for (i, rule) in list.into_iter().enumerate() {
-            let rule: Rule = serde_json::from_value(rule).map_err(|err| format!("--script {shown}: rule {i}: {err}"))?;
+            let rule: Rule =
+                serde_json::from_value(rule).map_err(|err| format!("--script {shown}: rule {i}: {err}"))?;
             let answers = [
                 rule.reply.text.is_some(),
                 rule.reply.tool_calls.as_ref().is_some_and(|calls| !calls.is_empty()),
@@ -153,9 +158,9 @@ impl Script {
         let delay = rule.delay_ms.map(Duration::from_millis);
         let answer = &rule.reply;
         if let Some(failure) = &answer.error {
-            let body = failure.body.clone().unwrap_or_else(|| {
-                serde_json::json!({"error": {"message": "mock-llm: scripted error", "type": "server_error"}})
-            });
+            let body = failure.body.clone().unwrap_or_else(
+                || serde_json::json!({"error": {"message": "mock-llm: scripted error", "type": "server_error"}}),
+            );
             return Some(Scripted::Error(failure.status, body, delay));
         }
         if let Some(call) = answer.tool_calls.as_ref().and_then(|calls| calls.first()) {
