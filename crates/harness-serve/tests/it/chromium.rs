@@ -216,7 +216,7 @@ async fn the_page_streams_a_reply_and_shows_the_tool_call_collapsed() {
         "the session in the list",
     )
     .await;
-    let session = page.eval("document.querySelector('#sessions .session').title").await;
+    let session = page.eval("document.querySelector('#sessions .session').dataset.id").await;
     let history = server.history(session.as_str().unwrap()).await;
     assert_eq!(history.last().unwrap().1, "turn 1: listed");
 }
