@@ -121,6 +121,9 @@ mod tests {
         // Inline event handler attributes and `style=` attributes would be refused by the
         // policy: the markup has none (the script sets handlers and styles itself).
         let markup = PAGE.split("<script>").next().unwrap_or_default();
-        assert!(!markup.contains(" onclick=") && !markup.contains(" style="), "inline handlers or styles");
+        assert!(
+            !markup.contains(" onclick=") && !markup.contains(" style="),
+            "inline handlers or styles"
+        );
     }
 }

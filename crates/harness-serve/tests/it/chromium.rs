@@ -216,7 +216,9 @@ async fn the_page_streams_a_reply_and_shows_the_tool_call_collapsed() {
         "the session in the list",
     )
     .await;
-    let session = page.eval("document.querySelector('#sessions .session').dataset.id").await;
+    let session = page
+        .eval("document.querySelector('#sessions .session').dataset.id")
+        .await;
     let history = server.history(session.as_str().unwrap()).await;
     assert_eq!(history.last().unwrap().1, "turn 1: listed");
 }
@@ -278,7 +280,8 @@ async fn the_deny_button_says_denied_and_the_call_does_not_run() {
         "the approval buttons",
     )
     .await;
-    page.eval("document.querySelector('.approval button.deny').click(); true").await;
+    page.eval("document.querySelector('.approval button.deny').click(); true")
+        .await;
     page.until(
         "document.querySelector('.approval .verdict') !== null && document.getElementById('stop').disabled",
         "the verdict and the end of the turn",

@@ -40,7 +40,10 @@ async fn the_page_is_served_with_a_policy_that_forbids_inline_and_remote_loads()
     let server = Server::start(ServeOptions::default()).await;
     let response = server.get("/").await;
     assert_eq!(response.status(), 200);
-    let policy = response.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    let policy = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(response.headers()["x-content-type-options"], "nosniff");
     let page = response.text().await.unwrap();
     for directive in [
@@ -55,7 +58,13 @@ async fn the_page_is_served_with_a_policy_that_forbids_inline_and_remote_loads()
     }
     assert!(!policy.contains("unsafe-") && !policy.contains("http"), "{policy}");
     // The only script allowed is the page's own, by its hash.
-    let script = page.split("<script>").nth(1).unwrap().split("</script>").next().unwrap();
+    let script = page
+        .split("<script>")
+        .nth(1)
+        .unwrap()
+        .split("</script>")
+        .next()
+        .unwrap();
     let digest = Sha256::digest(script.as_bytes());
     let script_src = policy
         .split(';')
@@ -146,7 +155,11 @@ async fn hostile_markdown_runs_nothing_and_loads_nothing() {
     assert_eq!(found["imgs"], 0, "{found}");
     assert_eq!(found["handlers"], 0, "{found}");
     // The only link is the image, as a link the reader may open; nothing else got an href.
-    assert_eq!(found["hrefs"], json!([format!("{listener}/exfil.png?data=SECRET")]), "{found}");
+    assert_eq!(
+        found["hrefs"],
+        json!([format!("{listener}/exfil.png?data=SECRET")]),
+        "{found}"
+    );
     assert_eq!(found["image"], "secret", "{found}");
     let shown = found["shown"].as_str().unwrap();
     for visible in [
@@ -155,7 +168,10 @@ async fn hostile_markdown_runs_nothing_and_loads_nothing() {
         "click me (javascript:window.pwned='link')",
         "<iframe",
     ] {
-        assert!(shown.contains(visible), "raw HTML and refused links are shown as text: {visible} in {shown}");
+        assert!(
+            shown.contains(visible),
+            "raw HTML and refused links are shown as text: {visible} in {shown}"
+        );
     }
 
     let resources = page
@@ -191,13 +207,20 @@ async fn a_reopened_session_shows_its_tool_calls_with_their_results() {
     page.open(&server).await;
     page.send("use a tool").await;
     page.until(REPLY_SHOWN, "the streamed reply").await;
-    page.until("document.querySelectorAll('#sessions .session').length === 1", "the session in the list")
-        .await;
+    page.until(
+        "document.querySelectorAll('#sessions .session').length === 1",
+        "the session in the list",
+    )
+    .await;
     // A fresh page load, then the session picked from the list.
     page.open(&server).await;
-    page.until("document.querySelectorAll('#sessions .session').length === 1", "the session in the list")
+    page.until(
+        "document.querySelectorAll('#sessions .session').length === 1",
+        "the session in the list",
+    )
+    .await;
+    page.eval("document.querySelector('#sessions .session').click(); true")
         .await;
-    page.eval("document.querySelector('#sessions .session').click(); true").await;
     page.until(REPLY_SHOWN, "the stored reply").await;
     let tool = page
         .eval(
@@ -219,14 +242,24 @@ async fn a_reopened_session_waiting_for_approval_shows_the_call_once() {
     let mut page = browser.page().await;
     page.open(&server).await;
     page.send("use a tool").await;
-    page.until("document.querySelector('.approval button.approve') !== null", "the approval buttons")
-        .await;
+    page.until(
+        "document.querySelector('.approval button.approve') !== null",
+        "the approval buttons",
+    )
+    .await;
     page.open(&server).await;
-    page.until("document.querySelectorAll('#sessions .session').length === 1", "the session in the list")
+    page.until(
+        "document.querySelectorAll('#sessions .session').length === 1",
+        "the session in the list",
+    )
+    .await;
+    page.eval("document.querySelector('#sessions .session').click(); true")
         .await;
-    page.eval("document.querySelector('#sessions .session').click(); true").await;
-    page.until("document.querySelector('.approval button.approve') !== null", "the stored approval")
-        .await;
+    page.until(
+        "document.querySelector('.approval button.approve') !== null",
+        "the stored approval",
+    )
+    .await;
     let shown = page
         .eval(
             "({cards: document.querySelectorAll('.approval').length, tools: document.querySelectorAll('details.tool').length, \
@@ -234,7 +267,8 @@ async fn a_reopened_session_waiting_for_approval_shows_the_call_once() {
         )
         .await;
     assert_eq!(shown, json!({"cards": 1, "tools": 0, "asked": 1}));
-    page.eval("document.querySelector('.approval button.approve').click(); true").await;
+    page.eval("document.querySelector('.approval button.approve').click(); true")
+        .await;
     page.until(REPLY_SHOWN, "the reply after approval").await;
     assert_eq!(page.eval("document.querySelectorAll('details.tool').length").await, 1);
 }
@@ -255,8 +289,11 @@ async fn a_plan_approval_shows_the_plan() {
     )
     .await;
     page.send(r#"call:plan_exit {"rationale": "it is small"}"#).await;
-    page.until("document.querySelector('.approval button.approve') !== null", "the plan approval")
-        .await;
+    page.until(
+        "document.querySelector('.approval button.approve') !== null",
+        "the plan approval",
+    )
+    .await;
     let card = page
         .eval(
             "(() => { const a = document.querySelector('.approval'); \
@@ -269,11 +306,18 @@ async fn a_plan_approval_shows_the_plan() {
     assert_eq!(card["heading"], "The plan", "{card}");
     assert_eq!(card["steps"], json!(["read the code", "fix <the> bug"]), "{card}");
     assert_eq!(card["reason"], "Why it is ready: it is small", "{card}");
-    assert_eq!(card["buttons"], json!(["Approve", "Deny"]), "no Always for a plan: {card}");
-    page.eval("document.querySelector('.approval button.approve').click(); true").await;
-    page.until("document.querySelector('.approval .verdict') !== null", "the verdict").await;
     assert_eq!(
-        page.eval("document.querySelector('.approval .verdict').textContent").await,
+        card["buttons"],
+        json!(["Approve", "Deny"]),
+        "no Always for a plan: {card}"
+    );
+    page.eval("document.querySelector('.approval button.approve').click(); true")
+        .await;
+    page.until("document.querySelector('.approval .verdict') !== null", "the verdict")
+        .await;
+    assert_eq!(
+        page.eval("document.querySelector('.approval .verdict').textContent")
+            .await,
         "Plan approved by you."
     );
 }
@@ -292,8 +336,11 @@ async fn sessions_are_titled_with_time_and_equal_titles_are_numbered() {
     let long = "a long first message ".repeat(6);
     page.eval("document.getElementById('new').click(); true").await;
     page.send(&long).await;
-    page.until("document.querySelectorAll('#sessions .session').length === 3", "three sessions")
-        .await;
+    page.until(
+        "document.querySelectorAll('#sessions .session').length === 3",
+        "three sessions",
+    )
+    .await;
     let rows = page
         .eval(
             "[...document.querySelectorAll('#sessions .session')].map((s) => [s.querySelector('.title').textContent, \
@@ -319,7 +366,8 @@ async fn the_key_banner_asks_for_a_key_and_clears_once_it_is_entered() {
     let browser = Browser::launch().await;
     let mut page = browser.page().await;
     page.call("Page.navigate", json!({"url": server.url("/")})).await;
-    page.until("!document.getElementById('banner').hidden", "the key banner").await;
+    page.until("!document.getElementById('banner').hidden", "the key banner")
+        .await;
     let text = page.eval("document.getElementById('banner').textContent").await;
     assert_eq!(text, "This server needs an API key: type it in the “API key” field.");
     // A wrong key: still red, saying so.
@@ -335,7 +383,11 @@ async fn the_key_banner_asks_for_a_key_and_clears_once_it_is_entered() {
         "the banner gone and the agents listed",
     )
     .await;
-    assert_eq!(page.eval("document.getElementById('log').children.length").await, 0, "no error left in the log");
+    assert_eq!(
+        page.eval("document.getElementById('log').children.length").await,
+        0,
+        "no error left in the log"
+    );
     page.send("hi").await;
     page.until(&reply_contains("turn 1: hi"), "the reply").await;
     page.eval("localStorage.clear(); true").await;
@@ -371,11 +423,21 @@ async fn enter_sends_and_shift_enter_starts_a_new_line() {
     page.call("Input.insertText", json!({"text": "line one"})).await;
     press_enter(&mut page, true).await;
     page.call("Input.insertText", json!({"text": "line two"})).await;
-    assert_eq!(page.eval("document.querySelectorAll('.msg.user').length").await, 0, "Shift+Enter did not send");
-    assert_eq!(page.eval("document.getElementById('input').value").await, "line one\nline two");
+    assert_eq!(
+        page.eval("document.querySelectorAll('.msg.user').length").await,
+        0,
+        "Shift+Enter did not send"
+    );
+    assert_eq!(
+        page.eval("document.getElementById('input').value").await,
+        "line one\nline two"
+    );
     press_enter(&mut page, false).await;
     page.until(&reply_contains("line two"), "the reply").await;
-    assert_eq!(page.eval("document.querySelector('.msg.user').textContent").await, "line one\nline two");
+    assert_eq!(
+        page.eval("document.querySelector('.msg.user').textContent").await,
+        "line one\nline two"
+    );
     assert_eq!(page.eval("document.getElementById('input').value").await, "");
 }
 
@@ -410,12 +472,7 @@ async fn layout_at(page: &mut Cdp, width: u32, name: &str) {
     for selector in ["#input", "#send"] {
         assert_eq!(page.eval(&clickable(selector)).await, "ok", "{selector} at {width} px");
     }
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    let shot = page.call("Page.captureScreenshot", json!({"format": "png"})).await;
-    let path = dir.join(format!("chat-{name}-{width}.png"));
-    std::fs::write(&path, decode_base64(shot["data"].as_str().unwrap())).unwrap();
-    println!("screenshot: {}", path.display());
+    screenshot(page, &format!("chat-{name}-{width}.png")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -433,39 +490,65 @@ async fn the_page_works_at_1280_and_400_pixels() {
     .await;
     page.until(&reply_contains("unbroken"), "the reply").await;
     page.send("use a tool").await;
-    page.until("document.querySelector('.approval button.approve') !== null", "the approval")
-        .await;
+    page.until(
+        "document.querySelector('.approval button.approve') !== null",
+        "the approval",
+    )
+    .await;
 
     layout_at(&mut page, 1280, "wide").await;
     assert_eq!(page.eval(&clickable("#new")).await, "ok");
     assert_eq!(page.eval(&clickable("#sessions .session")).await, "ok");
     assert_eq!(page.eval(&clickable(".approval button.approve")).await, "ok");
-    assert_eq!(page.eval(&clickable("#menu")).await, "not shown", "no menu button when wide");
+    assert_eq!(
+        page.eval(&clickable("#menu")).await,
+        "not shown",
+        "no menu button when wide"
+    );
 
     layout_at(&mut page, 400, "narrow").await;
     assert_eq!(page.eval(&clickable(".approval button.approve")).await, "ok");
     // The sessions are behind the menu button, which opens them over the top of the page.
     assert_eq!(page.eval(&clickable("#menu")).await, "ok");
-    assert_eq!(page.eval("getComputedStyle(document.getElementById('side')).display").await, "none");
+    assert_eq!(
+        page.eval("getComputedStyle(document.getElementById('side')).display")
+            .await,
+        "none"
+    );
     page.eval("document.getElementById('menu').click(); true").await;
     for selector in ["#key", "#agent", "#new", "#sessions .session"] {
-        assert_eq!(page.eval(&clickable(selector)).await, "ok", "{selector} in the open drawer");
+        assert_eq!(
+            page.eval(&clickable(selector)).await,
+            "ok",
+            "{selector} in the open drawer"
+        );
     }
     let widths = page.eval("[document.documentElement.scrollWidth, innerWidth]").await;
     assert!(widths[0].as_u64() <= widths[1].as_u64(), "{widths}");
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
-    let shot = page.call("Page.captureScreenshot", json!({"format": "png"})).await;
-    let path = dir.join("chat-drawer-400.png");
-    std::fs::write(&path, decode_base64(shot["data"].as_str().unwrap())).unwrap();
-    println!("screenshot: {}", path.display());
+    screenshot(&mut page, "chat-drawer-400.png").await;
     // Picking a session closes the drawer and shows it.
-    page.eval("document.querySelector('#sessions .session').click(); true").await;
+    page.eval("document.querySelector('#sessions .session').click(); true")
+        .await;
     page.until(
         "getComputedStyle(document.getElementById('side')).display === 'none' && document.querySelectorAll('.msg').length > 0",
         "the drawer closed on the chosen session",
     )
     .await;
     assert_eq!(page.eval(&clickable("#send")).await, "ok");
+}
+
+/// Saves what the page shows to `$CARGO_TARGET_TMPDIR/screenshots/NAME` and prints the path.
+#[allow(
+    clippy::print_stdout,
+    reason = "the test names where its screenshot is, for a person to look at"
+)]
+async fn screenshot(page: &mut Cdp, name: &str) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shot = page.call("Page.captureScreenshot", json!({"format": "png"})).await;
+    let path = dir.join(name);
+    std::fs::write(&path, decode_base64(shot["data"].as_str().unwrap())).unwrap();
+    println!("screenshot: {}", path.display());
 }
 
 /// Standard base64 (the screenshot and CSP hashes).
