@@ -573,3 +573,19 @@ fn decode_base64(text: &str) -> Vec<u8> {
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_gone_is_named_in_the_banner() {
+    let mut server = Server::start(ServeOptions::default()).await;
+    let browser = Browser::launch().await;
+    let mut page = browser.page().await;
+    page.open(&server).await;
+    server.shutdown().await.unwrap().unwrap();
+    page.send("hello").await;
+    page.until("!document.getElementById('banner').hidden", "the banner")
+        .await;
+    assert_eq!(
+        page.eval("document.getElementById('banner').textContent").await,
+        "Cannot reach the Harness server. Is `harness serve` still running?"
+    );
+}
