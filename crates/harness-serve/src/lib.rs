@@ -35,6 +35,7 @@ mod metrics;
 mod native;
 mod openai;
 mod owners;
+mod page;
 mod queue;
 mod responses;
 mod section;
@@ -226,12 +227,6 @@ pub enum ServeError {
     Io(#[source] std::io::Error),
 }
 
-/// The web chat page: one file, no build step; it uses the native API (the key it is given is
-/// kept in the browser's local storage). It holds no data, so it is served without a key.
-async fn chat_page() -> axum::response::Html<&'static str> {
-    axum::response::Html(include_str!("chat.html"))
-}
-
 /// Any path no route serves: 404 in the error JSON.
 async fn unknown_route(uri: axum::http::Uri) -> error::ApiError {
     error::ApiError::not_found(format!(
@@ -347,7 +342,7 @@ impl Gateway {
     /// (see the README), behind the Host/Origin guard; every error answer is the error JSON.
     pub fn router(&self) -> Router {
         Router::new()
-            .route("/", axum::routing::get(chat_page))
+            .route("/", axum::routing::get(page::chat_page))
             .route("/metrics", axum::routing::get(metrics::metrics))
             .merge(openai::routes())
             .merge(responses::routes())

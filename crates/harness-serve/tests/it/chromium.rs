@@ -14,18 +14,18 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// How long the browser may take to start or the page to show something before the test
 /// fails (a bound against hanging, not a performance check).
-const PATIENCE: Duration = Duration::from_secs(60);
+pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A headless chromium; its whole process group is killed on drop, and its profile folder
 /// (which also holds its temporary files) removed once every process of the group is gone.
-struct Browser {
+pub struct Browser {
     child: tokio::process::Child,
     _profile: tempfile::TempDir,
     port: u16,
 }
 
 impl Browser {
-    async fn launch() -> Self {
+    pub async fn launch() -> Self {
         // Named so scripts/test.sh can tell a profile a run left behind.
         let profile = tempfile::Builder::new().prefix("harness-chromium-").tempdir().unwrap();
         let scratch = profile.path().join("tmp");
@@ -71,7 +71,7 @@ impl Browser {
     }
 
     /// A CDP session on the browser's page target.
-    async fn page(&self) -> Cdp {
+    pub async fn page(&self) -> Cdp {
         let targets: Value = reqwest::get(format!("http://127.0.0.1:{}/json/list", self.port))
             .await
             .unwrap()
@@ -119,13 +119,13 @@ impl Drop for Browser {
     }
 }
 
-struct Cdp {
+pub struct Cdp {
     socket: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
     next_id: u64,
 }
 
 impl Cdp {
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let request = json!({"id": id, "method": method, "params": params});
@@ -143,7 +143,7 @@ impl Cdp {
     }
 
     /// The value of a JavaScript expression in the page.
-    async fn eval(&mut self, expression: &str) -> Value {
+    pub async fn eval(&mut self, expression: &str) -> Value {
         let result = self
             .call(
                 "Runtime.evaluate",
@@ -156,7 +156,7 @@ impl Cdp {
 
     /// Polls `expression` until it is `true`; fails with `what` and the page's log after
     /// [`PATIENCE`].
-    async fn until(&mut self, expression: &str, what: &str) {
+    pub async fn until(&mut self, expression: &str, what: &str) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             if self.eval(expression).await == Value::Bool(true) {
@@ -170,7 +170,7 @@ impl Cdp {
         }
     }
 
-    async fn open(&mut self, server: &Server) {
+    pub async fn open(&mut self, server: &Server) {
         self.call("Page.navigate", json!({"url": server.url("/")})).await;
         self.until(
             "document.readyState === 'complete' && document.getElementById('agent') !== null \
@@ -180,7 +180,7 @@ impl Cdp {
         .await;
     }
 
-    async fn send(&mut self, text: &str) {
+    pub async fn send(&mut self, text: &str) {
         let script = format!(
             "document.getElementById('input').value = {}; document.getElementById('send').click(); true",
             json!(text)
@@ -189,7 +189,7 @@ impl Cdp {
     }
 }
 
-const REPLY_SHOWN: &str =
+pub const REPLY_SHOWN: &str =
     "[...document.querySelectorAll('.msg.assistant')].some((e) => e.textContent.includes('turn 1: listed'))";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,7 +216,9 @@ async fn the_page_streams_a_reply_and_shows_the_tool_call_collapsed() {
         "the session in the list",
     )
     .await;
-    let session = page.eval("document.querySelector('#sessions .session').title").await;
+    let session = page
+        .eval("document.querySelector('#sessions .session').dataset.id")
+        .await;
     let history = server.history(session.as_str().unwrap()).await;
     assert_eq!(history.last().unwrap().1, "turn 1: listed");
 }
@@ -246,16 +248,55 @@ async fn the_approve_button_resumes_the_turn_and_streams_the_rest() {
         Value::Bool(true)
     );
     page.until(REPLY_SHOWN, "the reply after approval").await;
-    assert_eq!(
-        page.eval("document.querySelector('.approval').classList.contains('decided')")
-            .await,
-        Value::Bool(true)
-    );
-    assert_eq!(
-        page.eval("document.querySelector('.approval button.approve').disabled")
-            .await,
-        Value::Bool(true)
-    );
+    // The card says what was decided, its buttons are gone, and the approved call ran inside
+    // it: shown once, with its result.
+    let card = page
+        .eval(
+            "(() => { const a = document.querySelector('.approval'); \
+             return {approved: a.classList.contains('approved'), verdict: a.querySelector('.verdict').textContent, \
+             buttons: a.querySelectorAll('button').length, \
+             tools: document.querySelectorAll('#log details.tool').length, \
+             inside: a.querySelectorAll('details.tool pre.result').length, \
+             asked: a.querySelectorAll('.call > pre').length}; })()",
+        )
+        .await;
+    assert_eq!(card["approved"], true, "{card}");
+    assert_eq!(card["verdict"], "Approved by you.", "{card}");
+    assert_eq!(card["buttons"], 0, "{card}");
+    assert_eq!(card["tools"], 1, "the approved call is shown once: {card}");
+    assert_eq!(card["inside"], 1, "its result is in the card: {card}");
+    assert_eq!(card["asked"], 0, "the asked-for call became the run call: {card}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deny_button_says_denied_and_the_call_does_not_run() {
+    let server = Server::start_with(ServeOptions::default(), Some(ASK_LIST)).await;
+    let browser = Browser::launch().await;
+    let mut page = browser.page().await;
+    page.open(&server).await;
+    page.send("use a tool").await;
+    page.until(
+        "document.querySelector('.approval button.deny') !== null",
+        "the approval buttons",
+    )
+    .await;
+    page.eval("document.querySelector('.approval button.deny').click(); true")
+        .await;
+    page.until(
+        "document.querySelector('.approval .verdict') !== null && document.getElementById('stop').disabled",
+        "the verdict and the end of the turn",
+    )
+    .await;
+    let card = page
+        .eval(
+            "(() => { const a = document.querySelector('.approval'); \
+             return {denied: a.classList.contains('denied'), verdict: a.querySelector('.verdict').textContent, \
+             results: [...document.querySelectorAll('pre.result')].filter((p) => !p.classList.contains('failed')).length}; })()",
+        )
+        .await;
+    assert_eq!(card["denied"], true, "{card}");
+    assert_eq!(card["verdict"], "Denied by you.", "{card}");
+    assert_eq!(card["results"], 0, "a denied call has no successful result: {card}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ mod control;
 mod guard;
 mod native;
 mod openai;
+mod page;
 mod queue;
 mod remote;
 mod sdks;
