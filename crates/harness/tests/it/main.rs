@@ -25,6 +25,7 @@ mod recipe;
 mod scope;
 mod sessions;
 mod skills;
+mod state_layout;
 mod structured;
 mod subagents;
 mod support;
