@@ -18,6 +18,7 @@ mod fenced_writes;
 mod gate;
 mod lean_request;
 mod mcp;
+mod one_pass;
 mod memory;
 mod permissions;
 mod plan_mode;
