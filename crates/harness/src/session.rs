@@ -36,8 +36,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub(crate) mod tail;
 
-pub use tail::{TAIL_FORMAT, TranscriptTail};
 use tail::{Attached, CachedTail, TailCache};
+pub use tail::{TAIL_FORMAT, TranscriptTail};
 
 /// The transcript of a session, relative to the caller's namespace.
 ///
@@ -411,7 +411,12 @@ impl SessionPersistence {
             slot.from
         } else {
             if slot.format == TAIL_FORMAT {
-                tracing::warn!(from = slot.from, offset, size, "transcript tail out of range; the context keeps its inline part");
+                tracing::warn!(
+                    from = slot.from,
+                    offset,
+                    size,
+                    "transcript tail out of range; the context keeps its inline part"
+                );
             }
             offset
         };
@@ -443,7 +448,13 @@ impl SessionPersistence {
     }
 
     /// Replays what the transcript holds past the state's offset (a crashed turn).
-    async fn repair(&self, turn: &mut Turn, call: &CallWorkspace, path: &WsPath, bytes: &[u8]) -> Result<(), AgentError> {
+    async fn repair(
+        &self,
+        turn: &mut Turn,
+        call: &CallWorkspace,
+        path: &WsPath,
+        bytes: &[u8],
+    ) -> Result<(), AgentError> {
         let offset = usize::try_from(turn.state().transcript_offset).unwrap_or(usize::MAX);
         if bytes.len() < offset {
             // The transcript is shorter than the state believes (restored from an older
@@ -570,7 +581,11 @@ impl Middleware for SessionPersistence {
         };
         // Only what the transcript lacks is saved in the state (a failed write keeps it
         // all inline).
-        let detached = if flushed.is_ok() { self.detach(turn, &attached) } else { Ok(()) };
+        let detached = if flushed.is_ok() {
+            self.detach(turn, &attached)
+        } else {
+            Ok(())
+        };
         result?;
         flushed?;
         indexed?;

@@ -22,8 +22,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// The layout number the slot carries.
 pub const TAIL_FORMAT: u32 = 2;
 
-/// Sessions whose tails are cached before the cache is cleared.
-const CACHED_TAILS: usize = 1024;
+/// Sessions whose tails are cached, and their transcript bytes, before the cache is cleared
+/// (the state store's cache no longer holds these messages; the same bounds as its).
+const CACHED_TAILS: usize = harness_store::DEFAULT_CACHE_ENTRIES;
+const CACHED_BYTES: u64 = harness_store::DEFAULT_CACHE_BYTES;
 
 /// Session slot `transcript_tail`: where the context's transcript tail starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +61,13 @@ impl Attached {
     /// What the state should keep inline when the call ends, and where the tail starts:
     /// the same split when the call only appended `appended` (all written to the transcript),
     /// otherwise the whole context inline and an empty tail at `end`.
-    pub(super) fn split(&self, messages: &[Arc<Msg>], appended: &[Arc<Msg>], persisted: usize, end: u64) -> (usize, u64) {
+    pub(super) fn split(
+        &self,
+        messages: &[Arc<Msg>],
+        appended: &[Arc<Msg>],
+        persisted: usize,
+        end: u64,
+    ) -> (usize, u64) {
         let only_appended = !self.rewritten
             && persisted == appended.len()
             && messages.len() == self.context.len() + appended.len()
@@ -112,13 +120,23 @@ pub(super) struct CachedTail {
 /// Tails by `<fs description>|<transcript path>`.
 #[derive(Default)]
 pub(super) struct TailCache {
-    tails: Mutex<HashMap<String, CachedTail>>,
+    tails: Mutex<Tails>,
+}
+
+#[derive(Default)]
+struct Tails {
+    by_key: HashMap<String, CachedTail>,
+    /// Transcript bytes of the cached tails.
+    bytes: u64,
 }
 
 impl std::fmt::Debug for TailCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let tails = self.tails.lock().unwrap_or_else(PoisonError::into_inner);
-        f.debug_struct("TailCache").field("sessions", &tails.len()).finish()
+        f.debug_struct("TailCache")
+            .field("sessions", &tails.by_key.len())
+            .field("bytes", &tails.bytes)
+            .finish()
     }
 }
 
@@ -127,20 +145,33 @@ impl TailCache {
     pub(super) fn get(&self, key: &str, from: u64, offset: u64) -> Option<CachedTail> {
         let tails = self.tails.lock().unwrap_or_else(PoisonError::into_inner);
         tails
+            .by_key
             .get(key)
             .filter(|tail| tail.from == from && tail.end <= offset)
             .cloned()
     }
 
     pub(super) fn put(&self, key: String, tail: CachedTail) {
+        let size = tail.end.saturating_sub(tail.from);
         let mut tails = self.tails.lock().unwrap_or_else(PoisonError::into_inner);
-        if tails.len() >= CACHED_TAILS && !tails.contains_key(&key) {
-            tails.clear();
+        if let Some(old) = tails.by_key.remove(&key) {
+            tails.bytes = tails.bytes.saturating_sub(old.end.saturating_sub(old.from));
         }
-        tails.insert(key, tail);
+        if size > CACHED_BYTES {
+            return;
+        }
+        if tails.by_key.len() >= CACHED_TAILS || tails.bytes + size > CACHED_BYTES {
+            tails.by_key.clear();
+            tails.bytes = 0;
+        }
+        tails.bytes += size;
+        tails.by_key.insert(key, tail);
     }
 
     pub(super) fn forget(&self, key: &str) {
-        self.tails.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+        let mut tails = self.tails.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = tails.by_key.remove(key) {
+            tails.bytes = tails.bytes.saturating_sub(old.end.saturating_sub(old.from));
+        }
     }
 }

@@ -22,7 +22,9 @@ fn transcript_file(dir: &Path, user: &str, session: &str) -> PathBuf {
 
 /// What the state files hold: (length, inode, mtime in ns) of each, missing = zeros.
 fn stamp(path: &Path) -> (u64, u64, i64) {
-    std::fs::metadata(path).map_or((0, 0, 0), |m| (m.len(), m.ino(), m.mtime_nsec() + m.mtime() * 1_000_000_000))
+    std::fs::metadata(path).map_or((0, 0, 0), |m| {
+        (m.len(), m.ino(), m.mtime_nsec() + m.mtime() * 1_000_000_000)
+    })
 }
 
 /// Bytes written to a file between two stamps: its growth when it was appended to, its
@@ -118,7 +120,14 @@ async fn a_cleared_context_is_kept_inline_and_later_turns_append_to_a_new_tail()
     first.call("pear", ctx("u", "s")).await.unwrap();
     let again = agent(dir.path(), &model);
     again.call("plum", ctx("u", "s")).await.unwrap();
-    let texts: Vec<String> = model.requests().last().unwrap().messages.iter().map(|m| m.text()).collect();
+    let texts: Vec<String> = model
+        .requests()
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .collect();
     assert_eq!(texts, ["pear", "echo: pear", "plum"]);
 }
 
@@ -154,12 +163,27 @@ async fn a_session_written_in_layout_1_loads_and_continues() {
             .map(|m| m.text())
             .collect()
     };
-    let old = ["hello there", "list the files", "thanks", "fourth message", "fifth message"];
-    agent(dir.path(), &model).call("sixth", ctx("default", "old")).await.unwrap();
+    let old = [
+        "hello there",
+        "list the files",
+        "thanks",
+        "fourth message",
+        "fifth message",
+    ];
+    agent(dir.path(), &model)
+        .call("sixth", ctx("default", "old"))
+        .await
+        .unwrap();
     assert_eq!(users(&model, 0), [&old[..], &["sixth"]].concat());
     // A new process reads the mixed state: layout-1 messages inline, the rest from the tail.
-    agent(dir.path(), &model).call("seventh", ctx("default", "old")).await.unwrap();
+    agent(dir.path(), &model)
+        .call("seventh", ctx("default", "old"))
+        .await
+        .unwrap();
     assert_eq!(users(&model, 1), [&old[..], &["sixth", "seventh"]].concat());
     let snapshot = std::fs::read_to_string(state_dir(dir.path(), "default", "old").join("agent_state.json")).unwrap();
-    assert!(snapshot.contains("fifth message") && !snapshot.contains("sixth"), "{snapshot}");
+    assert!(
+        snapshot.contains("fifth message") && !snapshot.contains("sixth"),
+        "{snapshot}"
+    );
 }
