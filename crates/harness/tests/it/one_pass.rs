@@ -28,7 +28,9 @@ fn first_result(model: &ScriptedModel) -> String {
 #[tokio::test]
 async fn plan_mode_permissions_and_acting_share_one_argument_check() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("notes.txt"), "the plan").unwrap();
+    // The user's namespace (user isolation).
+    std::fs::create_dir_all(dir.path().join("u")).unwrap();
+    std::fs::write(dir.path().join("u/notes.txt"), "the plan").unwrap();
     let model = ScriptedModel::new()
         .reply_tool_call("read_file", json!({"path": "notes.txt"}))
         .reply_text("read it");
@@ -50,6 +52,10 @@ async fn bad_arguments_are_checked_once_and_refused_with_the_schema_error() {
     agent.set_plan_mode(true, ctx("u", "s")).await.unwrap();
     let before = agent.kernel().argument_checks();
     agent.call("read", ctx("u", "s")).await.unwrap();
-    assert!(first_result(&model).contains("invalid arguments"), "{}", first_result(&model));
+    assert!(
+        first_result(&model).contains("invalid arguments"),
+        "{}",
+        first_result(&model)
+    );
     assert_eq!(agent.kernel().argument_checks() - before, 1);
 }
