@@ -4,11 +4,9 @@
 
 use crate::output::Out;
 use crate::{AgentArgs, usage};
-use harness::HarnessAgent;
 use harness_core::{ApprovalDecision, PendingApproval, PendingCall, RuntimeContext};
 use serde_json::Value;
 use std::path::Path;
-use std::sync::Arc;
 
 /// Exit status of a turn that waits for a person's approval.
 pub(crate) const EXIT_WAITING: u8 = 3;
@@ -195,55 +193,28 @@ pub(crate) fn decisions(args: &ApproveArgs, pending: &PendingApproval) -> anyhow
         .collect())
 }
 
-/// Reads the pending approval of the session `args` names, without a model call: the agent
-/// is built with the configured model, or with one that refuses every request when none is
-/// configured (the record says which model to resume with).
+/// Reads the pending approval of the session `args` names from its saved state, as
+/// `harness sessions` reads sessions: no agent, no model, no capability is built.
 pub(crate) async fn read_pending(args: &AgentArgs, ctx: &RuntimeContext) -> anyhow::Result<PendingApproval> {
     let workspace = crate::workspace::resolve(args.ws.workspace.clone())?;
     if !workspace.exists {
         return Ok(PendingApproval::default());
     }
-    let env = crate::env_lookup;
-    let loaded = harness::WorkspaceLoader::new(&workspace.dir, &env)
-        .register(harness_serve::SECTION)
-        .register(harness_ops::SECTION)
-        .model(args.model.clone())
-        .name(args.ws.agent.clone())
-        .extensions(false)
-        .load()
+    let reader = harness::SessionReader::open(&workspace.dir, args.ws.agent.as_deref())
         .await
         .map_err(|err| usage(harness_core::error_chain(&err)))?;
-    let mut builder = loaded.builder;
-    if loaded.model.is_none() {
-        builder = builder.shared_model(Arc::new(NoModel));
-    }
-    let agent: HarnessAgent = builder.build().map_err(|err| usage(harness_core::error_chain(&err)))?;
-    let pending = agent
-        .pending_approval(ctx.clone())
-        .await
-        .map_err(|err| crate::runtime(&err));
-    agent.shutdown(std::time::Duration::ZERO).await;
-    pending
-}
-
-/// Stands in for the model while only the session state is read; never asked.
-struct NoModel;
-
-#[harness_core::async_trait]
-impl harness_core::ChatModel for NoModel {
-    fn name(&self) -> &str {
-        "none"
-    }
-
-    async fn stream(
-        &self,
-        _request: harness_core::ChatRequest,
-    ) -> Result<harness_core::ModelStream, harness_core::ModelError> {
-        Err(harness_core::ModelError::InvalidRequest {
-            status: 0,
-            message: "no model is configured; pass --model".to_owned(),
-        })
-    }
+    let user = ctx.user_id.clone().unwrap_or(harness_core::DEFAULT_USER_ID);
+    let session = ctx.session_id.clone().unwrap_or(harness_core::DEFAULT_SESSION_ID);
+    let state = reader.state(&user, &session).await.map_err(|err| match err {
+        harness::history::HistoryError::Id(_) => usage(harness_core::error_chain(&err)),
+        other => crate::runtime(&other),
+    })?;
+    let Some(state) = state else {
+        return Ok(PendingApproval::default());
+    };
+    harness_core::SessionState::from_extensions(&state.extensions)
+        .get::<PendingApproval>()
+        .map_err(|err| crate::runtime(&err))
 }
 
 /// Adds `rules` to `[permissions] allow` in `dir`'s harness.toml, creating the file or the

@@ -6,7 +6,7 @@ use crate::event::EventKind;
 use crate::message::Msg;
 use crate::middleware::ActingNext;
 use crate::model::ToolSpec;
-use crate::tool::{ToolCall, ToolContext, ToolError, ToolOutput};
+use crate::tool::{CheckedCall, ToolCall, ToolContext, ToolError, ToolOutput};
 use crate::turn::Turn;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -90,11 +90,17 @@ impl Kernel {
                     otel.status_code = tracing::field::Empty,
                 );
                 let observed = span.clone();
-                let run = ActingNext {
-                    rest: &self.chain.acting,
-                    kernel: self,
+                let ctx = &contexts[at];
+                let run = async move {
+                    let checked = CheckedCall::default();
+                    ActingNext {
+                        rest: &self.chain.acting,
+                        kernel: self,
+                        checked: &checked,
+                    }
+                    .run(call.clone(), ctx)
+                    .await
                 }
-                .run(call.clone(), &contexts[at])
                 .instrument(span);
                 async move {
                     let output = run.await;
@@ -147,8 +153,10 @@ impl Kernel {
     }
 
     /// The innermost `acting` layer: validate, call, catch a panic, apply the time limit.
-    pub(crate) async fn invoke(&self, call: ToolCall, ctx: &ToolContext) -> ToolOutput {
-        let tool = match self.toolkit.prepare(&call.name, &call.input) {
+    pub(crate) async fn invoke(&self, call: ToolCall, ctx: &ToolContext, checked: &CheckedCall) -> ToolOutput {
+        // Checked already when an outer layer asked and the arguments are still those.
+        let known = checked.holds(&call).then(|| self.toolkit.lookup(&call.name)).flatten();
+        let tool = match known.map_or_else(|| self.toolkit.prepare(&call.name, &call.input), Ok) {
             Ok(tool) => Arc::clone(tool),
             Err(err) => return ToolOutput::error(err.to_string()),
         };

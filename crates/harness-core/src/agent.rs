@@ -365,6 +365,12 @@ impl ReActAgent {
         self.kernel.toolkit.group(name)
     }
 
+    /// How many tool-argument schema checks this agent ran (see
+    /// [`Toolkit::argument_checks`](crate::Toolkit::argument_checks)).
+    pub fn argument_checks(&self) -> u64 {
+        self.kernel.toolkit.argument_checks()
+    }
+
     /// The state store.
     pub fn state_store(&self) -> &Arc<dyn StateStore> {
         &self.kernel.store

@@ -575,9 +575,11 @@ impl Kernel {
             input,
         };
         let span = tracing::info_span!("execute_tool", gen_ai.tool.name = %call.tool, gen_ai.tool.call.id = %call.id);
+        let checked = crate::tool::CheckedCall::default();
         ActingNext {
             rest: &self.chain.acting,
             kernel: self,
+            checked: &checked,
         }
         .run(tool_call, &ctx)
         .instrument(span)

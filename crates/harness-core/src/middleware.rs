@@ -256,6 +256,8 @@ impl ModelNext<'_> {
 pub struct ActingNext<'a> {
     pub(crate) rest: &'a [Arc<dyn Middleware>],
     pub(crate) kernel: &'a Kernel,
+    /// The call's one argument check, shared by its layers.
+    pub(crate) checked: &'a crate::tool::CheckedCall,
 }
 
 impl ActingNext<'_> {
@@ -269,10 +271,14 @@ impl ActingNext<'_> {
     /// [`ToolError::InvalidArguments`](crate::ToolError::InvalidArguments): the error result
     /// the call would get anyway.
     pub fn check(&self, call: &ToolCall) -> Result<crate::ToolAnnotations, crate::ToolError> {
-        self.kernel
-            .toolkit
-            .prepare(&call.name, &call.input)
-            .map(|tool| tool.spec().annotations)
+        if self.checked.holds(call)
+            && let Some(tool) = self.kernel.toolkit.lookup(&call.name)
+        {
+            return Ok(tool.spec().annotations);
+        }
+        let tool = self.kernel.toolkit.prepare(&call.name, &call.input)?;
+        self.checked.record(call);
+        Ok(tool.spec().annotations)
     }
 
     /// Runs the inner layers and then the tool (validate, call, catch panics, time out).
@@ -286,11 +292,12 @@ impl ActingNext<'_> {
                         ActingNext {
                             rest,
                             kernel: self.kernel,
+                            checked: self.checked,
                         },
                     )
                     .await
             }
-            None => self.kernel.invoke(call, ctx).await,
+            None => self.kernel.invoke(call, ctx, self.checked).await,
         }
     }
 }

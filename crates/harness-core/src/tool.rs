@@ -316,6 +316,8 @@ struct Entry {
 pub struct Toolkit {
     entries: HashMap<String, Entry>,
     specs: Arc<[ToolSpec]>,
+    /// Schema checks run so far (see [`argument_checks`](Self::argument_checks)).
+    checks: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Toolkit {
@@ -347,6 +349,7 @@ impl Toolkit {
         Ok(Self {
             entries,
             specs: specs.into(),
+            checks: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -373,6 +376,17 @@ impl Toolkit {
     /// Whether there are no tools.
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
+    }
+
+    /// How many times arguments were checked against a schema since the toolkit was built
+    /// (a call's arguments are checked once however many layers ask, unless one edits them).
+    pub fn argument_checks(&self) -> u64 {
+        self.checks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The tool named `name`, unchecked.
+    pub(crate) fn lookup(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.entries.get(name).map(|entry| &entry.tool)
     }
 
     /// Looks up a tool and checks `input` against its schema.
@@ -408,6 +422,7 @@ impl Toolkit {
             }
             _ => input,
         };
+        self.checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let problems: Vec<String> = entry
             .validator
             .iter_errors(checked)
@@ -428,6 +443,30 @@ impl Toolkit {
             });
         }
         Ok(&entry.tool)
+    }
+}
+
+/// The arguments of one tool call that passed their schema check, shared by the layers of
+/// that call: a layer that asks ([`ActingNext::check`](crate::ActingNext::check)) and the
+/// innermost layer check once, and a layer that edits the arguments gets them checked again.
+#[derive(Debug, Default)]
+pub(crate) struct CheckedCall {
+    passed: std::sync::Mutex<Option<(String, Value)>>,
+}
+
+impl CheckedCall {
+    /// Whether `call`, exactly as it is, passed.
+    pub(crate) fn holds(&self, call: &ToolCall) -> bool {
+        let passed = self.passed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        passed
+            .as_ref()
+            .is_some_and(|(name, input)| *name == call.name && *input == call.input)
+    }
+
+    /// Records that `call` passed.
+    pub(crate) fn record(&self, call: &ToolCall) {
+        *self.passed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((call.name.clone(), call.input.clone()));
     }
 }
 

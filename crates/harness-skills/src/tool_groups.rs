@@ -5,8 +5,8 @@
 //! but left out of the tools offered to the model until the group is active in the session.
 //! A group becomes active when the model calls `activate_tool_group(group)` or loads (with
 //! `load_skill_through_path`) a skill that lists it; it then stays active for the session
-//! (recorded in `AgentState::extensions["tool_groups"]`, so it survives compaction and
-//! restarts).
+//! (recorded in the [`ActiveGroups`] session slot, so it survives compaction and restarts;
+//! each step looks for new activations only among the call's own messages).
 //!
 //! [`ToolGroupsLayer`] does both halves: before each reasoning step it records activations
 //! found in the conversation, then narrows the step's `Turn::tools` to leave out inactive
@@ -270,9 +270,12 @@ impl Middleware for ToolGroupsLayer {
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
-        let mut state = ActiveGroups::of(turn.state());
+        let mut state: ActiveGroups = turn.session().get().unwrap_or_default();
         let before = state.clone();
-        let (groups, skills) = activations(&turn.state().messages);
+        // Only this call's messages: earlier calls' activations are in the slot already
+        // (each recorded at the step after it), so a step costs what the call added, not
+        // the history.
+        let (groups, skills) = activations(turn.appended());
         state
             .groups
             .extend(groups.into_iter().filter(|group| self.groups.get(group).is_some()));
@@ -299,7 +302,10 @@ impl Middleware for ToolGroupsLayer {
             state.skills.extend(new_skills);
         }
         if state != before {
-            state.store(turn.state_mut());
+            let recorded = state.clone();
+            if let Err(err) = turn.session().update::<ActiveGroups, _>(|slot| *slot = recorded) {
+                tracing::warn!(error = %err, "tool group activations not recorded");
+            }
         }
         // Narrow what the kernel offers (and so enforces) on this step, not just what the
         // provider sees: a guessed call to a hidden tool is refused like any tool not offered.

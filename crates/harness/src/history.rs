@@ -144,11 +144,12 @@ impl SessionReader {
         Ok(Self::new(fs, scope, agent).with_state_store(store))
     }
 
-    /// The saved state of `user`'s `session`: `None` when the session has none or the reader
-    /// has no state store.
+    /// The saved state of `user`'s `session`, its `messages` the whole context (the inline
+    /// part and the transcript's tail, see `harness::session`): `None` when the session has
+    /// none or the reader has no state store.
     ///
     /// # Errors
-    /// [`HistoryError`] for an unsafe id or a store that cannot be read.
+    /// [`HistoryError`] for an unsafe id or a store (or transcript) that cannot be read.
     pub async fn state(&self, user: &UserId, session: &SessionId) -> Result<Option<AgentState>, HistoryError> {
         let Some(store) = &self.state else {
             return Ok(None);
@@ -156,7 +157,23 @@ impl SessionReader {
         let scope = CallScope::new(self.isolation, self.agent.clone(), user.clone(), session.clone())
             .map_err(HistoryError::Id)?;
         let loaded = store.load(&scope.state_key()).await.map_err(HistoryError::State)?;
-        Ok(loaded.map(|(state, _version)| state))
+        let Some((mut state, _version)) = loaded else {
+            return Ok(None);
+        };
+        let slot = harness_core::SessionState::from_extensions(&state.extensions)
+            .get::<crate::session::TranscriptTail>()
+            .unwrap_or_default();
+        if slot.format == crate::session::TAIL_FORMAT {
+            let fs = self.user_fs(user, Some(session))?;
+            let bytes = match fs.read(&scope.transcript_path()).await {
+                Ok(bytes) => bytes,
+                Err(FsError::NotFound { .. }) => Vec::new(),
+                Err(err) => return Err(HistoryError::Read(err)),
+            };
+            let tail = crate::session::tail::parse_range(&bytes, slot.from, state.transcript_offset);
+            crate::session::tail::append_tail(&mut state.messages, tail);
+        }
+        Ok(Some(state))
     }
 
     /// The filesystem of `user`'s namespace (for `session` under session isolation).

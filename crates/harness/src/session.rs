@@ -17,12 +17,14 @@
 //! message of a turn that never reached a final answer (the caller retrying after a failure)
 //! continues that turn instead of adding the message twice.
 //!
-//! The agent state itself is saved by the kernel's `StateStore` at the end of every call.
-//! The default `FileStateStore` appends only the new messages to `agent_state.log` when the
-//! rest of the state is what it wrote last, and rewrites the `agent_state.json` snapshot
-//! otherwise (compaction, eviction, extensions, another writer) or when the log outgrows
-//! the snapshot, so a turn writes bytes proportional to its new messages, loads stay
-//! bounded, and compare-and-set still holds (see `harness_store`'s `file_state` module).
+//! The agent state itself is saved by the kernel's `StateStore` at the end of every call,
+//! without the messages the transcript already holds: the context is the state's inline
+//! messages followed by the transcript's bytes from the [`TranscriptTail`] slot's offset to
+//! `transcript_offset` (layout 2; states without the slot load as they are, see the `tail` module).
+//! So each message is serialised once, and a turn that only appends writes the new
+//! messages to the transcript and a few bytes of state. The context is attached when this
+//! layer's `agent` hook starts and detached when it returns: inner layers see it whole, a
+//! user middleware (outermost) sees only the inline part after its `next` returned.
 
 use harness_core::{
     AgentError, AgentNext, Hooks, Middleware, Msg, ReasoningNext, Role, Turn, async_trait, repair_tool_pairs_except,
@@ -31,6 +33,11 @@ use harness_fs::{CallScope, CallWorkspace, Filesystem, FsError, WriteMode, WsPat
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
+
+pub(crate) mod tail;
+
+use tail::{Attached, CachedTail, TailCache};
+pub use tail::{TAIL_FORMAT, TranscriptTail};
 
 /// The transcript of a session, relative to the caller's namespace.
 ///
@@ -157,6 +164,7 @@ pub const INDEX_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_
 #[derive(Debug, Default)]
 pub struct SessionPersistence {
     index: Arc<IndexWriter>,
+    tails: TailCache,
 }
 
 /// Pending index updates and the task that writes them.
@@ -368,23 +376,85 @@ impl SessionPersistence {
         Ok(())
     }
 
-    /// Brings the state up to date with the transcript after a crash.
-    async fn replay(&self, turn: &mut Turn) -> Result<(), AgentError> {
+    /// Attaches the context's transcript tail (layout 2, see the `tail` module) and brings the state
+    /// up to date with the transcript after a crash.
+    async fn replay(&self, turn: &mut Turn) -> Result<Attached, AgentError> {
         let call = turn
             .ctx()
             .get::<CallWorkspace>()
             .cloned()
             .ok_or_else(|| session_error("the call has no workspace bound"))?;
         let path = call_scope(turn)?.transcript_path();
+        let key = format!("{}|{path}", call.user.describe());
+        let slot = turn.session().get::<TranscriptTail>().unwrap_or_default();
+        let offset = turn.state().transcript_offset;
+        let inline = turn.state().messages.len();
         let size = match call.user.stat(&path).await {
             Ok(info) => info.size,
             Err(FsError::NotFound { .. }) => 0,
             Err(err) => return Err(session_error(err)),
         };
-        if size == turn.state().transcript_offset {
-            return Ok(());
+        let mut bytes = None;
+        let mut rewritten = false;
+        let from = if slot.format == TAIL_FORMAT && slot.from <= offset && offset <= size {
+            let cached = self.tails.get(&key, slot.from, offset);
+            let (mut tail, parsed_to) = match cached {
+                Some(cached) => (cached.messages, cached.end),
+                None => (Vec::new(), slot.from),
+            };
+            if parsed_to < offset {
+                let read = call.user.read(&path).await.map_err(session_error)?;
+                tail.extend(tail::parse_range(&read, parsed_to, offset));
+                bytes = Some(read);
+            }
+            rewritten |= tail::append_tail(&mut turn.state_mut().messages, tail);
+            slot.from
+        } else {
+            if slot.format == TAIL_FORMAT {
+                tracing::warn!(
+                    from = slot.from,
+                    offset,
+                    size,
+                    "transcript tail out of range; the context keeps its inline part"
+                );
+            }
+            offset
+        };
+        if size != offset {
+            rewritten = true;
+            self.tails.forget(&key);
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => call.user.read(&path).await.map_err(session_error)?,
+            };
+            self.repair(turn, &call, &path, &bytes).await?;
+        } else if slot.format == TAIL_FORMAT {
+            // The kernel repaired the inline part on load; the tail is checked here (a call
+            // that failed before its tools ran left a call without a result).
+            let waiting = waiting_ids(turn);
+            let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
+            let repaired = repair_tool_pairs_except(&mut turn.state_mut().messages, &waiting);
+            if repaired > 0 {
+                tracing::warn!(repairs = repaired, "repaired tool calls left without results");
+                rewritten = true;
+            }
         }
-        let bytes = call.user.read(&path).await.map_err(session_error)?;
+        Ok(Attached {
+            context: turn.state().messages.clone(),
+            inline,
+            from,
+            rewritten,
+        })
+    }
+
+    /// Replays what the transcript holds past the state's offset (a crashed turn).
+    async fn repair(
+        &self,
+        turn: &mut Turn,
+        call: &CallWorkspace,
+        path: &WsPath,
+        bytes: &[u8],
+    ) -> Result<(), AgentError> {
         let offset = usize::try_from(turn.state().transcript_offset).unwrap_or(usize::MAX);
         if bytes.len() < offset {
             // The transcript is shorter than the state believes (restored from an older
@@ -400,18 +470,13 @@ impl SessionPersistence {
         for msg in missing {
             turn.state_mut().messages.push(Arc::new(msg));
         }
-        // Calls waiting for a person's approval get their result when they are decided.
-        let waiting: Vec<String> = turn
-            .session()
-            .get::<harness_core::PendingApproval>()
-            .map(|pending| pending.waiting_ids())
-            .unwrap_or_default();
+        let waiting = waiting_ids(turn);
         let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
         repaired += repair_tool_pairs_except(&mut turn.state_mut().messages, &waiting);
         // A torn last line: end it so the next record starts on a line of its own.
         let mut end = bytes.len() as u64;
         if bytes.last().is_some_and(|b| *b != b'\n') {
-            call.user.append(&path, b"\n").await.map_err(session_error)?;
+            call.user.append(path, b"\n").await.map_err(session_error)?;
             end += 1;
         }
         turn.state_mut().transcript_offset = end;
@@ -421,6 +486,28 @@ impl SessionPersistence {
             "session repaired from its transcript after an interrupted turn"
         );
         Ok(())
+    }
+
+    /// Leaves only the context's inline part in the state, to be saved, and remembers the
+    /// tail (see the `tail` module).
+    fn detach(&self, turn: &mut Turn, attached: &Attached) -> Result<(), AgentError> {
+        let end = turn.state().transcript_offset;
+        let (inline, from) = attached.split(&turn.state().messages, turn.appended(), turn.persisted(), end);
+        let call = turn
+            .ctx()
+            .get::<CallWorkspace>()
+            .ok_or_else(|| session_error("the call has no workspace bound"))?;
+        let key = format!("{}|{}", call.user.describe(), call_scope(turn)?.transcript_path());
+        let messages = turn.state_mut().messages.split_off(inline);
+        self.tails.put(key, CachedTail { from, end, messages });
+        turn.session()
+            .update::<TranscriptTail, _>(|slot| {
+                *slot = TranscriptTail {
+                    format: TAIL_FORMAT,
+                    from,
+                }
+            })
+            .map_err(session_error)
     }
 
     /// This call's update of the session index. A fenced call (a lease with fencing tokens:
@@ -476,7 +563,7 @@ impl Middleware for SessionPersistence {
     }
 
     async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
-        self.replay(turn).await?;
+        let attached = self.replay(turn).await?;
         if is_retry_of_unfinished_turn(turn) {
             // The same message again after a failed turn: continue that turn instead of
             // adding the user's message twice.
@@ -492,9 +579,17 @@ impl Middleware for SessionPersistence {
         } else {
             self.record_index(turn).await
         };
+        // Only what the transcript lacks is saved in the state (a failed write keeps it
+        // all inline).
+        let detached = if flushed.is_ok() {
+            self.detach(turn, &attached)
+        } else {
+            Ok(())
+        };
         result?;
         flushed?;
-        indexed
+        indexed?;
+        detached
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
@@ -511,6 +606,14 @@ impl Middleware for SessionPersistence {
         self.flush(turn).await?;
         result
     }
+}
+
+/// Calls waiting for a person's approval: they get their result when they are decided.
+fn waiting_ids(turn: &Turn) -> Vec<String> {
+    turn.session()
+        .get::<harness_core::PendingApproval>()
+        .map(|pending| pending.waiting_ids())
+        .unwrap_or_default()
 }
 
 /// Whether this call's input is one user message equal to the last user message of the

@@ -140,3 +140,28 @@ async fn load_skill_is_offered_only_on_a_step_with_a_skill_to_load() {
     assert!(with.iter().any(|name| name == "load_skill_through_path"), "{with:?}");
     ext.shutdown().await;
 }
+
+/// Activations are kept in the session's `tool_groups` slot as they happen (each step looks
+/// only at the call's own messages): the next call, in a new process, offers the group from
+/// its first step.
+#[tokio::test]
+async fn an_activation_is_kept_for_the_next_call_in_a_new_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = extensions("{}", dir.path(), false).await;
+    let model = ScriptedModel::new()
+        .reply_tool_call("activate_tool_group", json!({"group": "sessions"}))
+        .reply_text("active")
+        .reply_text("still active");
+    agent(dir.path(), &model, &ext)
+        .call("hi", ctx("alice", "s1"))
+        .await
+        .unwrap();
+    agent(dir.path(), &model, &ext)
+        .call("again", ctx("alice", "s1"))
+        .await
+        .unwrap();
+    let third = names(&model.requests()[2]);
+    assert!(third.iter().any(|name| name == "session_list"), "{third:?}");
+    assert!(!third.iter().any(|name| name == "task_output"), "{third:?}");
+    ext.shutdown().await;
+}

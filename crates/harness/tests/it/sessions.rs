@@ -170,8 +170,9 @@ async fn fifty_concurrent_calls_on_one_session_are_served_in_order() {
     assert_eq!(texts, expected);
     let store = agent.kernel().state_store();
     let key = agent.kernel().key_for(&agent.bind(ctx("u", "s")).unwrap());
-    let (state, version) = store.load(&key).await.unwrap().unwrap();
-    assert_eq!((state.messages.len(), version), (100, 50));
+    let (_, version) = store.load(&key).await.unwrap().unwrap();
+    let context = saved_context(dir.path(), "u", "s").await;
+    assert_eq!((context.messages.len(), version), (100, 50));
 }
 
 #[tokio::test]

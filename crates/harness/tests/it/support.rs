@@ -132,3 +132,14 @@ impl TypedTool for Sleep {
 pub fn tool<T: TypedTool>(tool: T) -> Arc<dyn harness_core::Tool> {
     harness_core::typed(tool)
 }
+
+/// `user`'s `session` as saved in the workspace at `dir`, its messages the whole context
+/// (the inline part and the transcript's tail).
+pub async fn saved_context(dir: &Path, user: &str, session: &str) -> harness_core::AgentState {
+    let reader = harness::history::SessionReader::open(dir, None).await.unwrap();
+    let (user, session) = (
+        harness_core::UserId::parse(user).unwrap(),
+        harness_core::SessionId::parse(session).unwrap(),
+    );
+    reader.state(&user, &session).await.unwrap().unwrap()
+}
