@@ -515,12 +515,18 @@ mod tests {
             super::join_remote(&joined, &format!("00-{remote_trace}-00f067aa0ba902b7-01"));
             let inside = joined.in_scope(super::current_traceparent).unwrap_or_default();
             assert!(inside.starts_with(&format!("00-{remote_trace}-")), "{inside}");
-            assert!(!inside.contains("00f067aa0ba902b7"), "the span's own id, not the parent's: {inside}");
+            assert!(
+                !inside.contains("00f067aa0ba902b7"),
+                "the span's own id, not the parent's: {inside}"
+            );
             for malformed in ["garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", ""] {
                 let alone = tracing::info_span!("alone");
                 super::join_remote(&alone, malformed);
                 let own = alone.in_scope(super::current_traceparent).unwrap_or_default();
-                assert!(own.starts_with("00-") && !own.contains(remote_trace), "{malformed:?}: {own}");
+                assert!(
+                    own.starts_with("00-") && !own.contains(remote_trace),
+                    "{malformed:?}: {own}"
+                );
             }
         });
     }

@@ -378,7 +378,14 @@ fn a_remote_subagents_spans_join_the_parents_trace() {
         .env("OPENAI_BASE_URL", &model.base)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
         .env("OTEL_SERVICE_NAME", "served")
-        .args(["serve", "--bind", "127.0.0.1:0", "--model", "openai:fake", "--workspace"])
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--model",
+            "openai:fake",
+            "--workspace",
+        ])
         .arg(&served)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -424,8 +431,15 @@ fn a_remote_subagents_spans_join_the_parents_trace() {
     serve.wait().unwrap();
     let serve_log = drain.join().unwrap();
     let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "{:?}\n{stdout}\n{stderr}\n{serve_log}", output.status);
-    assert!(stdout.contains("relayed REMOTE-ANSWER-5"), "{stdout}\n{stderr}\n{serve_log}");
+    assert!(
+        output.status.success(),
+        "{:?}\n{stdout}\n{stderr}\n{serve_log}",
+        output.status
+    );
+    assert!(
+        stdout.contains("relayed REMOTE-ANSWER-5"),
+        "{stdout}\n{stderr}\n{serve_log}"
+    );
     let spans = receiver.spans();
     let of = |service: &str, name: &str| -> Vec<Span> {
         spans
@@ -438,13 +452,22 @@ fn a_remote_subagents_spans_join_the_parents_trace() {
     };
     let names: Vec<String> = spans
         .iter()
-        .map(|(resource, span)| format!("{}:{}", resource.get("service.name").cloned().unwrap_or_default(), span.name))
+        .map(|(resource, span)| {
+            format!(
+                "{}:{}",
+                resource.get("service.name").cloned().unwrap_or_default(),
+                span.name
+            )
+        })
         .collect();
     let spawn = of("parent", "execute_tool agent_spawn");
     assert_eq!(spawn.len(), 1, "{names:?}");
     let turn = of("served", "serve_turn");
     assert_eq!(turn.len(), 1, "{names:?}");
-    assert_eq!(turn[0].trace_id, spawn[0].trace_id, "the served turn is in the parent's trace");
+    assert_eq!(
+        turn[0].trace_id, spawn[0].trace_id,
+        "the served turn is in the parent's trace"
+    );
     assert_eq!(turn[0].parent_span_id, spawn[0].span_id, "below the spawning tool call");
     let agent = of("served", "invoke_agent harness");
     assert_eq!(agent.len(), 1, "{names:?}");
@@ -457,5 +480,8 @@ fn a_remote_subagents_spans_join_the_parents_trace() {
         })
         .map(|(_, span)| span.clone())
         .collect();
-    assert!(!chats.is_empty() && chats.iter().all(|chat| chat.trace_id == spawn[0].trace_id), "{names:?}");
+    assert!(
+        !chats.is_empty() && chats.iter().all(|chat| chat.trace_id == spawn[0].trace_id),
+        "{names:?}"
+    );
 }

@@ -61,16 +61,26 @@ async fn a_calls_runtime_data_lives_in_the_shared_store_and_another_replica_read
         "agents/main/subagents/helper/s1/notes.md",
     ];
     for path in data {
-        on_a.layered.write(&p(path), path.as_bytes(), WriteMode::Overwrite).await.unwrap();
+        on_a.layered
+            .write(&p(path), path.as_bytes(), WriteMode::Overwrite)
+            .await
+            .unwrap();
     }
     on_a.user
         .write(&p("agents/main/sessions/s1.log.jsonl"), b"{}\n", WriteMode::Overwrite)
         .await
         .unwrap();
-    on_a.layered.write(&p("notes/mine.md"), b"local", WriteMode::Overwrite).await.unwrap();
+    on_a.layered
+        .write(&p("notes/mine.md"), b"local", WriteMode::Overwrite)
+        .await
+        .unwrap();
     assert_eq!(disk_files(a.path()), vec!["alice/notes/mine.md".to_owned()]);
     for path in data {
-        assert_eq!(kv.read(&p(&format!("alice/{path}"))).await.unwrap(), path.as_bytes(), "{path}");
+        assert_eq!(
+            kv.read(&p(&format!("alice/{path}"))).await.unwrap(),
+            path.as_bytes(),
+            "{path}"
+        );
     }
     // The configured prefix is keyed relative to its mount, as before.
     assert_eq!(kv.read(&p("alice/s1.log.jsonl")).await.unwrap(), b"{}\n");
@@ -107,22 +117,36 @@ async fn an_isolated_childs_layer_is_wholly_in_the_shared_store() {
         .unwrap();
     assert!(child.is_isolated_child() && !parent.is_isolated_child());
     let on_child = CallWorkspace::new(&root, &child, None);
-    on_child.layered.write(&p("report.md"), b"r", WriteMode::Overwrite).await.unwrap();
+    on_child
+        .layered
+        .write(&p("report.md"), b"r", WriteMode::Overwrite)
+        .await
+        .unwrap();
     on_child
         .user
-        .write(&p("agents/helper/sessions/sub.helper.1.log.jsonl"), b"t", WriteMode::Overwrite)
+        .write(
+            &p("agents/helper/sessions/sub.helper.1.log.jsonl"),
+            b"t",
+            WriteMode::Overwrite,
+        )
         .await
         .unwrap();
     assert!(disk_files(dir.path()).is_empty(), "{:?}", disk_files(dir.path()));
     let base = "alice/agents/main/subagents/helper/s1";
     assert_eq!(kv.read(&p(&format!("{base}/report.md"))).await.unwrap(), b"r");
     assert_eq!(
-        kv.read(&p(&format!("{base}/agents/helper/sessions/sub.helper.1.log.jsonl"))).await.unwrap(),
+        kv.read(&p(&format!("{base}/agents/helper/sessions/sub.helper.1.log.jsonl")))
+            .await
+            .unwrap(),
         b"t"
     );
     let on_parent = CallWorkspace::new(&root, &parent, None);
     assert_eq!(
-        on_parent.user.read(&p("agents/main/subagents/helper/s1/report.md")).await.unwrap(),
+        on_parent
+            .user
+            .read(&p("agents/main/subagents/helper/s1/report.md"))
+            .await
+            .unwrap(),
         b"r"
     );
 }
@@ -134,11 +158,22 @@ async fn the_shared_namespace_is_replicated_and_a_local_workspace_is_not() {
     let kv: Arc<dyn Filesystem> = Arc::new(KvFs::new(Arc::new(InMemoryKv::default()), p("")));
     let dir = tempfile::tempdir().unwrap();
     let on_root = CallWorkspace::new(&replica(dir.path(), &kv), &scope(IsolationScope::Agent), None);
-    on_root.layered.write(&p("plans/PLAN.md"), b"plan", WriteMode::Overwrite).await.unwrap();
+    on_root
+        .layered
+        .write(&p("plans/PLAN.md"), b"plan", WriteMode::Overwrite)
+        .await
+        .unwrap();
     assert_eq!(kv.read(&p("plans/PLAN.md")).await.unwrap(), b"plan");
     assert!(disk_files(dir.path()).is_empty());
     let local: Arc<dyn Filesystem> = Arc::new(LocalFs::new(dir.path()).unwrap());
-    assert!(local.replicated(&scope(IsolationScope::User).replicated_dirs()).is_none());
+    assert!(
+        local
+            .replicated(&scope(IsolationScope::User).replicated_dirs())
+            .is_none()
+    );
     let plain: Arc<dyn Filesystem> = Arc::new(CompositeFs::new(Arc::clone(&local)).mount(p("memory"), kv));
-    assert!(plain.replicated(&[p("plans")]).is_none(), "no replicate_to, nothing shared");
+    assert!(
+        plain.replicated(&[p("plans")]).is_none(),
+        "no replicate_to, nothing shared"
+    );
 }
