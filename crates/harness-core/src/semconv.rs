@@ -6,6 +6,7 @@
 //! (`invoke_agent {agent}`, `chat {model}`, `execute_tool {tool}`). Without an exporter
 //! installed (the default) they cost what any disabled `tracing` span costs.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `gen_ai.operation.name` of an agent call.
@@ -26,6 +27,21 @@ pub fn capture_content() -> bool {
 /// Turns content capture on or off for the process.
 pub fn set_capture_content(on: bool) {
     CAPTURE_CONTENT.store(on, Ordering::Relaxed);
+}
+
+static TRACEPARENT: OnceLock<fn() -> Option<String>> = OnceLock::new();
+
+/// Sets how [`traceparent`] reads the current span's W3C trace context: installed once, by
+/// the binary's telemetry when spans are recorded (a later call changes nothing).
+pub fn set_traceparent_source(source: fn() -> Option<String>) {
+    let _ = TRACEPARENT.set(source);
+}
+
+/// The W3C `traceparent` of the current span, for a request that leaves the process (a
+/// remote subagent's turn), so the remote spans join this trace; `None` when no telemetry
+/// records spans.
+pub fn traceparent() -> Option<String> {
+    TRACEPARENT.get().and_then(|source| source())
 }
 
 /// Content for a span attribute, through the process's redaction path and cut to 4 KiB.

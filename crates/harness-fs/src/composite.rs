@@ -74,6 +74,9 @@ pub struct CompositeFs {
     default: Arc<dyn Filesystem>,
     /// Longest prefix first.
     routes: Vec<Route>,
+    /// The store every replica shares, where [`Filesystem::replicated`] keeps a call's
+    /// runtime data (keyed by the whole path, so its mounts never collide).
+    replica: Option<Arc<dyn Filesystem>>,
 }
 
 impl std::fmt::Debug for CompositeFs {
@@ -96,7 +99,18 @@ impl CompositeFs {
         Self {
             default,
             routes: Vec::new(),
+            replica: None,
         }
+    }
+
+    /// Keeps what [`Filesystem::replicated`] asks for in `fs`, the store every replica of
+    /// the deployment shares: a directory `d` asked for is mounted so that `d/x` is `d/x` in
+    /// `fs` (the whole path, unlike [`mount`](Self::mount)); asking for the root gives `fs`
+    /// itself.
+    #[must_use]
+    pub fn replicate_to(mut self, fs: Arc<dyn Filesystem>) -> Self {
+        self.replica = Some(fs);
+        self
     }
 
     /// Mounts `fs` at directory `prefix`: `prefix/x` is `x` in `fs`. Mounting the root is
@@ -406,7 +420,14 @@ impl Filesystem for CompositeFs {
                 ..route.clone()
             })
             .collect();
-        any.then(|| Arc::new(Self { default, routes }) as Arc<dyn Filesystem>)
+        let replica = self.replica.as_ref().map(&mut fence_one);
+        any.then(|| {
+            Arc::new(Self {
+                default,
+                routes,
+                replica,
+            }) as Arc<dyn Filesystem>
+        })
     }
 
     fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
@@ -423,6 +444,25 @@ impl Filesystem for CompositeFs {
                     ..route.clone()
                 })
                 .collect(),
+            replica: self.replica.as_ref().map(scope),
         }))
+    }
+
+    fn replicated(&self, dirs: &[WsPath]) -> Option<Arc<dyn Filesystem>> {
+        let replica = self.replica.as_ref()?;
+        if dirs.iter().any(WsPath::is_root) {
+            return Some(Arc::clone(replica));
+        }
+        let mut routed = self.clone();
+        for dir in dirs {
+            // A directory a mount serves already keeps it (the configured shared prefixes,
+            // whose keys are relative to their mount).
+            if self.owner(dir).is_some() {
+                continue;
+            }
+            let keyed: Arc<dyn Filesystem> = Arc::new(crate::Namespaced::new(Arc::clone(replica), dir.clone()));
+            routed = routed.mount(dir.clone(), keyed);
+        }
+        Some(Arc::new(routed))
     }
 }

@@ -288,6 +288,18 @@ pub trait Filesystem: Send + Sync + 'static {
         None
     }
 
+    /// This filesystem with the directories `dirs` (and, when `dirs` holds the root, all of
+    /// it) kept in the store that every replica of a deployment shares, when it has one (a
+    /// [`CompositeFs`](crate::CompositeFs) given [`replicate_to`](crate::CompositeFs::replicate_to)).
+    /// A directory some mount already serves keeps that mount. [`CallWorkspace::new`](crate::CallWorkspace::new)
+    /// calls it with [`CallScope::replicated_dirs`](crate::CallScope::replicated_dirs), so what
+    /// a later turn or task reads back never stays on one replica's disk. `None` (the default):
+    /// nothing is shared across replicas, the filesystem is used as it is.
+    fn replicated(&self, dirs: &[WsPath]) -> Option<Arc<dyn Filesystem>> {
+        let _ = dirs;
+        None
+    }
+
     /// Whether anything exists at `path`.
     ///
     /// # Errors

@@ -246,6 +246,15 @@ impl Filesystem for Namespaced {
         }))
     }
 
+    fn replicated(&self, dirs: &[WsPath]) -> Option<Arc<dyn Filesystem>> {
+        let inside: Vec<WsPath> = dirs.iter().map(|dir| self.inside(dir)).collect();
+        let inner = self.inner.replicated(&inside)?;
+        Some(Arc::new(Self {
+            inner,
+            prefix: self.prefix.clone(),
+        }))
+    }
+
     fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
         Some(Arc::new(Self::new(
             Arc::clone(&self.inner),

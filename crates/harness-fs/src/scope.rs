@@ -274,6 +274,33 @@ impl CallScope {
         self.agent_path(&format!("tasks/{}.json", self.session))
     }
 
+    /// The directories of the caller's layer holding what a later turn or task reads back:
+    /// the transcripts and session index, the task records, compaction offloads, evicted tool
+    /// outputs (under the default directory), the plan (`plans/`), and the layers of the
+    /// isolated children this agent spawns (`agents/<agent>/subagents/`); for an isolated
+    /// child, its whole layer (the root). In a deployment of several replicas
+    /// ([`Filesystem::replicated`](crate::Filesystem::replicated)) they live in the shared
+    /// store, so another replica continues the session or takes a task over.
+    pub fn replicated_dirs(&self) -> Vec<WsPath> {
+        if self.is_isolated_child() {
+            return vec![WsPath::root()];
+        }
+        vec![
+            self.sessions_dir(),
+            self.agent_path("tasks"),
+            self.agent_path("compacted"),
+            self.agent_path("subagents"),
+            self.large_tool_results_dir(),
+            WsPath::parse("plans").unwrap_or_default(),
+        ]
+    }
+
+    /// Whether this is the scope of an isolated subagent ([`isolated_child`](Self::isolated_child)),
+    /// whose layer lies inside its owner's.
+    pub fn is_isolated_child(&self) -> bool {
+        self.namespace != self.state_base
+    }
+
     /// The directory of the session's agent state, relative to the workspace root (where
     /// [`state_layout`] puts it): `<namespace>/agents/<agent>/context/<session>` (for an
     /// isolated subagent, the owner's namespace rather than the child's own layer).

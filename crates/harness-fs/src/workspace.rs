@@ -38,14 +38,19 @@ pub struct CallWorkspace {
 impl CallWorkspace {
     /// The view of `root` (the whole workspace) for the call `scope`. `template`, when the
     /// workspace filesystem is not the local disk, is the local workspace directory: its
-    /// shared files show through under the workspace's own.
+    /// shared files show through under the workspace's own. When `root` is shared by several
+    /// replicas, the scope's [`replicated_dirs`](CallScope::replicated_dirs) of the caller's
+    /// layer are kept in the shared store ([`Filesystem::replicated`]).
     pub fn new(root: &Arc<dyn Filesystem>, scope: &CallScope, template: Option<&Arc<dyn Filesystem>>) -> Self {
         let mut shared: Arc<dyn Filesystem> = Arc::new(SharedLayer::read_only(Arc::clone(root)));
         if let Some(template) = template {
             let below: Arc<dyn Filesystem> = Arc::new(SharedLayer::read_only(Arc::clone(template)));
             shared = Arc::new(OverlayFs::new(shared, below));
         }
+        let dirs = scope.replicated_dirs();
         if scope.is_shared_namespace() {
+            let root = root.replicated(&dirs).unwrap_or_else(|| Arc::clone(root));
+            let root = &root;
             let own: Arc<dyn Filesystem> = Arc::new(SharedLayer::protected(Arc::clone(root)));
             let layered: Arc<dyn Filesystem> = match template {
                 Some(_) => Arc::new(OverlayFs::new(own, Arc::clone(&shared))),
@@ -59,6 +64,7 @@ impl CallWorkspace {
             };
         }
         let user: Arc<dyn Filesystem> = Arc::new(Namespaced::new(Arc::clone(root), scope.namespace().clone()));
+        let user = user.replicated(&dirs).unwrap_or(user);
         Self {
             layered: Arc::new(OverlayFs::new(Arc::clone(&user), Arc::clone(&shared))),
             unfenced: Arc::clone(&user),

@@ -263,10 +263,48 @@ where
         .with(logs)
         .try_init()
         .map_err(|_| TelemetryError::AlreadyInstalled)?;
+    if provider.is_some() {
+        harness_core::semconv::set_traceparent_source(current_traceparent);
+    }
     // With JSON logs and no export the provider only makes ids: it is not kept for shutdown.
     Ok(TelemetryGuard {
         provider: provider.filter(|_| export.is_some()),
     })
+}
+
+/// The W3C `traceparent` of the current span (`None` when it has no recorded context), the
+/// source [`harness_core::semconv::traceparent`] reads once [`install`] records spans.
+pub fn current_traceparent() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let ids = span.span_context();
+    ids.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            ids.trace_id(),
+            ids.span_id(),
+            ids.trace_flags().to_u8()
+        )
+    })
+}
+
+/// Makes `span` (not yet entered) a child of the remote span `traceparent` names, so its
+/// spans join the caller's trace. A malformed `traceparent` (it comes from a request) is
+/// ignored and the span starts a trace of its own.
+pub fn join_remote(span: &tracing::Span, traceparent: &str) {
+    use opentelemetry::propagation::TextMapPropagator as _;
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+    let context = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+    if !context.span().span_context().is_valid() {
+        return;
+    }
+    if let Err(err) = span.set_parent(context) {
+        tracing::debug!(error = %err, "remote trace context not joined");
+    }
 }
 
 /// The spans the exporter sees: the harness crates' at info and above.
@@ -459,5 +497,37 @@ mod tests {
         assert_eq!(LogFormat::from_env(None), Ok(LogFormat::Text));
         assert_eq!(LogFormat::from_env(Some("json")), Ok(LogFormat::Json));
         assert!(LogFormat::from_env(Some("xml")).is_err_and(|e| e.contains("`json`")));
+    }
+
+    /// A span joined to a remote `traceparent` carries its trace id and is its child; a
+    /// malformed value leaves the span a trace of its own; no recorded span, no traceparent.
+    #[test]
+    fn a_remote_traceparent_is_joined_and_a_malformed_one_ignored() {
+        use opentelemetry::trace::TracerProvider as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        assert_eq!(super::current_traceparent(), None, "no subscriber, no trace context");
+        let provider = SdkTracerProvider::builder().build();
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        let remote_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        tracing::subscriber::with_default(subscriber, || {
+            let joined = tracing::info_span!("joined");
+            super::join_remote(&joined, &format!("00-{remote_trace}-00f067aa0ba902b7-01"));
+            let inside = joined.in_scope(super::current_traceparent).unwrap_or_default();
+            assert!(inside.starts_with(&format!("00-{remote_trace}-")), "{inside}");
+            assert!(
+                !inside.contains("00f067aa0ba902b7"),
+                "the span's own id, not the parent's: {inside}"
+            );
+            for malformed in ["garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", ""] {
+                let alone = tracing::info_span!("alone");
+                super::join_remote(&alone, malformed);
+                let own = alone.in_scope(super::current_traceparent).unwrap_or_default();
+                assert!(
+                    own.starts_with("00-") && !own.contains(remote_trace),
+                    "{malformed:?}: {own}"
+                );
+            }
+        });
     }
 }

@@ -18,3 +18,7 @@ pub const DEPTH_HEADER: &str = "x-harness-depth";
 
 /// Where an event stream resumes (an [`EventId`](crate::EventId)); SSE's standard header.
 pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+
+/// W3C Trace Context: the span of the remote caller (a parent's `execute_tool` span) that the
+/// served turn's spans join (`00-<trace id>-<span id>-<flags>`); a malformed value is ignored.
+pub const TRACEPARENT_HEADER: &str = "traceparent";

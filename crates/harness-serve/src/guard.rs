@@ -23,7 +23,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use harness_protocol::header::{DEPTH_HEADER, LAST_EVENT_ID_HEADER, REQUEST_HEADER, SESSION_HEADER, USER_HEADER};
+use harness_protocol::header::{
+    DEPTH_HEADER, LAST_EVENT_ID_HEADER, REQUEST_HEADER, SESSION_HEADER, TRACEPARENT_HEADER, USER_HEADER,
+};
 use harness_protocol::{ErrorCode, ErrorType};
 use std::time::Duration;
 
@@ -37,6 +39,7 @@ fn allowed_headers() -> String {
         SESSION_HEADER,
         DEPTH_HEADER,
         LAST_EVENT_ID_HEADER,
+        TRACEPARENT_HEADER,
     ]
     .join(", ")
 }

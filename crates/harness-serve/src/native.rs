@@ -31,7 +31,7 @@ use futures::{Stream, StreamExt};
 use harness::permissions::Inheritance;
 use harness::subagents::SpawnError;
 use harness_core::{AgentInput, PendingCall, RuntimeContext, SessionId, Usage, UserId};
-use harness_protocol::header::{DEPTH_HEADER, LAST_EVENT_ID_HEADER};
+use harness_protocol::header::{DEPTH_HEADER, LAST_EVENT_ID_HEADER, TRACEPARENT_HEADER};
 use harness_protocol::native::{
     ApprovalsReply, CancelReply, DECIDE_SHAPE, DecideRequest, SEND_SHAPE, SendRequest, TurnReply, TurnStatus,
 };
@@ -184,7 +184,8 @@ async fn read_history(served: &Served, user: &UserId, session: &SessionId) -> Re
         .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))
 }
 
-/// What a remote parent sent with a turn: `X-Harness-Depth` and the body's `inherit`.
+/// What a remote parent sent with a turn: `X-Harness-Depth`, `traceparent` and the body's
+/// `inherit`.
 fn delegation(headers: &HeaderMap, inherit: Option<Inheritance>) -> Result<Delegation, ApiError> {
     let depth = match headers.get(DEPTH_HEADER) {
         None => None,
@@ -196,7 +197,16 @@ fn delegation(headers: &HeaderMap, inherit: Option<Inheritance>) -> Result<Deleg
                 .ok_or_else(|| ApiError::bad_request("X-Harness-Depth must be a delegation depth (a whole number)"))?,
         ),
     };
-    Ok(Delegation { depth, inherit })
+    // Untrusted: a malformed value is dropped where it is parsed (`join_remote`).
+    let traceparent = headers
+        .get(TRACEPARENT_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    Ok(Delegation {
+        depth,
+        inherit,
+        traceparent,
+    })
 }
 
 async fn send(

@@ -51,6 +51,8 @@ pub(crate) struct Delegation {
     pub(crate) depth: Option<u32>,
     /// The parent's plan mode, mode and deny/ask rules.
     pub(crate) inherit: Option<harness::permissions::Inheritance>,
+    /// The parent's `traceparent`: the turn's spans join its trace.
+    pub(crate) traceparent: Option<String>,
 }
 
 /// What an OpenAI-compatible caller asks of the turn: tools it runs itself (and the results
@@ -368,6 +370,9 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job, stopping: &C
         None => ctx,
     };
     let span = tracing::info_span!("serve_turn", agent = %key.agent, user_id = %key.user, session_id = %key.session);
+    if let Some(traceparent) = &delegation.traceparent {
+        harness_ops::telemetry::join_remote(&span, traceparent);
+    }
     let mut stream = match input {
         TurnInput::Message(input) => agent.stream(input, ctx),
         TurnInput::Resume(decisions) => agent.resume_stream(decisions, ctx),

@@ -140,7 +140,7 @@ pub async fn open(config: &FilesystemConfig, root: &Path, agent: &str) -> Result
         FilesystemKind::Composite => {
             let store = connect(config).await?;
             let kv: Arc<dyn Filesystem> = Arc::new(KvFs::new(store, WsPath::root()));
-            let mut composite = CompositeFs::new(Arc::new(local));
+            let mut composite = CompositeFs::new(Arc::new(local)).replicate_to(Arc::clone(&kv));
             for prefix in &config.shared_prefixes {
                 let resolved = prefix.replace("{agent}", agent);
                 let path = WsPath::parse(&resolved).map_err(|source| FilesystemError::Prefix {

@@ -348,3 +348,140 @@ fn json_logs_carry_the_trace_and_span_ids_of_the_exported_spans() {
         assert!(line["level"].is_string() && line["target"].is_string() && line["message"].is_string());
     }
 }
+
+/// A remote subagent's turn joins the parent's trace (W3C `traceparent`): the parent's
+/// `harness run` spawns a subagent declared with the `url` of a `harness serve`; both export
+/// to one receiver, and the served turn's `serve_turn` span is a child of the parent's
+/// `execute_tool agent_spawn` span, with the served agent's spans below it in the same trace.
+#[test]
+fn a_remote_subagents_spans_join_the_parents_trace() {
+    use std::io::BufRead as _;
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = serde_json::json!([
+        {"when": {"last_role": "user", "last_text_contains": "delegate"},
+         "reply": {"tool_calls": [{"name": "agent_spawn",
+            "arguments": {"agent_id": "far", "task": "level 1", "timeout_seconds": 120}}]}},
+        {"when": {"last_role": "user", "last_text_contains": "level 1"}, "reply": {"text": "REMOTE-ANSWER-5"}},
+        {"when": {"last_role": "tool", "last_text_contains": "REMOTE-ANSWER-5"},
+         "reply": {"text": "relayed REMOTE-ANSWER-5"}},
+        {"when": {"last_role": "tool"}, "reply": {"text": "no answer"}}
+    ]);
+    let rules_file = dir.path().join("rules.json");
+    std::fs::write(&rules_file, rules.to_string()).unwrap();
+    let model = super::serve::MockLlm::start(&rules_file);
+    let served = dir.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::write(served.join("harness.toml"), "[memory]\nenabled = false\n").unwrap();
+    let mut serve = harness()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &model.base)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("OTEL_SERVICE_NAME", "served")
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--model",
+            "openai:fake",
+            "--workspace",
+        ])
+        .arg(&served)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(serve.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines.next().expect("harness serve exited before listening").unwrap();
+        if let Some(url) = line.strip_prefix("listening on ") {
+            break url.to_owned();
+        }
+    };
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+    let parent = dir.path().join("parent");
+    std::fs::create_dir_all(parent.join("subagents")).unwrap();
+    // The operator allows the remote spawn (it asks by default).
+    std::fs::write(
+        parent.join("harness.toml"),
+        "[memory]\nenabled = false\n\n[permissions]\nallow = [\"agent_spawn\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        parent.join("subagents/far.md"),
+        format!("---\ndescription: A helper on another server\nurl: {url}\nagent: harness\n---\nHelp.\n"),
+    )
+    .unwrap();
+    let output = harness()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &model.base)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("OTEL_SERVICE_NAME", "parent")
+        .args(["run", "--model", "openai:fake", "--workspace"])
+        .arg(&parent)
+        .arg("delegate this")
+        .output()
+        .unwrap();
+    // SIGTERM: the server shuts down and flushes its spans.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    serve.wait().unwrap();
+    let serve_log = drain.join().unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(
+        output.status.success(),
+        "{:?}\n{stdout}\n{stderr}\n{serve_log}",
+        output.status
+    );
+    assert!(
+        stdout.contains("relayed REMOTE-ANSWER-5"),
+        "{stdout}\n{stderr}\n{serve_log}"
+    );
+    let spans = receiver.spans();
+    let of = |service: &str, name: &str| -> Vec<Span> {
+        spans
+            .iter()
+            .filter(|(resource, span)| {
+                resource.get("service.name").map(String::as_str) == Some(service) && span.name == name
+            })
+            .map(|(_, span)| span.clone())
+            .collect()
+    };
+    let names: Vec<String> = spans
+        .iter()
+        .map(|(resource, span)| {
+            format!(
+                "{}:{}",
+                resource.get("service.name").cloned().unwrap_or_default(),
+                span.name
+            )
+        })
+        .collect();
+    let spawn = of("parent", "execute_tool agent_spawn");
+    assert_eq!(spawn.len(), 1, "{names:?}");
+    let turn = of("served", "serve_turn");
+    assert_eq!(turn.len(), 1, "{names:?}");
+    assert_eq!(
+        turn[0].trace_id, spawn[0].trace_id,
+        "the served turn is in the parent's trace"
+    );
+    assert_eq!(turn[0].parent_span_id, spawn[0].span_id, "below the spawning tool call");
+    let agent = of("served", "invoke_agent harness");
+    assert_eq!(agent.len(), 1, "{names:?}");
+    assert_eq!(agent[0].trace_id, spawn[0].trace_id);
+    assert_eq!(agent[0].parent_span_id, turn[0].span_id);
+    let chats: Vec<Span> = spans
+        .iter()
+        .filter(|(resource, span)| {
+            resource.get("service.name").map(String::as_str) == Some("served") && span.name.starts_with("chat ")
+        })
+        .map(|(_, span)| span.clone())
+        .collect();
+    assert!(
+        !chats.is_empty() && chats.iter().all(|chat| chat.trace_id == spawn[0].trace_id),
+        "{names:?}"
+    );
+}

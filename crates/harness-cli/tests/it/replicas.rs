@@ -67,6 +67,11 @@ pub(super) enum StateKind {
 
 impl Deployment {
     pub(super) fn new(state: StateKind, lease_ttl: &str) -> Self {
+        Self::configured(state, lease_ttl, "")
+    }
+
+    /// [`new`](Self::new) with `extra` appended to the harness.toml of both replicas.
+    pub(super) fn configured(state: StateKind, lease_ttl: &str, extra: &str) -> Self {
         let (base, seen, server) = server::start();
         let dir = tempfile::tempdir().unwrap();
         let (keys, tables) = (RedisPrefix::new("replicas"), PgPrefix::new("replicas"));
@@ -87,7 +92,7 @@ impl Deployment {
         };
         let config = format!(
             "[memory]\nenabled = false\n\n[filesystem]\nkind = \"composite\"\n{kv_section}\
-             key_prefix = \"{redis_prefix}kv:\"\n\n[state]\n{state_section}lease_ttl = \"{lease_ttl}\"\n"
+             key_prefix = \"{redis_prefix}kv:\"\n\n[state]\n{state_section}lease_ttl = \"{lease_ttl}\"\n{extra}"
         );
         let replicas = ["replica-a", "replica-b"].map(|name| {
             let ws = dir.path().join(name);
@@ -108,10 +113,15 @@ impl Deployment {
 
     /// Starts `harness run` of `message` in session `s` on `replica`.
     fn spawn_run(&self, replica: usize, message: &str) -> Child {
+        self.spawn_run_against(&self.base, replica, message)
+    }
+
+    /// [`spawn_run`](Self::spawn_run) against the OpenAI-compatible server at `base`.
+    fn spawn_run_against(&self, base: &str, replica: usize, message: &str) -> Child {
         let mut command = harness();
         command
             .env("OPENAI_API_KEY", "sk-test")
-            .env("OPENAI_BASE_URL", &self.base)
+            .env("OPENAI_BASE_URL", base)
             .args(["run", "--model", "openai:fake", "--session", "s", "--workspace"])
             .arg(&self.replicas[replica])
             .arg(message)
@@ -365,4 +375,52 @@ fn composite_with_file_state_is_refused_naming_state() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("[state]"), "{stderr}");
+}
+
+/// Every file below `dir`, relative to it.
+fn files_below(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A plan written with `plan_write` through replica A is read with `read_file` through
+/// replica B (the plan is in the shared store, not on A's disk).
+#[test]
+fn a_plan_written_on_one_replica_is_read_on_the_other() {
+    let deployment = Deployment::configured(StateKind::Redis, "5s", "\n[plan]\nenabled = true\n");
+    let rules = serde_json::json!([
+        {"when": {"last_role": "user", "last_text_contains": "write the plan"},
+         "reply": {"tool_calls": [{"name": "plan_write", "arguments": {"content": "PLAN-7731: migrate the index"}}]}},
+        {"when": {"last_role": "user", "last_text_contains": "read the plan"},
+         "reply": {"tool_calls": [{"name": "read_file", "arguments": {"path": "plans/PLAN.md"}}]}},
+        {"when": {"last_role": "tool", "last_text_contains": "PLAN-7731: migrate"},
+         "reply": {"text": "the plan says PLAN-7731"}},
+        {"when": {"last_role": "tool"}, "reply": {"text": "no plan seen"}}
+    ]);
+    let script = deployment.replicas[0].parent().unwrap().join("rules.json");
+    std::fs::write(&script, rules.to_string()).unwrap();
+    let model = super::serve::MockLlm::start(&script);
+    let output = finish(deployment.spawn_run_against(&model.base, 0, "write the plan"));
+    assert!(output.status.success(), "{:?}", text(&output));
+    let on_a = files_below(&deployment.replicas[0]);
+    assert!(
+        !on_a.iter().any(|path| path.contains("PLAN.md")),
+        "the plan stayed on replica A's disk: {on_a:?}"
+    );
+    let output = finish(deployment.spawn_run_against(&model.base, 1, "read the plan"));
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stdout.contains("the plan says PLAN-7731"), "{stdout}\n{stderr}");
 }

@@ -331,7 +331,7 @@ fn a_refused_cross_origin_request_is_logged_by_default() {
 }
 
 /// The mockllm binary `scripts/mockllm.sh` builds (HARNESS_TEST_MOCKLLM).
-fn mockllm() -> PathBuf {
+pub(super) fn mockllm() -> PathBuf {
     let path = std::env::var_os("HARNESS_TEST_MOCKLLM")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/tmp/harness-mockllm/mockllm"));
@@ -344,14 +344,14 @@ fn mockllm() -> PathBuf {
 }
 
 /// A running mockllm with `--script` rules, on a port of its own choosing.
-struct MockLlm {
+pub(super) struct MockLlm {
     child: Child,
     /// The OpenAI base URL (`http://127.0.0.1:PORT/v1`).
-    base: String,
+    pub(super) base: String,
 }
 
 impl MockLlm {
-    fn start(script: &Path) -> Self {
+    pub(super) fn start(script: &Path) -> Self {
         let mut child = std::process::Command::new(mockllm())
             .args(["--port", "0", "--script"])
             .arg(script)

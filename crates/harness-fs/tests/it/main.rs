@@ -6,6 +6,7 @@ mod backends;
 mod conformance;
 mod cross_process_cas;
 mod fenced;
+mod replicated;
 mod security;
 mod shared;
 mod shell;

@@ -17,7 +17,7 @@ use super::SubagentDeclaration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use harness_core::{AgentEvent, ApprovalDecision, ErrorKind, EventKind, EventSource};
-use harness_protocol::header::{DEPTH_HEADER, REQUEST_HEADER, USER_HEADER};
+use harness_protocol::header::{DEPTH_HEADER, REQUEST_HEADER, TRACEPARENT_HEADER, USER_HEADER};
 use harness_protocol::native::{DecideRequest, Decision, SendRequest};
 use harness_protocol::{ErrorBody, WireEvent};
 use std::collections::BTreeMap;
@@ -44,6 +44,9 @@ pub(crate) struct RemoteTarget {
     pub(crate) depth: u32,
     /// What the child keeps of its parent (sent as `inherit`).
     pub(crate) inherit: harness_policy::Inheritance,
+    /// The spawning tool call's W3C trace context (sent as `traceparent`), so the remote
+    /// turn's spans join the parent's trace; `None` when no telemetry records spans.
+    pub(crate) traceparent: Option<String>,
 }
 
 impl RemoteTarget {
@@ -65,6 +68,9 @@ impl RemoteTarget {
             user,
             depth,
             inherit,
+            // Taken here, inside the spawning tool call's span: the request is sent from a
+            // task of its own, outside it.
+            traceparent: harness_core::semconv::traceparent(),
         }
     }
 
@@ -81,6 +87,9 @@ impl RemoteTarget {
             .header(DEPTH_HEADER, self.depth.to_string())
             // `harness serve` refuses state-changing requests a browser could send unasked.
             .header(REQUEST_HEADER, "1");
+        if let Some(traceparent) = &self.traceparent {
+            request = request.header(TRACEPARENT_HEADER, traceparent.as_str());
+        }
         let mut keyed = false;
         for (name, value) in &self.headers {
             keyed |= name.eq_ignore_ascii_case("authorization");

@@ -147,7 +147,7 @@ impl Runtime {
         child_session: &SessionId,
     ) -> Result<ChildTarget, SpawnError> {
         Ok(match &declaration.url {
-            Some(url) => ChildTarget::Remote(super::remote::RemoteTarget::new(
+            Some(url) => ChildTarget::Remote(Box::new(super::remote::RemoteTarget::new(
                 declaration,
                 url,
                 child_session.to_string(),
@@ -156,7 +156,7 @@ impl Runtime {
                     .map_or_else(|| "default".to_owned(), |user| user.as_str().to_owned()),
                 self.caller_depth(ctx) + 1,
                 self.inheritance(ctx),
-            )),
+            ))),
             None => ChildTarget::Local(self.factory.child(declaration)?),
         })
     }
@@ -236,12 +236,12 @@ impl Runtime {
                     child.resume_stream(resume.decisions, child_ctx).boxed()
                 }
                 (ChildTarget::Remote(target), ChildInput::Task(task)) => {
-                    super::remote::events(target, super::remote::Send::Task(task), cancel.clone(), source.clone())
+                    super::remote::events(*target, super::remote::Send::Task(task), cancel.clone(), source.clone())
                 }
                 // The parent's person decided what the remote child asked: the decisions go
                 // to the remote server, whose turn goes on.
                 (ChildTarget::Remote(target), ChildInput::Resume(resume)) => super::remote::events(
-                    target,
+                    *target,
                     super::remote::Send::Decisions(resume.decisions),
                     cancel.clone(),
                     source.clone(),
@@ -278,7 +278,7 @@ impl Runtime {
 /// A child to run: a local agent, or a turn on a remote server.
 enum ChildTarget {
     Local(std::sync::Arc<dyn crate::capability::ChildAgent>),
-    Remote(super::remote::RemoteTarget),
+    Remote(Box<super::remote::RemoteTarget>),
 }
 
 /// The task id and instance key of a start: a resume keeps its task and instance; a new task
