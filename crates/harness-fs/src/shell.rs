@@ -170,6 +170,31 @@ impl std::fmt::Debug for CallShell {
     }
 }
 
+/// The read-only twin of a call's [`CallShell`], put beside it by a backend that can enforce
+/// it (a sandbox: the work tree read-only at the kernel level, not by inspecting commands). A
+/// capability that must keep the work tree unchanged for a call (plan mode) makes it the
+/// call's [`CallShell`] with [`CallReadOnlyShell::apply`].
+#[derive(Clone)]
+pub struct CallReadOnlyShell(pub Arc<dyn Shell>);
+
+impl CallReadOnlyShell {
+    /// Makes `ctx`'s read-only shell its [`CallShell`]; `false` (and `ctx` unchanged) when
+    /// the call has none, i.e. nothing below the tool filter keeps its shell from writing.
+    pub fn apply(ctx: &mut harness_core::RuntimeContext) -> bool {
+        let Some(CallReadOnlyShell(shell)) = ctx.get::<CallReadOnlyShell>().cloned() else {
+            return false;
+        };
+        ctx.insert(CallShell(shell));
+        true
+    }
+}
+
+impl std::fmt::Debug for CallReadOnlyShell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CallReadOnlyShell").field(&self.0.describe()).finish()
+    }
+}
+
 /// A shell whose working directories are relative to `prefix` inside another shell's root:
 /// the shell half of [`Namespaced`](crate::Namespaced) for backends that cannot scope
 /// themselves.

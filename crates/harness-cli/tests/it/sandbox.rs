@@ -310,3 +310,57 @@ fn init_writes_a_commented_sandbox_section() {
     let written = std::fs::read_to_string(dir.path().join("ws/harness.toml")).unwrap();
     assert!(written.contains("# [sandbox]\n# kind = \"namespace\""), "{written}");
 }
+
+#[test]
+fn plan_mode_makes_the_work_tree_read_only_below_the_tool_filter() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "\n[plan]\nenabled = true\nallow_shell = true\n");
+    // Before planning, the shell writes.
+    let model = script(
+        dir.path(),
+        &replies(vec![execute("w1", "echo seed-4b1c > seed.txt && echo seeded")]),
+    );
+    let (code, stdout, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(tool_results(&stdout).contains("seeded"), "{stdout}");
+
+    // While planning, the filter lets `execute` through (allow_shell), and nothing it runs
+    // can write the work tree, whatever the command line looks like; reads still work.
+    let model = script(
+        dir.path(),
+        &serde_json::json!({"replies": [
+            {"tool_calls": [call("p1", "plan_enter", &serde_json::json!({}))]},
+            {"tool_calls": [
+                execute("x1", "sh -c 'echo x > planned.txt'; echo sh=$?"),
+                execute("x2", "touch /workspace/touched; mkdir made; cp seed.txt copy.txt; rm seed.txt; echo more-done"),
+                execute("x3", "cat seed.txt; echo x > /tmp/scratch && echo tmp-ok"),
+            ]},
+            {"text": "done"}
+        ]})
+        .to_string(),
+    );
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(results.contains("Plan mode is now active"), "{results}");
+    assert!(results.contains("more-done"), "the commands ran: {results}");
+    assert!(
+        results.contains("sh=1") || results.contains("sh=2"),
+        "the write failed: {results}"
+    );
+    assert!(results.contains("seed-4b1c"), "reads still work: {results}");
+    assert!(results.contains("tmp-ok"), "the private /tmp stays writable: {results}");
+    assert!(results.contains("[sandbox] denied"), "the denial is named: {results}");
+    let work = ws.join(".harness/work");
+    let trees: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let tree = &trees[0];
+    for written in ["planned.txt", "touched", "made", "copy.txt"] {
+        assert!(!tree.join(written).exists(), "{written} was written in plan mode");
+    }
+    assert_eq!(
+        std::fs::read_to_string(tree.join("seed.txt")).unwrap(),
+        "seed-4b1c\n",
+        "the file survived `rm`"
+    );
+}
