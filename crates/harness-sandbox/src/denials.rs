@@ -66,7 +66,7 @@ pub(crate) fn denial_note(stderr: &str, network: Network) -> Option<&'static str
     }
     if network == Network::Proxy
         && (has(&["CONNECT tunnel failed, response 403", "403 Forbidden"])
-            || has(&["Connection refused", "Could not resolve host", "Network is unreachable"]))
+            || has(&["Could not resolve host", "Network is unreachable"]))
     {
         return Some(
             "[sandbox] denied: the sandbox reaches only the hosts on its proxy allow-list ([sandbox] allow_hosts, network = \"proxy\"), through http(s)_proxy. Adding a host is the operator's decision.",
@@ -155,6 +155,8 @@ mod tests {
             denial_note("curl: (56) CONNECT tunnel failed, response 403", Network::Proxy)
                 .is_some_and(|n| n.contains("[sandbox] allow_hosts"))
         );
+        // A server of the sandbox's own loopback that is not up is not the proxy's doing.
+        assert!(denial_note("curl: (7) Failed to connect: Connection refused", Network::Proxy).is_none());
         assert!(denial_note("exit 3", Network::Offline).is_none());
         assert!(denial_note("cat: /root/x: No such file or directory", Network::Offline).is_some());
         assert!(denial_note("cat: notes.txt: No such file or directory", Network::Offline).is_none());

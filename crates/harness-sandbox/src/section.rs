@@ -204,3 +204,41 @@ impl ScopeKey {
         format!("{kind}-{}", &hex::encode(digest)[..24])
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::SandboxSection;
+
+    fn section(json: serde_json::Value) -> SandboxSection {
+        serde_json::from_value(json).unwrap()
+    }
+
+    /// `allow_hosts` becomes the proxy's policy; an entry it cannot read, or an allow-list
+    /// without `network = "proxy"`, is refused naming the key.
+    #[test]
+    fn allow_hosts_is_the_proxy_policy() {
+        let workspace = std::path::Path::new("/nonexistent-ws");
+        let proxy = section(serde_json::json!({
+            "kind": "namespace", "network": "proxy", "allow_hosts": ["pypi.org", "127.0.0.1:8080"]
+        }));
+        proxy.validate(workspace).unwrap();
+        let policy = proxy.namespace_config(std::path::Path::new("/init")).proxy;
+        assert!(policy.allows_name("pypi.org", 443));
+        assert!(policy.allows_name("127.0.0.1", 8080));
+        assert!(!policy.allows_name("127.0.0.1", 8081));
+        assert!(!policy.allows_name("example.com", 443));
+
+        let bad = section(serde_json::json!({"kind": "namespace", "network": "proxy", "allow_hosts": ["http://x"]}));
+        let err = bad.validate(workspace).unwrap_err();
+        assert!(
+            err.contains("[sandbox] allow_hosts") && err.contains("http://x"),
+            "{err}"
+        );
+        assert!(bad.namespace_config(std::path::Path::new("/init")).proxy.is_empty());
+
+        let offline = section(serde_json::json!({"kind": "namespace", "allow_hosts": ["pypi.org"]}));
+        let err = offline.validate(workspace).unwrap_err();
+        assert!(err.contains("network = \"offline\"") && err.contains("proxy"), "{err}");
+    }
+}

@@ -398,10 +398,22 @@ fn proxy_mode_reaches_the_allowed_host_and_names_allow_hosts_for_the_others() {
         &format!("network = \"proxy\"\nallow_hosts = [\"127.0.0.1:{allowed}\"]\n"),
     );
     let calls = vec![
-        execute("a1", &format!("curl -sS --noproxy '' http://127.0.0.1:{allowed}/; echo; echo a-done")),
-        execute("d1", &format!("curl -sS --noproxy '' http://127.0.0.1:{denied}/; echo; echo d-done")),
-        execute("d2", &format!("curl -sS --noproxy '' -p http://127.0.0.1:{denied}/; echo t-done")),
-        execute("d3", &format!("curl -sS --max-time 5 http://127.0.0.1:{denied}/; echo direct-done")),
+        execute(
+            "a1",
+            &format!("curl -sS --noproxy '' http://127.0.0.1:{allowed}/; echo; echo a-done"),
+        ),
+        execute(
+            "d1",
+            &format!("curl -sS --noproxy '' http://127.0.0.1:{denied}/; echo; echo d-done"),
+        ),
+        execute(
+            "d2",
+            &format!("curl -sS --noproxy '' -p http://127.0.0.1:{denied}/; echo t-done"),
+        ),
+        execute(
+            "d3",
+            &format!("curl -sS --max-time 5 http://127.0.0.1:{denied}/; echo direct-done"),
+        ),
     ];
     let model = script(dir.path(), &replies(calls));
     let (code, events, stderr) = run(&ws, &model, "alice");
@@ -410,9 +422,15 @@ fn proxy_mode_reaches_the_allowed_host_and_names_allow_hosts_for_the_others() {
     for marker in ["a-done", "d-done", "t-done", "direct-done"] {
         assert!(results.contains(marker), "{marker} missing:\n{results}");
     }
-    assert!(results.contains("allowed-body-71d3"), "the allowed host answered:\n{results}");
+    assert!(
+        results.contains("allowed-body-71d3"),
+        "the allowed host answered:\n{results}"
+    );
     assert!(allowed_hits.load(Ordering::SeqCst) >= 1);
-    assert!(!results.contains("denied-body-0c4e"), "a host off the list answered:\n{results}");
+    assert!(
+        !results.contains("denied-body-0c4e"),
+        "a host off the list answered:\n{results}"
+    );
     assert_eq!(denied_hits.load(Ordering::SeqCst), 0, "a host off the list was reached");
     // The refusal is a clear result naming the key that widens it, for plain HTTP (the 403
     // body) and for a tunnel (the note on curl's error).
