@@ -214,3 +214,34 @@ impl Shell for NamespacedShell {
         self.inner.execute(request).await
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::{CallReadOnlyShell, CallShell, LocalShell, LocalShellConfig, Shell};
+    use std::sync::Arc;
+
+    /// With a read-only twin, `apply` makes it the call's shell; without one it says so and
+    /// leaves the call's shell alone.
+    #[test]
+    fn apply_swaps_in_the_read_only_shell_only_when_there_is_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let shell = |sub: &str| -> Arc<dyn Shell> {
+            let root = dir.path().join(sub);
+            std::fs::create_dir_all(&root).unwrap();
+            Arc::new(LocalShell::new(&root, LocalShellConfig::default()).unwrap())
+        };
+        let described = |ctx: &harness_core::RuntimeContext| ctx.get::<CallShell>().map(|CallShell(s)| s.describe());
+        let mut ctx = harness_core::RuntimeContext::for_user(harness_core::UserId::from_static("alice"));
+        ctx.insert(CallShell(shell("rw")));
+        let before = described(&ctx);
+        assert!(!CallReadOnlyShell::apply(&mut ctx));
+        assert_eq!(described(&ctx), before);
+        let read_only = shell("ro");
+        let expected = read_only.describe();
+        ctx.insert(CallReadOnlyShell(read_only));
+        assert!(CallReadOnlyShell::apply(&mut ctx));
+        assert_eq!(described(&ctx), Some(expected));
+        assert_ne!(described(&ctx), before);
+    }
+}
