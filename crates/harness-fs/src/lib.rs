@@ -58,8 +58,8 @@ pub use path::{MAX_PATH_LEN, WsPath};
 pub use scope::{CallScope, DEFAULT_EVICTED_DIR, SHARED_MEMORY_KEY, SHARED_NAMESPACE_ID, ScopeError, state_layout};
 pub use shared::{SHARED_ENTRIES, SharedLayer, is_shared_path};
 pub use shell::{
-    CallShell, DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig, OutputCapture, Shell, ShellError, ShellOutput,
-    ShellRequest,
+    CallReadOnlyShell, CallShell, DEFAULT_ENV_ALLOWLIST, LocalShell, LocalShellConfig, OutputCapture, Shell,
+    ShellError, ShellOutput, ShellRequest,
 };
 pub use text::{TextPage, looks_binary, truncate_chars};
 pub use workspace::{CallWorkTree, CallWorkspace};

@@ -170,6 +170,31 @@ impl std::fmt::Debug for CallShell {
     }
 }
 
+/// The read-only twin of a call's [`CallShell`], put beside it by a backend that can enforce
+/// it (a sandbox: the work tree read-only at the kernel level, not by inspecting commands). A
+/// capability that must keep the work tree unchanged for a call (plan mode) makes it the
+/// call's [`CallShell`] with [`CallReadOnlyShell::apply`].
+#[derive(Clone)]
+pub struct CallReadOnlyShell(pub Arc<dyn Shell>);
+
+impl CallReadOnlyShell {
+    /// Makes `ctx`'s read-only shell its [`CallShell`]; `false` (and `ctx` unchanged) when
+    /// the call has none, i.e. nothing below the tool filter keeps its shell from writing.
+    pub fn apply(ctx: &mut harness_core::RuntimeContext) -> bool {
+        let Some(CallReadOnlyShell(shell)) = ctx.get::<CallReadOnlyShell>().cloned() else {
+            return false;
+        };
+        ctx.insert(CallShell(shell));
+        true
+    }
+}
+
+impl std::fmt::Debug for CallReadOnlyShell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CallReadOnlyShell").field(&self.0.describe()).finish()
+    }
+}
+
 /// A shell whose working directories are relative to `prefix` inside another shell's root:
 /// the shell half of [`Namespaced`](crate::Namespaced) for backends that cannot scope
 /// themselves.
@@ -187,5 +212,36 @@ impl Shell for NamespacedShell {
     async fn execute(&self, mut request: ShellRequest) -> Result<ShellOutput, ShellError> {
         request.cwd = self.prefix.join_path(&request.cwd);
         self.inner.execute(request).await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::{CallReadOnlyShell, CallShell, LocalShell, LocalShellConfig, Shell};
+    use std::sync::Arc;
+
+    /// With a read-only twin, `apply` makes it the call's shell; without one it says so and
+    /// leaves the call's shell alone.
+    #[test]
+    fn apply_swaps_in_the_read_only_shell_only_when_there_is_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let shell = |sub: &str| -> Arc<dyn Shell> {
+            let root = dir.path().join(sub);
+            std::fs::create_dir_all(&root).unwrap();
+            Arc::new(LocalShell::new(&root, LocalShellConfig::default()).unwrap())
+        };
+        let described = |ctx: &harness_core::RuntimeContext| ctx.get::<CallShell>().map(|CallShell(s)| s.describe());
+        let mut ctx = harness_core::RuntimeContext::for_user(harness_core::UserId::from_static("alice"));
+        ctx.insert(CallShell(shell("rw")));
+        let before = described(&ctx);
+        assert!(!CallReadOnlyShell::apply(&mut ctx));
+        assert_eq!(described(&ctx), before);
+        let read_only = shell("ro");
+        let expected = read_only.describe();
+        ctx.insert(CallReadOnlyShell(read_only));
+        assert!(CallReadOnlyShell::apply(&mut ctx));
+        assert_eq!(described(&ctx), Some(expected));
+        assert_ne!(described(&ctx), before);
     }
 }

@@ -7,7 +7,7 @@ use crate::provider::{Network, SandboxError, SandboxProvider};
 use crate::section::SandboxSection;
 use async_trait::async_trait;
 use harness_core::{AgentError, AgentNext, CancellationToken, Hooks, Middleware, SessionLease, Turn};
-use harness_fs::{CallScope, CallShell, CallWorkTree, Shell};
+use harness_fs::{CallReadOnlyShell, CallScope, CallShell, CallWorkTree, Shell};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -70,6 +70,12 @@ impl CallBinder {
         crate::denials::explaining(bound.sandbox().shell(), self.network)
     }
 
+    /// The read-only (plan mode) shell of `bound`: the work tree read-only at the Landlock
+    /// level; denials come back explained.
+    pub fn read_only_shell(&self, bound: &BoundSandbox) -> Arc<dyn Shell> {
+        crate::denials::explaining(bound.sandbox().read_only_shell(), self.network)
+    }
+
     /// Shuts down the idle sandboxes.
     ///
     /// # Errors
@@ -101,12 +107,6 @@ impl SandboxSection {
     /// The message to show the operator.
     pub async fn probed_provider(&self, workspace: &Path) -> Result<Arc<dyn SandboxProvider>, String> {
         self.validate(workspace)?;
-        if self.network == Network::Proxy {
-            return Err(
-                "[sandbox] network = \"proxy\" is not supported by the namespace sandbox yet: use \"offline\" or \"full\""
-                    .to_owned(),
-            );
-        }
         let provider = self.provider();
         provider
             .probe()
@@ -123,7 +123,8 @@ pub struct CallSandbox(pub BoundSandbox);
 
 /// The middleware (the agent hook, around a whole call) that binds the call's sandbox: the
 /// context's [`CallSandbox`] when a parent put one there, else [`CallBinder::bind`]; then the
-/// sandbox's shell is the call's [`CallShell`] and its work tree the call's [`CallWorkTree`].
+/// sandbox's shell is the call's [`CallShell`] (its read-only shell the call's
+/// [`CallReadOnlyShell`], for plan mode) and its work tree the call's [`CallWorkTree`].
 /// A host that cannot provide the sandbox fails the call ([`AgentError::Refused`]).
 pub struct BindCall(pub Arc<CallBinder>);
 
@@ -150,6 +151,7 @@ impl Middleware for BindCall {
         };
         let ctx = turn.ctx_mut();
         ctx.insert(CallShell(self.0.shell(&bound)));
+        ctx.insert(CallReadOnlyShell(self.0.read_only_shell(&bound)));
         ctx.insert(CallWorkTree(bound.sandbox().filesystem()));
         ctx.insert(CallSandbox(bound));
         next.run(turn).await

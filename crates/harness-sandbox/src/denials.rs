@@ -4,27 +4,37 @@
 //! [`prompt_line`] states what is enforced, in one line for the system prompt.
 
 use crate::provider::Network;
+use crate::section::SandboxSection;
 use async_trait::async_trait;
 use harness_fs::{Shell, ShellError, ShellOutput, ShellRequest};
 use std::sync::Arc;
 
-/// What the model is told about the sandbox, in one short paragraph.
-pub fn prompt_line(network: Network, read_only: usize) -> String {
-    let network = match network {
-        Network::Offline => "offline (no host is reachable, the host's loopback included)",
-        Network::Proxy => "only the allow-listed hosts, through the harness's proxy",
-        Network::Full => "the host's network",
+/// What the model is told about the sandbox, in one short paragraph: exactly what `section`
+/// enforces (the writable dirs, the network and its allow-list, the limits, plan mode).
+pub fn prompt_line(section: &SandboxSection) -> String {
+    let network = match section.network {
+        Network::Offline => "offline (no host is reachable, the host's loopback included)".to_owned(),
+        Network::Proxy if section.allow_hosts.is_empty() => {
+            "through the harness's proxy (http(s)_proxy), whose allow-list is empty: no host is reachable".to_owned()
+        }
+        Network::Proxy => format!(
+            "only {} through the harness's proxy (http(s)_proxy); every other host is refused",
+            section.allow_hosts.join(", ")
+        ),
+        Network::Full => "the host's network, unfiltered".to_owned(),
     };
-    let extra = if read_only == 0 {
+    let extra = if section.read_only.is_empty() {
         String::new()
     } else {
-        format!(", {read_only} host toolchain dir(s) read-only")
+        format!(", {} host toolchain dir(s) read-only", section.read_only.len())
     };
+    let limits = section.namespace_config(std::path::Path::new("")).limits;
     format!(
         "## Shell\n`execute` runs in a sandbox (an unprivileged user, its own namespaces, Landlock and seccomp): \
-         only /workspace (the files the file tools see) and /tmp are writable; system dirs read-only{extra}; \
-         host files, other users' work, the harness's data and secrets are not there; network: {network}. \
-         A denial is the sandbox's policy: report it, do not work around it."
+         only /workspace (the files the file tools see) and /tmp are writable, and in plan mode /workspace is read-only too; \
+         system dirs read-only{extra}; host files, other users' work, the harness's data and secrets are not there; \
+         network: {network}; at most {} processes. A denial is the sandbox's policy: report it, do not work around it.",
+        limits.max_processes
     )
 }
 
@@ -52,6 +62,14 @@ pub(crate) fn denial_note(stderr: &str, network: Network) -> Option<&'static str
     {
         return Some(
             "[sandbox] denied: the sandbox's network is offline (network = \"offline\"); no host is reachable, the host's loopback included. Widening it is the operator's decision ([sandbox] network).",
+        );
+    }
+    if network == Network::Proxy
+        && (has(&["CONNECT tunnel failed, response 403", "403 Forbidden"])
+            || has(&["Could not resolve host", "Network is unreachable"]))
+    {
+        return Some(
+            "[sandbox] denied: the sandbox reaches only the hosts on its proxy allow-list ([sandbox] allow_hosts, network = \"proxy\"), through http(s)_proxy. Adding a host is the operator's decision.",
         );
     }
     let hidden = stderr.lines().any(|line| {
@@ -87,8 +105,40 @@ impl Shell for Explaining {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
-    use super::{Network, denial_note, prompt_line};
+    use super::{Network, SandboxSection, denial_note, prompt_line};
+
+    fn section(json: serde_json::Value) -> SandboxSection {
+        serde_json::from_value(json).unwrap()
+    }
+
+    /// The prompt says what the section enforces, and nothing it does not.
+    #[test]
+    fn the_prompt_states_what_is_enforced() {
+        let offline = prompt_line(&section(serde_json::json!({"kind": "namespace"})));
+        assert!(offline.contains("network: offline"), "{offline}");
+        assert!(offline.contains("in plan mode /workspace is read-only"), "{offline}");
+        assert!(offline.contains("at most 512 processes"), "{offline}");
+        assert!(!offline.contains("toolchain"), "{offline}");
+        let proxy = prompt_line(&section(serde_json::json!({
+            "kind": "namespace", "network": "proxy", "allow_hosts": ["pypi.org", "*.crates.io:443"],
+            "read_only": ["/opt/x"], "limits": {"max_processes": 64}
+        })));
+        assert!(
+            proxy.contains("network: only pypi.org, *.crates.io:443 through the harness's proxy"),
+            "{proxy}"
+        );
+        assert!(proxy.contains("1 host toolchain dir(s) read-only"), "{proxy}");
+        assert!(proxy.contains("at most 64 processes"), "{proxy}");
+        let empty = prompt_line(&section(serde_json::json!({"kind": "namespace", "network": "proxy"})));
+        assert!(empty.contains("allow-list is empty: no host is reachable"), "{empty}");
+        let full = prompt_line(&section(serde_json::json!({"kind": "namespace", "network": "full"})));
+        assert!(full.contains("the host's network, unfiltered"), "{full}");
+        for prompt in [offline, proxy, empty, full] {
+            assert!(prompt.len() < 700, "{prompt}");
+        }
+    }
 
     #[test]
     fn denials_are_named() {
@@ -101,9 +151,14 @@ mod tests {
                 .is_some_and(|n| n.contains("offline"))
         );
         assert!(denial_note("Network is unreachable", Network::Full).is_none());
+        assert!(
+            denial_note("curl: (56) CONNECT tunnel failed, response 403", Network::Proxy)
+                .is_some_and(|n| n.contains("[sandbox] allow_hosts"))
+        );
+        // A server of the sandbox's own loopback that is not up is not the proxy's doing.
+        assert!(denial_note("curl: (7) Failed to connect: Connection refused", Network::Proxy).is_none());
         assert!(denial_note("exit 3", Network::Offline).is_none());
         assert!(denial_note("cat: /root/x: No such file or directory", Network::Offline).is_some());
         assert!(denial_note("cat: notes.txt: No such file or directory", Network::Offline).is_none());
-        assert!(prompt_line(Network::Offline, 0).len() < 600);
     }
 }

@@ -26,6 +26,17 @@ pub enum Network {
     Full,
 }
 
+impl Network {
+    /// Its name in `[sandbox] network`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Offline => "offline",
+            Self::Proxy => "proxy",
+            Self::Full => "full",
+        }
+    }
+}
+
 /// What one sandbox is for: its writable work tree and its network. Everything else (mount
 /// view, limits, uid) is the provider's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 //! kind = "namespace"            # the only backend so far ("docker", "remote" later)
 //! scope = "user"                # session | user | agent | global (default: the agent's isolation scope)
 //! network = "offline"           # offline | proxy | full
+//! # allow_hosts = ["pypi.org", "*.pythonhosted.org:443"]  # with network = "proxy": all it reaches
 //! uid_range = [200000, 200999]  # required when the harness runs as root: unused host uids
 //! read_only = ["/opt/toolchain"] # host directories offered read-only (never /root, /home)
 //! # work_root = "/srv/harness-work"  # default <workspace>/.harness/work
@@ -62,6 +63,10 @@ pub struct SandboxSection {
     /// What the sandbox's network reaches.
     #[serde(default)]
     pub network: Network,
+    /// With `network = "proxy"`: the hosts the sandbox's proxy lets through (see
+    /// [`ProxyPolicy`](crate::ProxyPolicy) for the entries' form); everything else is refused.
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
     /// Host directories offered read-only at the same path.
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
@@ -116,6 +121,8 @@ impl SandboxSection {
             config = config.uid_range(first, last);
         }
         config.read_only.clone_from(&self.read_only);
+        // An entry that does not parse is refused by `validate`; unvalidated, it allows nothing.
+        config.proxy = self.proxy_policy().unwrap_or_default();
         let mib = |value: u64| value.saturating_mul(1 << 20);
         let limits = &self.limits;
         config.limits = Limits {
@@ -132,6 +139,14 @@ impl SandboxSection {
         config
     }
 
+    /// The proxy's allow-list, from `allow_hosts`.
+    ///
+    /// # Errors
+    /// A message naming the entry that is not a host, wildcard or address.
+    pub fn proxy_policy(&self) -> Result<crate::ProxyPolicy, String> {
+        crate::ProxyPolicy::new(&self.allow_hosts).map_err(|err| format!("[sandbox] allow_hosts: {err}"))
+    }
+
     /// Where the work trees of `workspace` live.
     pub fn work_root(&self, workspace: &Path) -> PathBuf {
         self.work_root
@@ -139,12 +154,20 @@ impl SandboxSection {
             .unwrap_or_else(|| workspace.join(".harness").join("work"))
     }
 
-    /// Checks what the section asks for before anything runs: `uid_range` ordered, and the
-    /// work root reachable by a sandbox uid (every existing ancestor searchable by others).
+    /// Checks what the section asks for before anything runs: `uid_range` ordered,
+    /// `allow_hosts` readable and only with `network = "proxy"`, and the work root reachable
+    /// by a sandbox uid (every existing ancestor searchable by others).
     ///
     /// # Errors
     /// A message naming the key and what to do.
     pub fn validate(&self, workspace: &Path) -> Result<(), String> {
+        self.proxy_policy()?;
+        if !self.allow_hosts.is_empty() && self.network != Network::Proxy {
+            return Err(format!(
+                "[sandbox] allow_hosts is set but network = \"{}\": the allow-list applies only with network = \"proxy\"; set it, or remove allow_hosts",
+                self.network.as_str()
+            ));
+        }
         if let Some([first, last]) = self.uid_range
             && (first > last || first == 0)
         {
@@ -179,5 +202,43 @@ impl ScopeKey {
         let kind = key.split(['/', ':']).nth(1).unwrap_or("scope");
         let digest = sha2::Sha256::digest(key.as_bytes());
         format!("{kind}-{}", &hex::encode(digest)[..24])
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::SandboxSection;
+
+    fn section(json: serde_json::Value) -> SandboxSection {
+        serde_json::from_value(json).unwrap()
+    }
+
+    /// `allow_hosts` becomes the proxy's policy; an entry it cannot read, or an allow-list
+    /// without `network = "proxy"`, is refused naming the key.
+    #[test]
+    fn allow_hosts_is_the_proxy_policy() {
+        let workspace = std::path::Path::new("/nonexistent-ws");
+        let proxy = section(serde_json::json!({
+            "kind": "namespace", "network": "proxy", "allow_hosts": ["pypi.org", "127.0.0.1:8080"]
+        }));
+        proxy.validate(workspace).unwrap();
+        let policy = proxy.namespace_config(std::path::Path::new("/init")).proxy;
+        assert!(policy.allows_name("pypi.org", 443));
+        assert!(policy.allows_name("127.0.0.1", 8080));
+        assert!(!policy.allows_name("127.0.0.1", 8081));
+        assert!(!policy.allows_name("example.com", 443));
+
+        let bad = section(serde_json::json!({"kind": "namespace", "network": "proxy", "allow_hosts": ["http://x"]}));
+        let err = bad.validate(workspace).unwrap_err();
+        assert!(
+            err.contains("[sandbox] allow_hosts") && err.contains("http://x"),
+            "{err}"
+        );
+        assert!(bad.namespace_config(std::path::Path::new("/init")).proxy.is_empty());
+
+        let offline = section(serde_json::json!({"kind": "namespace", "allow_hosts": ["pypi.org"]}));
+        let err = offline.validate(workspace).unwrap_err();
+        assert!(err.contains("network = \"offline\"") && err.contains("proxy"), "{err}");
     }
 }

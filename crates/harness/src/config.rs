@@ -362,7 +362,8 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # [sandbox]
 # kind = "namespace"
 # scope = "user"                  # session | user | agent | global (default: the agent's isolation scope)
-# network = "offline"             # offline | full (proxy: not yet)
+# network = "offline"             # offline | proxy | full
+# allow_hosts = ["pypi.org"]      # network = "proxy": the only hosts reachable (host, *.domain, IP, each [:port])
 # uid_range = [200000, 200999]    # required as root: host uids nobody else uses
 # read_only = []                  # host toolchain dirs outside /usr, offered read-only (never /root, /home)
 

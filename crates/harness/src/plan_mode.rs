@@ -8,6 +8,9 @@
 //! tools, `todo_write`, the subagent tools (`agent_*`, `task_*`, `wait_async_results`: the
 //! children they start plan too) and, with `allow_shell = true`, the shell. Every other call
 //! gets an error result saying plan mode is active and what is allowed, and does not run.
+//! What passes runs with the call's read-only shell when it has one
+//! ([`harness_fs::CallReadOnlyShell`]: a sandbox's, whose work tree is read-only at the
+//! Landlock level), so a command the filter cannot judge (`sh -c 'echo x > f'`) cannot write.
 //! A banner in the volatile tail of the system prompt says the same (nothing when inactive).
 //!
 //! The state is per session (the [`PlanState`] session slot), so it survives restarts.
@@ -353,6 +356,11 @@ impl Middleware for PlanGate {
                 allowed_text(self.allow_shell)
             ));
         }
+        // Below the filter: a call with a read-only shell (a sandbox's, the work tree read-only
+        // at the kernel level) runs with it, so a command the filter cannot judge cannot write.
+        let mut confined = ctx.clone();
+        harness_fs::CallReadOnlyShell::apply(&mut confined.runtime);
+        let ctx = &confined;
         if call.name == PLAN_EXIT && inherited(&ctx.runtime) {
             // Refused before the permissions layer would ask a person for it: only the
             // parent's own plan can be approved.

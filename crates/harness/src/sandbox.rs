@@ -50,7 +50,7 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
         }
     };
     setup.inherit(Shared(Arc::clone(&binder)));
-    let prompt = harness_sandbox::prompt_line(section.network, section.read_only.len());
+    let prompt = harness_sandbox::prompt_line(&section);
     setup.provide(SandboxedShell(prompt));
     Ok(Some(Arc::new(Sandboxed(binder))))
 }

@@ -284,7 +284,8 @@ fn an_unknown_sandbox_kind_or_network_is_named() {
     for (bad, named) in [
         ("kind = \"docker\"", "docker"),
         ("network = \"internet\"", "internet"),
-        ("network = \"proxy\"", "proxy"),
+        ("network = \"proxy\"\nallow_hosts = [\"http://x\"]", "allow_hosts"),
+        ("allow_hosts = [\"pypi.org\"]", "allow_hosts"),
     ] {
         let dir = scratch();
         let ws = dir.path().join("ws");
@@ -309,4 +310,133 @@ fn init_writes_a_commented_sandbox_section() {
     assert!(output.status.success());
     let written = std::fs::read_to_string(dir.path().join("ws/harness.toml")).unwrap();
     assert!(written.contains("# [sandbox]\n# kind = \"namespace\""), "{written}");
+}
+
+#[test]
+fn plan_mode_makes_the_work_tree_read_only_below_the_tool_filter() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "\n[plan]\nenabled = true\nallow_shell = true\n");
+    // Before planning, the shell writes.
+    let model = script(
+        dir.path(),
+        &replies(vec![execute("w1", "echo seed-4b1c > seed.txt && echo seeded")]),
+    );
+    let (code, stdout, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(tool_results(&stdout).contains("seeded"), "{stdout}");
+
+    // While planning, the filter lets `execute` through (allow_shell), and nothing it runs
+    // can write the work tree, whatever the command line looks like; reads still work.
+    let model = script(
+        dir.path(),
+        &serde_json::json!({"replies": [
+            {"tool_calls": [call("p1", "plan_enter", &serde_json::json!({}))]},
+            {"tool_calls": [
+                execute("x1", "sh -c 'echo x > planned.txt'; echo sh=$?"),
+                execute("x2", "touch /workspace/touched; mkdir made; cp seed.txt copy.txt; rm seed.txt; echo more-done"),
+                execute("x3", "cat seed.txt; echo x > /tmp/scratch && echo tmp-ok"),
+            ]},
+            {"text": "done"}
+        ]})
+        .to_string(),
+    );
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(results.contains("Plan mode is now active"), "{results}");
+    assert!(results.contains("more-done"), "the commands ran: {results}");
+    assert!(
+        results.contains("sh=1") || results.contains("sh=2"),
+        "the write failed: {results}"
+    );
+    assert!(results.contains("seed-4b1c"), "reads still work: {results}");
+    assert!(results.contains("tmp-ok"), "the private /tmp stays writable: {results}");
+    assert!(results.contains("[sandbox] denied"), "the denial is named: {results}");
+    let work = ws.join(".harness/work");
+    let trees: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let tree = &trees[0];
+    for written in ["planned.txt", "touched", "made", "copy.txt"] {
+        assert!(!tree.join(written).exists(), "{written} was written in plan mode");
+    }
+    assert_eq!(
+        std::fs::read_to_string(tree.join("seed.txt")).unwrap(),
+        "seed-4b1c\n",
+        "the file survived `rm`"
+    );
+}
+
+/// A loopback HTTP server on the host answering every request with `body`.
+fn http_server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut head = [0_u8; 4096];
+            let _ = stream.read(&mut head);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
+}
+
+#[test]
+fn proxy_mode_reaches_the_allowed_host_and_names_allow_hosts_for_the_others() {
+    let (allowed, allowed_hits) = http_server("allowed-body-71d3");
+    let (denied, denied_hits) = http_server("denied-body-0c4e");
+    let dir = scratch();
+    let ws = workspace(
+        dir.path(),
+        &format!("network = \"proxy\"\nallow_hosts = [\"127.0.0.1:{allowed}\"]\n"),
+    );
+    let calls = vec![
+        execute(
+            "a1",
+            &format!("curl -sS --noproxy '' http://127.0.0.1:{allowed}/; echo; echo a-done"),
+        ),
+        execute(
+            "d1",
+            &format!("curl -sS --noproxy '' http://127.0.0.1:{denied}/; echo; echo d-done"),
+        ),
+        execute(
+            "d2",
+            &format!("curl -sS --noproxy '' -p http://127.0.0.1:{denied}/; echo t-done"),
+        ),
+        execute(
+            "d3",
+            &format!("curl -sS --max-time 5 http://127.0.0.1:{denied}/; echo direct-done"),
+        ),
+    ];
+    let model = script(dir.path(), &replies(calls));
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    let results = tool_results(&events);
+    for marker in ["a-done", "d-done", "t-done", "direct-done"] {
+        assert!(results.contains(marker), "{marker} missing:\n{results}");
+    }
+    assert!(
+        results.contains("allowed-body-71d3"),
+        "the allowed host answered:\n{results}"
+    );
+    assert!(allowed_hits.load(Ordering::SeqCst) >= 1);
+    assert!(
+        !results.contains("denied-body-0c4e"),
+        "a host off the list answered:\n{results}"
+    );
+    assert_eq!(denied_hits.load(Ordering::SeqCst), 0, "a host off the list was reached");
+    // The refusal is a clear result naming the key that widens it, for plain HTTP (the 403
+    // body) and for a tunnel (the note on curl's error).
+    assert!(
+        results.matches("[sandbox] allow_hosts").count() >= 2,
+        "the refusals name [sandbox] allow_hosts:\n{results}"
+    );
+    assert!(results.contains("CONNECT tunnel failed"), "{results}");
 }
