@@ -4,7 +4,7 @@
 //! **Which session.** With an `X-Harness-Session` header the request continues that session:
 //! its new input is the last user message (or the trailing tool results), and the session's
 //! own history is the context. Without it, a request whose messages extend a conversation
-//! this server answered for the same user continues that conversation's session
+//! this deployment answered for the same user continues that conversation's session
 //! ([`crate::threads`]), so an SDK that resends the whole history gets one session per chat;
 //! any other request seeds a new session with its messages (the client's own tool calls and
 //! results included). The session id comes back in the `X-Harness-Session` header.
@@ -13,6 +13,8 @@
 //! name clash is a 400). When the model calls one, the reply ends with `tool_calls` and
 //! `finish_reason: "tool_calls"`, and the turn waits durably, like an approval; the next
 //! request carrying `tool` messages with the results resumes it (header or not).
+//! `tool_choice` `required` or a named function makes the turn's first model call call one of
+//! the caller's tools (or that one) ([`tool_choice`]).
 //!
 //! **`response_format`** (`json_object`, `json_schema` with `strict`) runs the turn through
 //! the structured output: the content is the validated JSON answer or the request fails; the

@@ -5,7 +5,7 @@
 //! A response's id names its session (`resp_<turn>_<session>`), so `previous_response_id`
 //! continues that session (the caller must own it, as for every session route), across
 //! restarts and replicas. Without it the request is matched like a chat completion: the
-//! `X-Harness-Session` header, else a stateless history this server answered, else a new
+//! `X-Harness-Session` header, else a stateless history this deployment answered, else a new
 //! session seeded with the input. `instructions` is a system message before the input.
 //! Function tools are the caller's tools (a `function_call` output item; the next request's
 //! `function_call_output` items resume the turn); `text.format` is the structured output.
