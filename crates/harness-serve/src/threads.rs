@@ -100,7 +100,11 @@ const RECORD_SLOT: &str = "openai_thread";
 /// Where the record of `hash` for `user` of `agent` lives.
 fn record_key(agent: &AgentId, user: &UserId, hash: &[u8; 32]) -> Option<StateKey> {
     let mut hasher = Sha256::new();
-    for part in [b"harness-thread-record-v1".as_slice(), agent.as_str().as_bytes(), user.as_str().as_bytes()] {
+    for part in [
+        b"harness-thread-record-v1".as_slice(),
+        agent.as_str().as_bytes(),
+        user.as_str().as_bytes(),
+    ] {
         hasher.update(part);
         hasher.update([0]);
     }
@@ -208,8 +212,15 @@ mod tests {
         )
     }
 
-    async fn found(store: &InMemoryStateStore, agent: &AgentId, user: &UserId, messages: &[Seen]) -> Option<(SessionId, usize)> {
-        find(store, agent, user, messages).await.unwrap_or_else(|e| panic!("{e}"))
+    async fn found(
+        store: &InMemoryStateStore,
+        agent: &AgentId,
+        user: &UserId,
+        messages: &[Seen],
+    ) -> Option<(SessionId, usize)> {
+        find(store, agent, user, messages)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[tokio::test]
@@ -217,7 +228,9 @@ mod tests {
         let store = InMemoryStateStore::default();
         let (agent, user, one) = ids();
         let first = [seen("user", "hi"), seen("assistant", "hello")];
-        remember(&store, &agent, &user, prefixes(&first)[1], &one).await.unwrap_or_else(|e| panic!("{e}"));
+        remember(&store, &agent, &user, prefixes(&first)[1], &one)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         let next = [
             seen("user", " hi\n"),
             seen("assistant", "hello  "),
@@ -226,8 +239,15 @@ mod tests {
         assert_eq!(found(&store, &agent, &user, &next).await, Some((one.clone(), 2)));
         // A longer recorded conversation of another session wins over the shorter one.
         let two = SessionId::parse("s-two").unwrap_or_else(|e| panic!("{e}"));
-        let longer = [next[0].clone(), next[1].clone(), next[2].clone(), seen("assistant", "ok")];
-        remember(&store, &agent, &user, prefixes(&longer)[3], &two).await.unwrap_or_else(|e| panic!("{e}"));
+        let longer = [
+            next[0].clone(),
+            next[1].clone(),
+            next[2].clone(),
+            seen("assistant", "ok"),
+        ];
+        remember(&store, &agent, &user, prefixes(&longer)[3], &two)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         let after = [longer.to_vec(), vec![seen("user", "again")]].concat();
         assert_eq!(found(&store, &agent, &user, &after).await, Some((two, 4)));
         // Another agent, another user, or another history: no match.
@@ -247,22 +267,34 @@ mod tests {
         let (agent, user, one) = ids();
         let first = [seen("user", "hi"), seen("assistant", "hello")];
         let hash = prefixes(&first)[1];
-        let Some(key) = record_key(&agent, &user, &hash) else { panic!("no key") };
+        let Some(key) = record_key(&agent, &user, &hash) else {
+            panic!("no key")
+        };
         // A record moved under another user's key (or forged) is not theirs to match.
         let mut forged = AgentState::default();
         forged
             .extensions
             .insert(RECORD_SLOT.to_owned(), json!({"user": "u2", "session": "s-victim"}));
-        store.save(&key, &forged, 0, None).await.unwrap_or_else(|e| panic!("{e}"));
+        store
+            .save(&key, &forged, 0, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         let next = [first[0].clone(), first[1].clone(), seen("user", "more")];
         assert_eq!(found(&store, &agent, &user, &next).await, None);
         // A state without the slot is a session's: recording leaves it alone.
         let other = [seen("user", "x"), seen("assistant", "y")];
-        let Some(session_key) = record_key(&agent, &user, &prefixes(&other)[1]) else { panic!("no key") };
+        let Some(session_key) = record_key(&agent, &user, &prefixes(&other)[1]) else {
+            panic!("no key")
+        };
         let mut session_state = AgentState::default();
         session_state.transcript_offset = 7;
-        store.save(&session_key, &session_state, 0, None).await.unwrap_or_else(|e| panic!("{e}"));
-        remember(&store, &agent, &user, prefixes(&other)[1], &one).await.unwrap_or_else(|e| panic!("{e}"));
+        store
+            .save(&session_key, &session_state, 0, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        remember(&store, &agent, &user, prefixes(&other)[1], &one)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         let kept = store.load(&session_key).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(kept.map(|(state, _)| state), Some(session_state));
     }
@@ -277,7 +309,9 @@ mod tests {
             chat.push(seen("assistant", &format!("a{n}")));
         }
         // Only the first reply was recorded; it is one assistant message too far back.
-        remember(&store, &agent, &user, prefixes(&chat)[1], &one).await.unwrap_or_else(|e| panic!("{e}"));
+        remember(&store, &agent, &user, prefixes(&chat)[1], &one)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         chat.push(seen("user", "next"));
         assert_eq!(found(&store, &agent, &user, &chat).await, None);
         assert_eq!(found(&store, &agent, &user, &chat[..5]).await, Some((one, 2)));

@@ -134,7 +134,9 @@ impl Middleware for ClientToolOffer {
             let forced: Vec<ToolSpec> = match &client.choice {
                 ClientChoice::Auto => Vec::new(),
                 ClientChoice::Required => client.specs.to_vec(),
-                ClientChoice::Function(name) => client.specs.iter().filter(|spec| &spec.name == name).cloned().collect(),
+                ClientChoice::Function(name) => {
+                    client.specs.iter().filter(|spec| &spec.name == name).cloned().collect()
+                }
             };
             if !forced.is_empty() {
                 request.tools = forced.into();

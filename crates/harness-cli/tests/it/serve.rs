@@ -28,14 +28,7 @@ impl Serve {
         let mut child = harness()
             .env("OPENAI_API_KEY", "sk-test")
             .env("OPENAI_BASE_URL", model_base)
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-                "--model",
-                model,
-                "--workspace",
-            ])
+            .args(["serve", "--bind", "127.0.0.1:0", "--model", model, "--workspace"])
             .arg(workspace)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -743,7 +736,11 @@ fn image_request(vision: bool, model: &str) -> (u16, Value, bool) {
             .unwrap();
         (response.status().as_u16(), response.json::<Value>().await.unwrap())
     });
-    let sent = seen.lock().unwrap().iter().any(|request| request["messages"].to_string().contains("image_url"));
+    let sent = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|request| request["messages"].to_string().contains("image_url"));
     (status, answer, sent)
 }
 

@@ -323,6 +323,12 @@ async fn what_the_agent_cannot_honour_is_a_clear_400() {
             "names the function `get_time`, which is not in `tools`",
         ),
         (
+            // tool_choice cannot force one of the agent's own tools.
+            json!({"model": "helper", "tools": weather_tool(), "messages": user,
+                   "tool_choice": {"type": "function", "function": {"name": "list_files"}}}),
+            "names the function `list_files`, which is not in `tools`",
+        ),
+        (
             json!({"model": "helper", "tools": weather_tool(), "messages": user,
                    "tool_choice": {"type": "allowed_tools", "tools": []}}),
             "tool_choice {\"tools\":[],\"type\":\"allowed_tools\"} is not supported",
