@@ -286,8 +286,10 @@ mod tests {
         let Some(session_key) = record_key(&agent, &user, &prefixes(&other)[1]) else {
             panic!("no key")
         };
-        let mut session_state = AgentState::default();
-        session_state.transcript_offset = 7;
+        let session_state = AgentState {
+            transcript_offset: 7,
+            ..AgentState::default()
+        };
         store
             .save(&session_key, &session_state, 0, None)
             .await
