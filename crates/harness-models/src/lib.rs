@@ -68,4 +68,4 @@ pub use spec::{ModelConfigError, ModelSpec, TransportOptions, spec_variables};
 pub use sse::{SseEvent, SseStream, sse_events};
 pub use tokens::{TokenCounter, count_tokens, is_warm, warm_up};
 pub use transport::{DEFAULT_IDLE_TIMEOUT, WireError};
-pub use window::{WithContextWindow, known_context_window};
+pub use window::{WithContextWindow, WithVision, known_context_window};

@@ -94,6 +94,53 @@ pub(crate) fn takes_images(model: &str) -> bool {
     }) || MARKERS.iter().any(|marker| name.contains(marker))
 }
 
+/// A model whose image support the operator declared (`[model] vision = true|false`),
+/// overriding what the provider client guesses from the model's name. Everything else is
+/// forwarded.
+#[derive(Debug, Clone)]
+pub struct WithVision<M> {
+    inner: M,
+    vision: bool,
+}
+
+impl<M: ChatModel> WithVision<M> {
+    /// Wraps `inner`, reporting `vision` from [`ChatModel::accepts_images`].
+    pub fn new(inner: M, vision: bool) -> Self {
+        Self { inner, vision }
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for WithVision<M> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn provider(&self) -> &str {
+        self.inner.provider()
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.inner.context_window()
+    }
+
+    fn native_response_format(&self) -> bool {
+        self.inner.native_response_format()
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.vision
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+        self.inner.stream(request).await
+    }
+
+    async fn call(&self, request: ChatRequest) -> Result<ModelResponse, ModelError> {
+        self.inner.call(request).await
+    }
+}
+
 /// A model with a configured context window (`[model] context_window = N`), overriding the
 /// table and the inner model's own value. Everything else is forwarded.
 #[derive(Debug, Clone)]

@@ -244,8 +244,6 @@ struct Inner {
     agents: BTreeMap<String, Served>,
     auth: Auth,
     queues: Arc<Queues>,
-    /// Stateless clients' conversations → their sessions.
-    threads: threads::Threads,
     shutdown_grace: Duration,
     guard: guard::GuardConfig,
     limits: listen::Limits,
@@ -303,7 +301,6 @@ impl Gateway {
                         per_user: options.max_turns_per_user.max(1),
                     },
                 ),
-                threads: threads::Threads::default(),
                 shutdown_grace: options.shutdown_grace,
                 guard: guard::GuardConfig {
                     cors_origins: options.cors_origins,

@@ -4,7 +4,7 @@
 //! **Which session.** With an `X-Harness-Session` header the request continues that session:
 //! its new input is the last user message (or the trailing tool results), and the session's
 //! own history is the context. Without it, a request whose messages extend a conversation
-//! this server answered for the same user continues that conversation's session
+//! this deployment answered for the same user continues that conversation's session
 //! ([`crate::threads`]), so an SDK that resends the whole history gets one session per chat;
 //! any other request seeds a new session with its messages (the client's own tool calls and
 //! results included). The session id comes back in the `X-Harness-Session` header.
@@ -13,6 +13,8 @@
 //! name clash is a 400). When the model calls one, the reply ends with `tool_calls` and
 //! `finish_reason: "tool_calls"`, and the turn waits durably, like an approval; the next
 //! request carrying `tool` messages with the results resumes it (header or not).
+//! `tool_choice` `required` or a named function makes the turn's first model call call one of
+//! the caller's tools (or that one) ([`tool_choice`]).
 //!
 //! **`response_format`** (`json_object`, `json_schema` with `strict`) runs the turn through
 //! the structured output: the content is the validated JSON answer or the request fails; the
@@ -42,7 +44,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
 use harness::structured::OutputSchema;
-use harness::structured::client_tools::{CLIENT_TOOL_REASON, ClientResult, ClientTools};
+use harness::structured::client_tools::{CLIENT_TOOL_REASON, ClientChoice, ClientResult, ClientTools};
 use harness_core::{AgentInput, ApprovalDecision, Block, Msg, PendingCall, Role, SessionId, ToolSpec, Usage, UserId};
 use harness_protocol::header::SESSION_HEADER;
 use harness_protocol::{EventId, WireKind};
@@ -365,18 +367,50 @@ pub(crate) fn client_specs(served: &Served, functions: Vec<FunctionDef>) -> Resu
     Ok(specs.into())
 }
 
-/// `tool_choice`: `auto` (or absent) offers the caller's tools, `none` does not.
+/// `tool_choice` over the caller's tools: `auto` (or absent) offers them beside the agent's,
+/// `none` offers none, `required` makes the first model call call one of them, and a named
+/// function (`{"type": "function", "function": {"name": ...}}`, or the Responses API's flat
+/// `{"type": "function", "name": ...}`) makes it call that one. Returns the tools to offer
+/// and the choice.
 ///
 /// # Errors
-/// 400 for a choice the agent cannot honour (`required`, a named function).
-pub(crate) fn offers_tools(choice: Option<&Value>) -> Result<bool, ApiError> {
+/// 400 for `required` without tools, a name that is not among `tools`, or another shape.
+pub(crate) fn tool_choice(
+    choice: Option<&Value>,
+    specs: Arc<[ToolSpec]>,
+) -> Result<(Arc<[ToolSpec]>, ClientChoice), ApiError> {
+    let named = |choice: &Value| {
+        (choice.get("type").and_then(Value::as_str) == Some("function"))
+            .then(|| {
+                choice
+                    .pointer("/function/name")
+                    .or_else(|| choice.get("name"))
+                    .and_then(Value::as_str)
+            })
+            .flatten()
+            .map(str::to_owned)
+    };
     match choice {
-        None | Some(Value::Null) => Ok(true),
-        Some(Value::String(choice)) if choice == "auto" => Ok(true),
-        Some(Value::String(choice)) if choice == "none" => Ok(false),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "tool_choice {other} is not supported: the agent decides which tools it calls; send \"auto\" or \"none\""
-        ))),
+        None | Some(Value::Null) => Ok((specs, ClientChoice::Auto)),
+        Some(Value::String(choice)) if choice == "auto" => Ok((specs, ClientChoice::Auto)),
+        Some(Value::String(choice)) if choice == "none" => Ok((Arc::from(Vec::new()), ClientChoice::Auto)),
+        Some(Value::String(choice)) if choice == "required" => {
+            if specs.is_empty() {
+                return Err(ApiError::bad_request(
+                    "tool_choice \"required\" needs function tools in `tools`; send them, or tool_choice \"auto\"",
+                ));
+            }
+            Ok((specs, ClientChoice::Required))
+        }
+        Some(other) => match named(other) {
+            Some(name) if specs.iter().any(|spec| spec.name == name) => Ok((specs, ClientChoice::Function(name))),
+            Some(name) => Err(ApiError::bad_request(format!(
+                "tool_choice names the function `{name}`, which is not in `tools`; add it to `tools` or name one of them"
+            ))),
+            None => Err(ApiError::bad_request(format!(
+                "tool_choice {other} is not supported; send \"auto\", \"none\", \"required\" or {{\"type\": \"function\", \"function\": {{\"name\": \"...\"}}}}"
+            ))),
+        },
     }
 }
 
@@ -484,7 +518,6 @@ pub(crate) async fn continue_session(
 /// # Errors
 /// 400 for a request that carries nothing to answer.
 pub(crate) async fn plan(
-    gateway: &Gateway,
     served: &Served,
     user: &UserId,
     header: Option<SessionId>,
@@ -498,8 +531,11 @@ pub(crate) async fn plan(
             .unwrap_or(seen.len());
         return continue_session(served, user, session, seen, covered).await;
     }
-    let agent = served.agent.kernel().name().to_string();
-    if let Some((session, covered)) = gateway.inner.threads.find(&agent, user, seen) {
+    let store = served.agent.kernel().state_store();
+    let matched = threads::find(store.as_ref(), served.agent.workspace().agent(), user, seen)
+        .await
+        .map_err(|err| ApiError::internal(harness_core::error_chain(&err)))?;
+    if let Some((session, covered)) = matched {
         return continue_session(served, user, session, seen, covered).await;
     }
     let mut messages = Vec::with_capacity(seen.len());
@@ -527,7 +563,7 @@ pub(crate) async fn start(
     served: &Served,
     key: SessionKey,
     planned: Planned,
-    specs: Arc<[ToolSpec]>,
+    (specs, choice): (Arc<[ToolSpec]>, ClientChoice),
     schema: Option<OutputSchema>,
 ) -> Result<Arc<crate::feed::TurnFeed>, ApiError> {
     // The first turn records the caller as the session's owner; another user's is 404.
@@ -535,6 +571,7 @@ pub(crate) async fn start(
     let client = (!specs.is_empty() || !planned.results.is_empty()).then_some(ClientTools {
         specs,
         results: planned.results,
+        choice,
     });
     gateway.inner.queues.enqueue_asking(
         &served.agent,
@@ -567,19 +604,14 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
             }
         }
     }
-    let specs = client_specs(served, functions)?;
-    let specs = if offers_tools(request.tool_choice.as_ref())? {
-        specs
-    } else {
-        Arc::from(Vec::new())
-    };
+    let (specs, choice) = tool_choice(request.tool_choice.as_ref(), client_specs(served, functions)?)?;
     let seen = request
         .messages
         .iter()
         .map(RequestMessage::seen)
         .collect::<Result<Vec<_>, _>>()?;
     check_images(served, &seen)?;
-    let planned = plan(&gateway, served, &user, session_header(&headers)?, &seen).await?;
+    let planned = plan(served, &user, session_header(&headers)?, &seen).await?;
     let session = planned.session.clone();
     let key = SessionKey {
         agent: request.model.clone(),
@@ -587,14 +619,8 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
         session: session.clone(),
     };
     let structured = schema.is_some();
-    let feed = start(&gateway, served, key, planned, Arc::clone(&specs), schema).await?;
-    let remember = Remember {
-        gateway: gateway.clone(),
-        agent: request.model.clone(),
-        user,
-        base: threads::prefixes(&seen).last().copied(),
-        session: session.clone(),
-    };
+    let feed = start(&gateway, served, key, planned, (Arc::clone(&specs), choice), schema).await?;
+    let remember = Remember::new(served, user, &seen, session.clone());
     let turn = TurnText::new(specs, structured);
     let id = format!("chatcmpl-{}", feed.turn_id().trim_start_matches("turn-"));
     let created = jiff::Timestamp::now().as_second();
@@ -622,10 +648,10 @@ async fn completions(State(gateway): State<Gateway>, headers: HeaderMap, body: B
     Ok(response)
 }
 
-/// Records the conversation as the client holds it after the reply.
+/// Records the conversation as the client holds it after the reply ([`crate::threads`]).
 pub(crate) struct Remember {
-    pub(crate) gateway: Gateway,
-    pub(crate) agent: String,
+    pub(crate) store: Arc<dyn harness_core::StateStore>,
+    pub(crate) agent: harness_core::AgentId,
     pub(crate) user: UserId,
     /// The fingerprint of the request's messages.
     pub(crate) base: Option<[u8; 32]>,
@@ -633,7 +659,19 @@ pub(crate) struct Remember {
 }
 
 impl Remember {
-    pub(crate) fn reply(&self, text: &str, calls: &[PendingCall]) {
+    pub(crate) fn new(served: &Served, user: UserId, seen: &[Seen], session: SessionId) -> Self {
+        Self {
+            store: Arc::clone(served.agent.kernel().state_store()),
+            agent: served.agent.workspace().agent().clone(),
+            user,
+            base: threads::prefixes(seen).last().copied(),
+            session,
+        }
+    }
+
+    /// Records the conversation with the reply (`text` and the caller's `calls`). A failed
+    /// write is logged: the reply stands, the next request starts a new session.
+    pub(crate) async fn reply(&self, text: &str, calls: &[PendingCall]) {
         let reply = Seen {
             role: "assistant",
             text: text.trim().to_owned(),
@@ -651,10 +689,9 @@ impl Remember {
             images: Vec::new(),
         };
         let hash = threads::extend(self.base, &reply);
-        self.gateway
-            .inner
-            .threads
-            .remember(&self.agent, &self.user, hash, &self.session);
+        if let Err(err) = threads::remember(self.store.as_ref(), &self.agent, &self.user, hash, &self.session).await {
+            tracing::warn!(session = %self.session, error = %harness_core::error_chain(&err), "could not record the conversation for stateless clients");
+        }
     }
 }
 
@@ -786,7 +823,7 @@ async fn complete(
                 turn.structured_answer(&message);
                 turn.notice(model, remember.session.as_str());
                 let content = turn.text.clone();
-                remember.reply(&content, &turn.client_calls);
+                remember.reply(&content, &turn.client_calls).await;
                 let status = if !turn.pending.is_empty() {
                     "awaiting_approval"
                 } else if turn.client_calls.is_empty() {
@@ -921,7 +958,6 @@ impl ChunkWriter {
                 if let Some(answer) = self.turn.structured_answer(&message) {
                     events.push(self.delta(json!({"content": answer})));
                 }
-                self.remember.reply(&self.turn.text, &self.turn.client_calls);
                 let finish = if self.turn.client_calls.is_empty() {
                     "stop"
                 } else {
@@ -949,11 +985,23 @@ impl ChunkWriter {
     }
 
     fn stream(
-        mut self,
+        self,
         frames: impl Stream<Item = Frame> + Send + 'static,
     ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-        frames
-            .flat_map(move |frame| futures::stream::iter(self.frame(frame)))
-            .map(Ok)
+        futures::stream::unfold((self, Box::pin(frames)), |(mut writer, mut frames)| async move {
+            let frame = frames.next().await?;
+            let last = frame.event.source.is_none() && matches!(frame.event.kind, WireKind::Final { .. });
+            let events = writer.frame(frame);
+            if last {
+                // Recorded before the last event goes out: the client's next request finds it.
+                writer
+                    .remember
+                    .reply(&writer.turn.text, &writer.turn.client_calls)
+                    .await;
+            }
+            Some((futures::stream::iter(events), (writer, frames)))
+        })
+        .flatten()
+        .map(Ok)
     }
 }

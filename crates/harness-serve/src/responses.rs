@@ -5,7 +5,7 @@
 //! A response's id names its session (`resp_<turn>_<session>`), so `previous_response_id`
 //! continues that session (the caller must own it, as for every session route), across
 //! restarts and replicas. Without it the request is matched like a chat completion: the
-//! `X-Harness-Session` header, else a stateless history this server answered, else a new
+//! `X-Harness-Session` header, else a stateless history this deployment answered, else a new
 //! session seeded with the input. `instructions` is a system message before the input.
 //! Function tools are the caller's tools (a `function_call` output item; the next request's
 //! `function_call_output` items resume the turn); `text.format` is the structured output.
@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::feed::Frame;
 use crate::openai::{self, FunctionDef, Remember, TurnText};
 use crate::queue::SessionKey;
-use crate::threads::{self, Seen};
+use crate::threads::Seen;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -284,12 +284,7 @@ async fn create(State(gateway): State<Gateway>, headers: HeaderMap, body: Bytes)
             }
         }
     }
-    let specs = openai::client_specs(served, functions)?;
-    let specs = if openai::offers_tools(request.tool_choice.as_ref())? {
-        specs
-    } else {
-        Arc::from(Vec::new())
-    };
+    let (specs, choice) = openai::tool_choice(request.tool_choice.as_ref(), openai::client_specs(served, functions)?)?;
     let (seen, referenced) = seen_items(request.instructions.as_deref(), request.input)?;
     openai::check_images(served, &seen)?;
     let planned = match (&request.previous_response_id, referenced) {
@@ -302,7 +297,7 @@ async fn create(State(gateway): State<Gateway>, headers: HeaderMap, body: Bytes)
             let covered = covered + seen[covered..].iter().take_while(|m| m.role == "assistant").count();
             openai::continue_session(served, &user, session, &seen, covered).await?
         }
-        (None, None) => openai::plan(&gateway, served, &user, openai::session_header(&headers)?, &seen).await?,
+        (None, None) => openai::plan(served, &user, openai::session_header(&headers)?, &seen).await?,
     };
     let session = planned.session.clone();
     let key = SessionKey {
@@ -311,14 +306,8 @@ async fn create(State(gateway): State<Gateway>, headers: HeaderMap, body: Bytes)
         session: session.clone(),
     };
     let structured = schema.is_some();
-    let feed = openai::start(&gateway, served, key, planned, Arc::clone(&specs), schema).await?;
-    let remember = Remember {
-        gateway: gateway.clone(),
-        agent: request.model.clone(),
-        user,
-        base: threads::prefixes(&seen).last().copied(),
-        session: session.clone(),
-    };
+    let feed = openai::start(&gateway, served, key, planned, (Arc::clone(&specs), choice), schema).await?;
+    let remember = Remember::new(served, user, &seen, session.clone());
     let writer = Writer {
         id: response_id(feed.turn_id(), &session),
         created: jiff::Timestamp::now().as_second(),
@@ -452,7 +441,6 @@ impl Writer {
         self.turn.structured_answer(message);
         let session = self.remember.session.to_string();
         self.turn.notice(&self.model, &session);
-        self.remember.reply(&self.turn.text, &self.turn.client_calls);
     }
 
     async fn complete(mut self, frames: impl Stream<Item = Frame>) -> Result<Response, ApiError> {
@@ -469,6 +457,7 @@ impl Writer {
                 WireKind::ApprovalRequired { calls } => self.turn.waiting(calls),
                 WireKind::Final { message, .. } => {
                     self.finish(&message);
+                    self.remember.reply(&self.turn.text, &self.turn.client_calls).await;
                     let body = self.object("completed", self.output());
                     return Ok(axum::Json(body).into_response());
                 }
@@ -605,11 +594,23 @@ impl Writer {
     }
 
     fn stream(
-        mut self,
+        self,
         frames: impl Stream<Item = Frame> + Send + 'static,
     ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-        frames
-            .flat_map(move |frame| futures::stream::iter(self.frame(frame)))
-            .map(Ok)
+        futures::stream::unfold((self, Box::pin(frames)), |(mut writer, mut frames)| async move {
+            let frame = frames.next().await?;
+            let last = frame.event.source.is_none() && matches!(frame.event.kind, WireKind::Final { .. });
+            let events = writer.frame(frame);
+            if last {
+                // Recorded before the last event goes out: the client's next request finds it.
+                writer
+                    .remember
+                    .reply(&writer.turn.text, &writer.turn.client_calls)
+                    .await;
+            }
+            Some((futures::stream::iter(events), (writer, frames)))
+        })
+        .flatten()
+        .map(Ok)
     }
 }

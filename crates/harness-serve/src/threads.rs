@@ -1,25 +1,26 @@
 //! Stateless clients: a request without a session header whose messages extend a
-//! conversation this server answered continues that conversation's session, so one chat is
-//! one session (and one memory extraction), whatever the SDK resends.
+//! conversation this deployment answered continues that conversation's session, so one chat
+//! is one session (and one memory extraction), whatever the SDK resends.
 //!
 //! Each answered turn records the fingerprint of the conversation as the client now holds it
 //! (its messages and the reply) → the session. A later request is matched on the longest
 //! prefix of its messages with a recorded fingerprint; the messages after it are the new
 //! ones. Fingerprints are over a normal form that ignores what clients add or drop: `null`
 //! fields, `name`, `refusal`, whitespace at the ends of text, the spacing of tool arguments,
-//! `developer` for `system`. The index is in memory and bounded
-//! ([`MAX_THREADS`] conversations, oldest forgotten first); a conversation it no longer
-//! knows (or one from before a restart) starts a new session.
+//! `developer` for `system`.
+//!
+//! The records live in the agent's state store (the `[state]` backend: files, Redis or
+//! PostgreSQL), so a conversation continues after a restart and on any replica sharing that
+//! backend. A record is one small state whose key is a hash of the agent, the user and the
+//! fingerprint, and which names its user inside: a user never matches another user's
+//! conversation. A record is written before the reply's last byte is sent, so a client's
+//! next request finds it on any replica. Only prefixes that end with an assistant message can
+//! have been recorded, and at most [`MAX_PROBES`] of them (the latest) are looked up per
+//! request.
 
-use harness_core::{SessionId, UserId};
+use harness_core::{AgentId, AgentState, SessionId, StateError, StateKey, StateStore, UserId};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
-
-/// Conversations remembered, at most.
-pub(crate) const MAX_THREADS: usize = 16_384;
-
 /// One message as the client sees it, in normal form.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Seen {
@@ -85,71 +86,113 @@ pub(crate) fn extend(base: Option<[u8; 32]>, next: &Seen) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-type Key = (String, UserId, [u8; 32]);
+/// Stored records looked up for one request at most: the prefixes that end with one of the
+/// last this many assistant messages.
+pub(crate) const MAX_PROBES: usize = 8;
 
-#[derive(Default)]
-struct Table {
-    sessions: HashMap<Key, SessionId>,
-    order: VecDeque<Key>,
+/// The state user of every record: the shared namespace's (`harness_fs::SHARED_NAMESPACE_ID`),
+/// so no record lands in a user's folder. The user is in the key's hash and in the record.
+const RECORD_USER: UserId = UserId::from_static("global");
+
+/// The [`AgentState::extensions`] slot of a record: `{"user": ..., "session": ...}`.
+const RECORD_SLOT: &str = "openai_thread";
+
+/// Where the record of `hash` for `user` of `agent` lives.
+fn record_key(agent: &AgentId, user: &UserId, hash: &[u8; 32]) -> Option<StateKey> {
+    let mut hasher = Sha256::new();
+    for part in [
+        b"harness-thread-record-v1".as_slice(),
+        agent.as_str().as_bytes(),
+        user.as_str().as_bytes(),
+    ] {
+        hasher.update(part);
+        hasher.update([0]);
+    }
+    hasher.update(hash);
+    let session = SessionId::parse(format!("thread-{}", hex::encode(hasher.finalize()))).ok()?;
+    Some(StateKey {
+        agent_id: agent.clone(),
+        user_id: RECORD_USER,
+        session_id: session,
+    })
 }
 
-/// Fingerprint → session, per agent and user.
-pub(crate) struct Threads {
-    table: Mutex<Table>,
-    capacity: usize,
+/// The session a stored record names, when it is `user`'s record.
+fn recorded(state: &AgentState, user: &UserId) -> Option<SessionId> {
+    let slot = state.extensions.get(RECORD_SLOT)?;
+    if slot.get("user").and_then(Value::as_str) != Some(user.as_str()) {
+        return None;
+    }
+    SessionId::parse(slot.get("session")?.as_str()?).ok()
 }
 
-impl Default for Threads {
-    fn default() -> Self {
-        Self::with_capacity(MAX_THREADS)
+/// Records that `user`'s conversation with fingerprint `hash` is `session`.
+///
+/// # Errors
+/// What the store returns (a lost race with an identical record is not an error).
+pub(crate) async fn remember(
+    store: &dyn StateStore,
+    agent: &AgentId,
+    user: &UserId,
+    hash: [u8; 32],
+    session: &SessionId,
+) -> Result<(), StateError> {
+    let Some(key) = record_key(agent, user, &hash) else {
+        return Ok(());
+    };
+    let (mut state, version) = store.load(&key).await?.unwrap_or_default();
+    if recorded(&state, user).as_ref() == Some(session) {
+        return Ok(());
+    }
+    if version > 0 && !state.extensions.contains_key(RECORD_SLOT) {
+        // A session happens to bear the record's name: leave it alone.
+        tracing::warn!(key = %key.display(), "not recording a conversation over a session's state");
+        return Ok(());
+    }
+    state.extensions.insert(
+        RECORD_SLOT.to_owned(),
+        json!({"user": user.as_str(), "session": session.as_str()}),
+    );
+    match store.save(&key, &state, version, None).await {
+        // Another reply recorded the same conversation meanwhile.
+        Ok(_) | Err(StateError::Conflict { .. }) => Ok(()),
+        Err(err) => Err(err),
     }
 }
 
-impl std::fmt::Debug for Threads {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Threads").finish_non_exhaustive()
-    }
-}
-
-impl Threads {
-    /// An index of at most `capacity` conversations.
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
-        Self {
-            table: Mutex::default(),
-            capacity: capacity.max(1),
+/// The session whose recorded conversation is the longest proper prefix of `messages` for
+/// `user`, and how many messages it covers.
+///
+/// # Errors
+/// What the store's `load` returns.
+pub(crate) async fn find(
+    store: &dyn StateStore,
+    agent: &AgentId,
+    user: &UserId,
+    messages: &[Seen],
+) -> Result<Option<(SessionId, usize)>, StateError> {
+    let hashes = prefixes(messages);
+    // Longest first; the whole request is never a prefix of itself (nothing new). A
+    // recorded conversation ends with the reply: an assistant message.
+    let candidates = (1..messages.len())
+        .rev()
+        .filter(|covered| messages[covered - 1].role == "assistant")
+        .take(MAX_PROBES);
+    for covered in candidates {
+        let Some(key) = record_key(agent, user, &hashes[covered - 1]) else {
+            continue;
+        };
+        if let Some(session) = store.load(&key).await?.and_then(|(state, _)| recorded(&state, user)) {
+            return Ok(Some((session, covered)));
         }
     }
-
-    /// Records that the conversation with fingerprint `hash` is `session`.
-    pub(crate) fn remember(&self, agent: &str, user: &UserId, hash: [u8; 32], session: &SessionId) {
-        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (agent.to_owned(), user.clone(), hash);
-        if table.sessions.insert(key.clone(), session.clone()).is_none() {
-            table.order.push_back(key);
-        }
-        while table.order.len() > self.capacity {
-            if let Some(old) = table.order.pop_front() {
-                table.sessions.remove(&old);
-            }
-        }
-    }
-
-    /// The session whose recorded conversation is the longest proper prefix of `messages`,
-    /// and how many messages it covers.
-    pub(crate) fn find(&self, agent: &str, user: &UserId, messages: &[Seen]) -> Option<(SessionId, usize)> {
-        let hashes = prefixes(messages);
-        let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        // Longest first; the whole request is never a prefix of itself (nothing new).
-        (1..messages.len()).rev().find_map(|covered| {
-            let key = (agent.to_owned(), user.clone(), hashes[covered - 1]);
-            table.sessions.get(&key).map(|session| (session.clone(), covered))
-        })
-    }
+    Ok(None)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use harness_core::InMemoryStateStore;
 
     fn seen(role: &'static str, text: &str) -> Seen {
         Seen {
@@ -161,42 +204,119 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_longest_known_prefix_wins_and_whitespace_does_not_matter() {
-        let threads = Threads::default();
-        let user = UserId::parse("u1").unwrap_or_else(|e| panic!("{e}"));
-        let one = SessionId::parse("s-one").unwrap_or_else(|e| panic!("{e}"));
+    fn ids() -> (AgentId, UserId, SessionId) {
+        (
+            AgentId::parse("a").unwrap_or_else(|e| panic!("{e}")),
+            UserId::parse("u1").unwrap_or_else(|e| panic!("{e}")),
+            SessionId::parse("s-one").unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    async fn found(
+        store: &InMemoryStateStore,
+        agent: &AgentId,
+        user: &UserId,
+        messages: &[Seen],
+    ) -> Option<(SessionId, usize)> {
+        find(store, agent, user, messages)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test]
+    async fn the_longest_recorded_prefix_wins_and_whitespace_does_not_matter() {
+        let store = InMemoryStateStore::default();
+        let (agent, user, one) = ids();
         let first = [seen("user", "hi"), seen("assistant", "hello")];
-        threads.remember("a", &user, prefixes(&first)[1], &one);
+        remember(&store, &agent, &user, prefixes(&first)[1], &one)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         let next = [
             seen("user", " hi\n"),
             seen("assistant", "hello  "),
             seen("user", "more"),
         ];
-        assert_eq!(threads.find("a", &user, &next), Some((one.clone(), 2)));
+        assert_eq!(found(&store, &agent, &user, &next).await, Some((one.clone(), 2)));
+        // A longer recorded conversation of another session wins over the shorter one.
+        let two = SessionId::parse("s-two").unwrap_or_else(|e| panic!("{e}"));
+        let longer = [
+            next[0].clone(),
+            next[1].clone(),
+            next[2].clone(),
+            seen("assistant", "ok"),
+        ];
+        remember(&store, &agent, &user, prefixes(&longer)[3], &two)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let after = [longer.to_vec(), vec![seen("user", "again")]].concat();
+        assert_eq!(found(&store, &agent, &user, &after).await, Some((two, 4)));
         // Another agent, another user, or another history: no match.
-        assert_eq!(threads.find("b", &user, &next), None);
+        let other_agent = AgentId::parse("b").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(found(&store, &other_agent, &user, &next).await, None);
         let other = UserId::parse("u2").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(threads.find("a", &other, &next), None);
+        assert_eq!(found(&store, &agent, &other, &next).await, None);
         let changed = [seen("user", "hi"), seen("assistant", "bye"), seen("user", "more")];
-        assert_eq!(threads.find("a", &user, &changed), None);
+        assert_eq!(found(&store, &agent, &user, &changed).await, None);
         // The request itself is never its own prefix.
-        assert_eq!(threads.find("a", &user, &first), None);
+        assert_eq!(found(&store, &agent, &user, &first).await, None);
     }
 
-    #[test]
-    fn the_oldest_conversation_is_forgotten_first() {
-        let threads = Threads::with_capacity(2);
-        let user = UserId::parse("u1").unwrap_or_else(|e| panic!("{e}"));
-        let session = SessionId::parse("s").unwrap_or_else(|e| panic!("{e}"));
-        let chats: Vec<[Seen; 2]> = ["a", "b", "c"].map(|t| [seen("user", t), seen("assistant", t)]).into();
-        for chat in &chats {
-            threads.remember("a", &user, prefixes(chat)[1], &session);
+    #[tokio::test]
+    async fn a_record_names_its_user_and_never_overwrites_a_session() {
+        let store = InMemoryStateStore::default();
+        let (agent, user, one) = ids();
+        let first = [seen("user", "hi"), seen("assistant", "hello")];
+        let hash = prefixes(&first)[1];
+        let Some(key) = record_key(&agent, &user, &hash) else {
+            panic!("no key")
+        };
+        // A record moved under another user's key (or forged) is not theirs to match.
+        let mut forged = AgentState::default();
+        forged
+            .extensions
+            .insert(RECORD_SLOT.to_owned(), json!({"user": "u2", "session": "s-victim"}));
+        store
+            .save(&key, &forged, 0, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let next = [first[0].clone(), first[1].clone(), seen("user", "more")];
+        assert_eq!(found(&store, &agent, &user, &next).await, None);
+        // A state without the slot is a session's: recording leaves it alone.
+        let other = [seen("user", "x"), seen("assistant", "y")];
+        let Some(session_key) = record_key(&agent, &user, &prefixes(&other)[1]) else {
+            panic!("no key")
+        };
+        let session_state = AgentState {
+            transcript_offset: 7,
+            ..AgentState::default()
+        };
+        store
+            .save(&session_key, &session_state, 0, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        remember(&store, &agent, &user, prefixes(&other)[1], &one)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let kept = store.load(&session_key).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(kept.map(|(state, _)| state), Some(session_state));
+    }
+
+    #[tokio::test]
+    async fn only_the_latest_assistant_messages_are_probed() {
+        let store = InMemoryStateStore::default();
+        let (agent, user, one) = ids();
+        let mut chat = Vec::new();
+        for n in 0..=MAX_PROBES {
+            chat.push(seen("user", &format!("q{n}")));
+            chat.push(seen("assistant", &format!("a{n}")));
         }
-        let next = |chat: &[Seen; 2]| [chat[0].clone(), chat[1].clone(), seen("user", "more")];
-        assert_eq!(threads.find("a", &user, &next(&chats[0])), None);
-        assert!(threads.find("a", &user, &next(&chats[1])).is_some());
-        assert!(threads.find("a", &user, &next(&chats[2])).is_some());
+        // Only the first reply was recorded; it is one assistant message too far back.
+        remember(&store, &agent, &user, prefixes(&chat)[1], &one)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        chat.push(seen("user", "next"));
+        assert_eq!(found(&store, &agent, &user, &chat).await, None);
+        assert_eq!(found(&store, &agent, &user, &chat[..5]).await, Some((one, 2)));
     }
 
     #[test]

@@ -9,8 +9,16 @@
 //! approving them with their results in [`ClientTools::results`]: the approved call passes
 //! this layer again, which answers it with the caller's result. A new message instead
 //! supersedes the calls, as for approvals.
+//!
+//! [`ClientTools::choice`] is the caller's `tool_choice`: with [`ClientChoice::Required`] or
+//! [`ClientChoice::Function`] the turn's first model call is offered only the caller's tools
+//! (all of them, or the named one) and must call one ([`ToolChoice::Required`], which every
+//! provider client maps to its own forcing); later steps choose freely.
 
-use harness_core::{ActingNext, Hooks, Middleware, ReasoningNext, ToolCall, ToolContext, ToolOutput, ToolSpec, Turn};
+use harness_core::{
+    ActingNext, ChatRequest, Hooks, Middleware, ModelCallInfo, ModelError, ModelNext, ModelStream, ReasoningNext,
+    ToolCall, ToolChoice, ToolContext, ToolOutput, ToolSpec, Turn,
+};
 use harness_core::{AgentError, async_trait};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +33,20 @@ pub struct ClientTools {
     pub specs: Arc<[ToolSpec]>,
     /// Results of client tool calls, by call id (what the caller sent back).
     pub results: HashMap<String, ClientResult>,
+    /// What the turn's first model call must do with the caller's tools.
+    pub choice: ClientChoice,
+}
+
+/// The caller's `tool_choice` for the turn's first model call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ClientChoice {
+    /// The model decides (the agent's tools and the caller's are offered).
+    #[default]
+    Auto,
+    /// The model must call one of the caller's tools.
+    Required,
+    /// The model must call the caller's tool of this name.
+    Function(String),
 }
 
 /// What one client tool call returned.
@@ -79,7 +101,7 @@ impl Middleware for ClientToolOffer {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::REASONING
+        Hooks::REASONING | Hooks::MODEL_CALL
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
@@ -98,6 +120,30 @@ impl Middleware for ClientToolOffer {
         // The outer layers see the tools they set.
         turn.set_tools(tools);
         result
+    }
+
+    async fn model_call(
+        &self,
+        mut request: ChatRequest,
+        info: ModelCallInfo<'_>,
+        next: ModelNext<'_>,
+    ) -> Result<ModelStream, ModelError> {
+        if info.turn.step() <= 1
+            && let Some(client) = info.turn.ctx().get::<ClientTools>()
+        {
+            let forced: Vec<ToolSpec> = match &client.choice {
+                ClientChoice::Auto => Vec::new(),
+                ClientChoice::Required => client.specs.to_vec(),
+                ClientChoice::Function(name) => {
+                    client.specs.iter().filter(|spec| &spec.name == name).cloned().collect()
+                }
+            };
+            if !forced.is_empty() {
+                request.tools = forced.into();
+                request.tool_choice = ToolChoice::Required;
+            }
+        }
+        next.run(request, info).await
     }
 }
 

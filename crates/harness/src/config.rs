@@ -341,6 +341,7 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # How models are reached (every key optional).
 # [model]
 # context_window = 128000         # tokens; overrides the table of known models
+# vision = true                   # the model takes images (default: guessed from its name)
 # idle_timeout = "120s"           # no byte for this long ends an attempt
 # max_retries = 3                 # retries after the first attempt
 # max_retry_time = "300s"         # no retry starts after this much time on one call

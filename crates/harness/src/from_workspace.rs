@@ -30,6 +30,7 @@ use harness_mcp::tools_json::{MCP_JSON, TOOLS_JSON, ToolsConfig};
 use harness_mcp::{HostEnv, INHERITED_VARS};
 use harness_models::{
     FallbackChain, FallbackEntry, FallbackObserver, ModelSpec, RetryObserver, TransportOptions, WithContextWindow,
+    WithVision,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -307,6 +308,10 @@ impl<'a> WorkspaceLoader<'a> {
                         .collect::<Result<Vec<_>, _>>()?;
                     let main = fallback_entry_of(&spec, model);
                     model = Arc::new(FallbackChain::new(main, entries).with_observer(self.fallback_observer.clone()));
+                }
+                if let Some(vision) = section.vision {
+                    // The operator's word on the agent's model, fallbacks included.
+                    model = Arc::new(WithVision::new(model, vision));
                 }
                 if !sets_token_trigger(text.as_deref())
                     && let (Some(toml::Value::Table(section)), Some(tokens)) =

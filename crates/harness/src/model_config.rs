@@ -3,6 +3,7 @@
 //! ```toml
 //! [model]
 //! context_window = 128000   # overrides the table of known models
+//! vision = true             # the model takes images (default: guessed from its name)
 //! idle_timeout = "120s"     # no byte for this long ends an attempt
 //! max_retries = 3           # retries after the first attempt
 //! max_retry_time = "300s"   # no retry starts after this much time on one call
@@ -28,6 +29,9 @@ use std::time::Duration;
 pub struct ModelSection {
     /// The model's context window in tokens (overrides the known-models table).
     pub context_window: Option<u64>,
+    /// Whether the model takes images (image parts of the OpenAI-compatible API are refused
+    /// when it does not); unset, the provider client guesses from the model's name.
+    pub vision: Option<bool>,
     /// No byte for this long (response headers or between reads) ends an attempt.
     #[serde(default, deserialize_with = "duration")]
     pub idle_timeout: Option<Duration>,

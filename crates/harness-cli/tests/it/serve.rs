@@ -20,17 +20,15 @@ struct Serve {
 impl Serve {
     /// Starts the server on a free port and waits for its `listening on` line.
     fn start(workspace: &Path, model_base: &str) -> Self {
+        Self::start_model(workspace, model_base, "openai:fake")
+    }
+
+    /// [`start`](Self::start) serving `model` (a `provider:model` spec).
+    fn start_model(workspace: &Path, model_base: &str, model: &str) -> Self {
         let mut child = harness()
             .env("OPENAI_API_KEY", "sk-test")
             .env("OPENAI_BASE_URL", model_base)
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-                "--model",
-                "openai:fake",
-                "--workspace",
-            ])
+            .args(["serve", "--bind", "127.0.0.1:0", "--model", model, "--workspace"])
             .arg(workspace)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -633,4 +631,130 @@ print(json.dumps(out))
             assert!(!label.contains("alice") && !label.contains("sess-"), "{sample}");
         }
     }
+}
+
+/// A chat completion as `user` (no session header): the session it ran in, and the body.
+async fn chat(client: &reqwest::Client, url: &str, user: &str, messages: &[Value]) -> (String, Value) {
+    let response = client
+        .post(format!("{url}/v1/chat/completions"))
+        .header("x-harness-user", user)
+        .json(&json!({"model": "harness", "messages": messages}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let session = response
+        .headers()
+        .get("x-harness-session")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    (session, body)
+}
+
+/// The messages a client holds after `body` answered `messages`.
+fn with_reply(messages: &[Value], body: &Value, next: &str) -> Vec<Value> {
+    let mut messages = messages.to_vec();
+    messages.push(body["choices"][0]["message"].clone());
+    messages.push(json!({"role": "user", "content": next}));
+    messages
+}
+
+/// A stateless chat continued after `harness serve` restarts is one session: the
+/// conversation's record is in the `[state]` store, not in the process.
+#[test]
+fn a_stateless_chat_is_one_session_across_a_restart_of_serve() {
+    let (base, seen, _model_runtime) = server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "");
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let first = vec![json!({"role": "user", "content": "one"})];
+    let mut serve = Serve::start(&ws, &base);
+    let (session, body) = runtime.block_on(chat(&client, &serve.url, "alice", &first));
+    assert_eq!(body["choices"][0]["message"]["content"], "turn 1");
+    serve.terminate();
+    assert_eq!(serve.child.wait().unwrap().code(), Some(0));
+    let serve = Serve::start(&ws, &base);
+    let second = with_reply(&first, &body, "two");
+    let (again, body) = runtime.block_on(chat(&client, &serve.url, "alice", &second));
+    assert_eq!(again, session, "the restarted server continued the session");
+    assert_eq!(body["choices"][0]["message"]["content"], "turn 2");
+    // The model got the session's own history plus the one new message.
+    let users = seen.lock().unwrap().last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .count();
+    assert_eq!(users, 2);
+}
+
+/// Two replicas sharing `[state]` on Redis: turn 1 on A, turn 2 on B is one session; another
+/// user resending the same history is never matched to it.
+#[test]
+fn replicas_on_shared_state_continue_one_stateless_chat_only_for_its_user() {
+    let deployment = Deployment::new(StateKind::Redis, "5s");
+    let replicas: Vec<Serve> = deployment
+        .replicas
+        .iter()
+        .map(|ws| Serve::start(ws, &deployment.base))
+        .collect();
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let first = vec![json!({"role": "user", "content": "one"})];
+    let (session, body) = runtime.block_on(chat(&client, &replicas[0].url, "alice", &first));
+    let second = with_reply(&first, &body, "two");
+    let (on_b, body) = runtime.block_on(chat(&client, &replicas[1].url, "alice", &second));
+    assert_eq!(on_b, session, "replica B continued replica A's session");
+    assert_eq!(body["choices"][0]["message"]["content"], "turn 2");
+    let (bobs, _) = runtime.block_on(chat(&client, &replicas[1].url, "bob", &second));
+    assert_ne!(bobs, session, "bob's request never continues alice's session");
+    let third = with_reply(&second, &body, "three");
+    let (on_a, body) = runtime.block_on(chat(&client, &replicas[0].url, "alice", &third));
+    assert_eq!(on_a, session);
+    assert_eq!(body["choices"][0]["message"]["content"], "turn 3");
+}
+
+/// An image request to `model` served with `[model] vision = ...`: the status, and whether
+/// the provider received the image part.
+fn image_request(vision: bool, model: &str) -> (u16, Value, bool) {
+    let (base, seen, _model_runtime) = server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), &format!("[model]\nvision = {vision}\n"));
+    let serve = Serve::start_model(&ws, &base, model);
+    let body = json!({"model": "harness", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]});
+    let (status, answer) = runtime().block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", serve.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.json::<Value>().await.unwrap())
+    });
+    let sent = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|request| request["messages"].to_string().contains("image_url"));
+    (status, answer, sent)
+}
+
+/// `[model] vision` overrides what the name suggests, both ways, through `harness serve`.
+#[test]
+fn model_vision_declares_whether_image_parts_are_taken() {
+    // `fake` is no vision model by name; declared one, the image reaches the provider.
+    let (status, answer, sent) = image_request(true, "openai:fake");
+    assert_eq!(status, 200, "{answer}");
+    assert!(sent, "the provider got the image part");
+    // `gpt-4o` is one by name; declared not, the request is a clear 400 and nothing is sent.
+    let (status, answer, sent) = image_request(false, "openai:gpt-4o");
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("takes no images"), "{message}");
+    assert!(!sent);
 }

@@ -314,8 +314,24 @@ async fn what_the_agent_cannot_honour_is_a_clear_400() {
             "`list_files` is also a tool of agent `helper`",
         ),
         (
-            json!({"model": "helper", "tools": weather_tool(), "tool_choice": "required", "messages": user}),
-            "tool_choice",
+            json!({"model": "helper", "tool_choice": "required", "messages": user}),
+            "tool_choice \"required\" needs function tools",
+        ),
+        (
+            json!({"model": "helper", "tools": weather_tool(), "messages": user,
+                   "tool_choice": {"type": "function", "function": {"name": "get_time"}}}),
+            "names the function `get_time`, which is not in `tools`",
+        ),
+        (
+            // tool_choice cannot force one of the agent's own tools.
+            json!({"model": "helper", "tools": weather_tool(), "messages": user,
+                   "tool_choice": {"type": "function", "function": {"name": "list_files"}}}),
+            "names the function `list_files`, which is not in `tools`",
+        ),
+        (
+            json!({"model": "helper", "tools": weather_tool(), "messages": user,
+                   "tool_choice": {"type": "allowed_tools", "tools": []}}),
+            "tool_choice {\"tools\":[],\"type\":\"allowed_tools\"} is not supported",
         ),
         (
             json!({"model": "helper", "response_format": {"type": "yaml"}, "messages": user}),
@@ -347,6 +363,116 @@ async fn a_client_tool_call_with_arguments_off_its_schema_never_reaches_the_clie
     assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
     let content = body["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(content.contains("invalid arguments for `get_weather`"), "{content}");
+}
+
+/// `get_weather` and `get_time`, both taking a city.
+fn two_tools() -> Value {
+    let mut tools = weather_tool();
+    let mut time = tools[0].clone();
+    time["function"]["name"] = json!("get_time");
+    tools.as_array_mut().unwrap().push(time);
+    tools
+}
+
+#[tokio::test]
+async fn tool_choice_naming_a_function_or_required_forces_the_first_model_call() {
+    let server = Server::start(ServeOptions::default()).await;
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    // Named: only that function is offered, and it must be called.
+    for choice in [
+        json!({"type": "function", "function": {"name": "get_time"}}),
+        json!({"type": "function", "name": "get_time"}),
+    ] {
+        let (status, _, body) = complete(
+            &server,
+            json!({"model": "helper", "tools": two_tools(), "tool_choice": choice, "messages": hi}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls", "{body}");
+        let call = &body["choices"][0]["message"]["tool_calls"][0]["function"];
+        assert_eq!(call["name"], "get_time", "{body}");
+        assert_eq!(call["arguments"], json!({"city": "forced among get_time"}).to_string());
+    }
+    // Required: the caller's tools only (not the agent's `list_files`), one must be called.
+    let (status, session, body) = complete(
+        &server,
+        json!({"model": "helper", "tools": two_tools(), "tool_choice": "required", "messages": hi}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let call = &body["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(
+        call["function"]["arguments"],
+        json!({"city": "forced among get_weather,get_time"}).to_string()
+    );
+    // The results resume the turn, whose next step chooses freely.
+    let (status, resumed, body) = complete(
+        &server,
+        json!({"model": "helper", "tools": two_tools(), "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(resumed, session);
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "turn 1: listed");
+    // The Responses API takes the same choices.
+    let body = respond(
+        &server,
+        json!({"model": "helper", "input": "hi", "tool_choice": {"type": "function", "name": "get_time"},
+               "tools": [{"type": "function", "name": "get_weather", "parameters": weather_tool()[0]["function"]["parameters"]},
+                         {"type": "function", "name": "get_time", "parameters": weather_tool()[0]["function"]["parameters"]}]}),
+    )
+    .await;
+    assert_eq!(body["output"][0]["type"], "function_call", "{body}");
+    assert_eq!(body["output"][0]["name"], "get_time", "{body}");
+}
+
+/// A stateless 3-turn chat with memory on is one extraction context: one watermark, the
+/// session's, however often extraction ran.
+#[tokio::test]
+async fn a_stateless_three_turn_chat_is_one_memory_extraction_context() {
+    let mut server = Server::start_built(ServeOptions::default(), |dir, model| {
+        let mut memory = harness_memory::MemoryConfig::default();
+        memory.extraction_throttle = std::time::Duration::ZERO;
+        harness::HarnessAgent::builder()
+            .memory(memory)
+            .workspace(dir)
+            .name("helper")
+            .model(model)
+            .build()
+            .unwrap()
+    })
+    .await;
+    let mut messages = Vec::new();
+    let mut ids = Vec::new();
+    for text in ["one", "two", "three"] {
+        messages.push(json!({"role": "user", "content": text}));
+        let (status, session, body) = complete(&server, json!({"model": "helper", "messages": messages})).await;
+        assert_eq!(status, 200, "{body}");
+        ids.push(session.unwrap());
+        messages.push(body["choices"][0]["message"].clone());
+    }
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+    // Shutting down flushes memory: every extraction has run.
+    server.shutdown().await.unwrap().unwrap();
+    let mut marks = Vec::new();
+    let mut dirs = vec![server.workspace().to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.to_string_lossy().contains(".extraction") {
+                marks.push(path);
+            }
+        }
+    }
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert!(marks[0].ends_with(format!("{}.json", ids[0])), "{marks:?}");
 }
 
 #[tokio::test]

@@ -42,6 +42,22 @@ fn scripted() -> ScriptedModel {
             };
             return Reply::text(format!("saw an image ({from}) and: {last}"));
         }
+        // Forced to call a tool (`tool_choice` required or named, not the structured output's
+        // own tool): calls the first offered one, naming every offered tool in its arguments
+        // (`name`/`age` for a schema that has them).
+        if request.tool_choice == harness_core::ToolChoice::Required
+            && !after_tool
+            && let Some(first) = request.tools.first()
+            && first.name != "generate_response"
+        {
+            let names: Vec<&str> = request.tools.iter().map(|tool| tool.name.as_str()).collect();
+            let args = if first.input_schema.pointer("/properties/age").is_some() {
+                serde_json::json!({"name": "Ann", "age": 3})
+            } else {
+                serde_json::json!({"city": format!("forced among {}", names.join(","))})
+            };
+            return Reply::tool_call(&first.name, args);
+        }
         if let Some(task) = last.strip_prefix("spawn:")
             && !after_tool
         {
