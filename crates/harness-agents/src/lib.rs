@@ -265,7 +265,7 @@ pub fn parse_spec(stem: &str, file: &str, text: &str, options: &ParseOptions) ->
     let skip = |key: &str, message: String| DeclarationWarning::skipped(file, key, message);
     let mut warnings = Vec::new();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let (yaml, body) = split_front_matter(text)
+    let (yaml, body) = harness_skills::front_matter::split(text)
         .ok_or_else(|| skip("front matter", "no `---` front matter block at the top".to_owned()))?;
     let mut map = match yaml_serde::from_str::<yaml_serde::Value>(yaml) {
         Ok(yaml_serde::Value::Mapping(map)) => map,
@@ -460,7 +460,7 @@ pub fn parse_user_spec(
     {
         return Err(refuse("model", "a model with its own base URL (`@URL`)"));
     }
-    if split_front_matter(text.strip_prefix('\u{feff}').unwrap_or(text)).is_some_and(|(yaml, _)| yaml.contains("${")) {
+    if harness_skills::front_matter::split(text.strip_prefix('\u{feff}').unwrap_or(text)).is_some_and(|(yaml, _)| yaml.contains("${")) {
         return Err(refuse("${VAR}", "a variable placeholder"));
     }
     stem.clone_into(&mut declaration.id);
@@ -571,18 +571,6 @@ pub fn valid_id(id: &str) -> bool {
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-fn split_front_matter(text: &str) -> Option<(&str, &str)> {
-    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
-    if let Some(body) = rest.strip_prefix("---") {
-        return Some(("", body));
-    }
-    let at = rest.match_indices("\n---").map(|(at, _)| at).find(|&at| {
-        let after = &rest[at + 4..];
-        after.is_empty() || after.starts_with('\n') || after.starts_with("\r\n")
-    })?;
-    Some((&rest[..at], &rest[at + 4..]))
 }
 
 /// The key a serde message names (`unknown field `x``, `invalid type ... for key `x``), so
@@ -782,7 +770,7 @@ mod tests {
         // The shape of Anthropic's plugin agents: an unquoted description over several lines
         // whose example dialogue lines (`Context:`, `user:`, `assistant:`) look like keys.
         let text = "---\nname: explorer\ndescription: Use this agent when the user asks: where is X? Examples:\n\n<example>\nContext: a large repo\nuser: \"Where is auth handled?\"\nassistant: \"I'll use the explorer agent.\"\n</example>\ntools: Glob, Grep, LS, Read\nmodel: inherit\ncolor: yellow\n---\nYou explore.\n";
-        assert!(yaml_serde::from_str::<yaml_serde::Value>(split_front_matter(text).unwrap().0).is_err());
+        assert!(yaml_serde::from_str::<yaml_serde::Value>(harness_skills::front_matter::split(text).unwrap().0).is_err());
         let parsed = parsed("explorer", text, &ParseOptions::default());
         assert!(
             parsed
