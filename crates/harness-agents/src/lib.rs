@@ -563,6 +563,23 @@ pub fn load_dir(
     (found, warnings)
 }
 
+/// `label` as an id ([`valid_id`]): each run of other characters (spaces, `/`, `:`,
+/// accents) becomes one `-`, leading `-` and `.` go, and it is cut at 64 characters.
+/// `None` when nothing usable is left (a label of punctuation only).
+pub fn slug(label: &str) -> Option<String> {
+    let mut out = String::with_capacity(label.len().min(64));
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.') {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let trimmed: String = out.trim_start_matches(['-', '.']).chars().take(64).collect();
+    let trimmed = trimmed.trim_end_matches('-');
+    valid_id(trimmed).then(|| trimmed.to_owned())
+}
+
 /// Whether `id` may name a subagent (it becomes a path segment and part of a session id).
 pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
@@ -589,6 +606,22 @@ mod tests {
     fn parse(stem: &str, text: &str) -> Result<SubagentDeclaration, DeclarationWarning> {
         parse_spec(stem, &format!("subagents/{stem}.md"), text, &ParseOptions::default())
             .map(|parsed| parsed.declaration)
+    }
+
+    #[test]
+    fn labels_are_slugged_into_ids() {
+        for (label, slugged) in [
+            ("auth-review", Some("auth-review")),
+            ("Review the auth module", Some("Review-the-auth-module")),
+            ("src/auth: login flow", Some("src-auth-login-flow")),
+            ("..hidden", Some("hidden")),
+            ("Ünïcode café", Some("n-code-caf")),
+            ("!!!", None),
+        ] {
+            assert_eq!(slug(label).as_deref(), slugged, "{label}");
+        }
+        let long = "x".repeat(100);
+        assert_eq!(slug(&long).unwrap().len(), 64);
     }
 
     #[test]

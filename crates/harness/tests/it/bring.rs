@@ -437,3 +437,60 @@ async fn skill_repositories_load_in_their_three_layouts() {
     assert!(text.contains("for people only"), "{text}");
     assert!(!text.contains("git push"), "{text}");
 }
+
+/// A `label` that is not an id (a small model writes a phrase) is slugged, the spawn runs,
+/// and the result names the slug; `agent_send` with the same phrase reaches that instance.
+#[tokio::test]
+async fn a_label_that_is_no_id_is_slugged_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let declaration = harness::subagents::SubagentDeclaration::new("helper", "d", "CHILD-MARKER helper");
+    let model = ScriptedModel::from_fn(move |request| {
+        if system_text(request).contains("CHILD-MARKER") {
+            return Reply::text("child done");
+        }
+        let results = request.messages.iter().filter(|msg| msg.role == Role::Tool).count();
+        let call = |name: &str, arguments| Reply {
+            tool_calls: vec![ScriptedToolCall {
+                name: name.to_owned(),
+                arguments,
+                id: None,
+            }],
+            ..Reply::default()
+        };
+        match results {
+            0 => call(
+                "agent_spawn",
+                json!({"agent_id": "helper", "task": "t", "label": "Review the auth module"}),
+            ),
+            1 => call(
+                "agent_send",
+                json!({"label": "Review the auth module", "message": "more"}),
+            ),
+            _ => Reply::text("parent done"),
+        }
+    });
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .subagent(declaration)
+        .build()
+        .unwrap();
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let last = model
+        .requests()
+        .into_iter()
+        .filter(|request| !system_text(request).contains("CHILD-MARKER"))
+        .last()
+        .unwrap();
+    let results = tool_results(&last);
+    assert_eq!(results.len(), 2, "{results:?}");
+    let (spawned, is_error) = &results[0];
+    assert!(!is_error, "{spawned}");
+    assert!(spawned.contains("child done"), "{spawned}");
+    assert!(
+        spawned.contains("the label `Review the auth module` was changed to `Review-the-auth-module`"),
+        "{spawned}"
+    );
+    let (sent, is_error) = &results[1];
+    assert!(!is_error && sent.contains("child done"), "{sent}");
+}
