@@ -460,7 +460,9 @@ pub fn parse_user_spec(
     {
         return Err(refuse("model", "a model with its own base URL (`@URL`)"));
     }
-    if harness_skills::front_matter::split(text.strip_prefix('\u{feff}').unwrap_or(text)).is_some_and(|(yaml, _)| yaml.contains("${")) {
+    if harness_skills::front_matter::split(text.strip_prefix('\u{feff}').unwrap_or(text))
+        .is_some_and(|(yaml, _)| yaml.contains("${"))
+    {
         return Err(refuse("${VAR}", "a variable placeholder"));
     }
     stem.clone_into(&mut declaration.id);
@@ -803,7 +805,9 @@ mod tests {
         // The shape of Anthropic's plugin agents: an unquoted description over several lines
         // whose example dialogue lines (`Context:`, `user:`, `assistant:`) look like keys.
         let text = "---\nname: explorer\ndescription: Use this agent when the user asks: where is X? Examples:\n\n<example>\nContext: a large repo\nuser: \"Where is auth handled?\"\nassistant: \"I'll use the explorer agent.\"\n</example>\ntools: Glob, Grep, LS, Read\nmodel: inherit\ncolor: yellow\n---\nYou explore.\n";
-        assert!(yaml_serde::from_str::<yaml_serde::Value>(harness_skills::front_matter::split(text).unwrap().0).is_err());
+        assert!(
+            yaml_serde::from_str::<yaml_serde::Value>(harness_skills::front_matter::split(text).unwrap().0).is_err()
+        );
         let parsed = parsed("explorer", text, &ParseOptions::default());
         assert!(
             parsed

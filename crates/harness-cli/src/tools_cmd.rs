@@ -135,7 +135,11 @@ async fn print_skills(
             } else {
                 ""
             };
-            out.line(&format!("skill {:<34} {:<16} {note}", skill.name, skill.layer.to_string()))?;
+            out.line(&format!(
+                "skill {:<34} {:<16} {note}",
+                skill.name,
+                skill.layer.to_string()
+            ))?;
         }
     }
     for warning in set.warnings() {

@@ -67,7 +67,12 @@ pub(crate) fn coerce(schema: &Value, arguments: &mut Map<String, Value>) -> Resu
     Ok(notes)
 }
 
-fn coerce_object(schema: &Value, object: &mut Map<String, Value>, at: &str, notes: &mut Vec<String>) -> Result<(), String> {
+fn coerce_object(
+    schema: &Value,
+    object: &mut Map<String, Value>,
+    at: &str,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
     let Some(Value::Object(properties)) = schema.get("properties") else {
         return Ok(());
     };
@@ -86,7 +91,10 @@ fn coerce_value(schema: &Value, value: &mut Value, at: &str, notes: &mut Vec<Str
                 return Ok(());
             };
             let converted = parse(kind, text).ok_or_else(|| {
-                format!("at {at}: the tool's schema asks for {kind_a} {kind}; \"{text}\" is not one", kind_a = article(kind))
+                format!(
+                    "at {at}: the tool's schema asks for {kind_a} {kind}; \"{text}\" is not one",
+                    kind_a = article(kind)
+                )
             })?;
             notes.push(format!(
                 "note: `{}` was sent as the string \"{text}\" and passed as the {kind} {converted} (the tool's schema asks for {} {kind})",
@@ -188,7 +196,10 @@ mod tests {
             json!({"a": 2.5, "n": 7, "flag": true, "name": "42", "either": "3", "nested": {"x": 4}, "list": [1, 2]})
         );
         assert_eq!(notes.len(), 5, "{notes:?}");
-        assert!(notes[0].contains("`a` was sent as the string \"2.5\" and passed as the number 2.5"), "{notes:?}");
+        assert!(
+            notes[0].contains("`a` was sent as the string \"2.5\" and passed as the number 2.5"),
+            "{notes:?}"
+        );
         assert!(notes.iter().any(|note| note.contains("`nested/x`")), "{notes:?}");
         // Values of the right type are left alone, with no note.
         let (value, notes) = check(json!({"a": 1, "flag": false})).unwrap();
@@ -199,7 +210,10 @@ mod tests {
     #[test]
     fn strings_that_do_not_parse_are_refused_naming_the_argument() {
         for (input, needle) in [
-            (json!({"a": "three"}), "at /a: the tool's schema asks for a number; \"three\" is not one"),
+            (
+                json!({"a": "three"}),
+                "at /a: the tool's schema asks for a number; \"three\" is not one",
+            ),
             (json!({"n": "2.5"}), "at /n: the tool's schema asks for an integer"),
             (json!({"flag": "yes"}), "at /flag"),
             (json!({"list": ["1", "x"]}), "at /list/1"),
@@ -217,8 +231,14 @@ mod tests {
         assert_eq!(widened["properties"]["flag"]["type"], json!(["boolean", "string"]));
         assert_eq!(widened["properties"]["name"]["type"], json!("string"));
         assert_eq!(widened["properties"]["either"]["type"], json!(["number", "string"]));
-        assert_eq!(widened["properties"]["nested"]["properties"]["x"]["type"], json!(["integer", "string"]));
-        assert_eq!(widened["properties"]["list"]["items"]["type"], json!(["number", "string"]));
+        assert_eq!(
+            widened["properties"]["nested"]["properties"]["x"]["type"],
+            json!(["integer", "string"])
+        );
+        assert_eq!(
+            widened["properties"]["list"]["items"]["type"],
+            json!(["number", "string"])
+        );
         assert_eq!(
             accepting_strings(&json!({"type": "object", "properties": {"s": {"type": "string"}}})),
             None

@@ -91,7 +91,12 @@ mod tests {
     fn a_known_key_at_column_zero_begins_a_value() {
         let yaml = "name: pdf\ndescription: Use for PDFs: read, fill\n  user: more\nlicense: MIT\nlist: [a, b]";
         assert!(yaml_serde::from_str::<Value>(yaml).is_err(), "strict YAML refuses it");
-        let map = lenient(yaml, &["name", "description", "license", "list"], &["name", "description"]).unwrap();
+        let map = lenient(
+            yaml,
+            &["name", "description", "license", "list"],
+            &["name", "description"],
+        )
+        .unwrap();
         assert_eq!(map["name"], Value::String("pdf".into()));
         assert_eq!(
             map["description"],

@@ -172,7 +172,9 @@ impl SkillError {
     /// What went wrong, without the file's name (a [`SkillWarning`] carries it).
     fn reason(&self) -> String {
         match self {
-            Self::NoFrontMatter { .. } => "no YAML front matter (`---` lines around `name` and `description`)".to_owned(),
+            Self::NoFrontMatter { .. } => {
+                "no YAML front matter (`---` lines around `name` and `description`)".to_owned()
+            }
             Self::FrontMatter { message, .. } => format!("front matter: {message}"),
             Self::BadName { name, .. } => format!("skill name `{name}` must be letters, digits, `-`, `_` or `.`"),
             Self::Duplicate { name, first, .. } => format!("skill name `{name}` is already taken by {first}"),
@@ -312,12 +314,16 @@ fn front_matter(text: &str, path: &str, folder: &str) -> Result<Matter, SkillErr
     let name = match matter.name.map(|name| name.trim().to_owned()) {
         Some(name) if !name.is_empty() => name,
         _ => {
-            notes.push(format!("no `name` in the front matter; the folder's name `{folder}` is used"));
+            notes.push(format!(
+                "no `name` in the front matter; the folder's name `{folder}` is used"
+            ));
             folder.to_owned()
         }
     };
     let valid = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.starts_with('.');
     if !valid {
         return Err(SkillError::BadName {

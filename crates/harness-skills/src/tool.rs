@@ -58,7 +58,10 @@ impl TypedTool for LoadSkill {
                 .map(|_| " (it is for people only: its SKILL.md says `disable-model-invocation: true`)")
                 .unwrap_or_default();
             return Err(ToolError::failed(if names.is_empty() {
-                format!("unknown skill `{}`{people_only}; no skills are available", args.skill_id)
+                format!(
+                    "unknown skill `{}`{people_only}; no skills are available",
+                    args.skill_id
+                )
             } else {
                 format!(
                     "unknown skill `{}`{people_only}; available skills: {}",
@@ -69,7 +72,12 @@ impl TypedTool for LoadSkill {
         };
         let path = args.path.trim();
         let (file, repository) = resolve(skill, path).await.map_err(ToolError::failed)?;
-        if file == skill.dir.join(SKILL_FILE).map_err(|err| ToolError::failed(err.to_string()))? {
+        if file
+            == skill
+                .dir
+                .join(SKILL_FILE)
+                .map_err(|err| ToolError::failed(err.to_string()))?
+        {
             return Ok(ToolOutput::text(skill.text()));
         }
         let relative = file.strip_prefix(&skill.root).unwrap_or_default();
@@ -140,7 +148,10 @@ async fn resolve(skill: &Skill, path: &str) -> Result<(WsPath, Namespaced), Stri
             Err(err) => return Err(format!("`{path}`: {err}")),
         }
         let wanted = segment.to_lowercase();
-        let entries = repository.list(&current).await.map_err(|err| format!("`{path}`: {err}"))?;
+        let entries = repository
+            .list(&current)
+            .await
+            .map_err(|err| format!("`{path}`: {err}"))?;
         let mut matches = entries
             .into_iter()
             .filter(|entry| entry.path.file_name().to_lowercase() == wanted);

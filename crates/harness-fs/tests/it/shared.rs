@@ -148,10 +148,16 @@ async fn a_view_from_inside_a_shared_entry_is_read_only_and_keeps_its_symlinks_i
     std::fs::write(dir.path().join("notes.md"), "outside the entry").unwrap();
     std::os::unix::fs::symlink(dir.path().join("notes.md"), dir.path().join("skills/pdf/link.md")).unwrap();
     let root: Arc<dyn Filesystem> = Arc::new(LocalFs::new(dir.path()).unwrap());
-    for layer in [SharedLayer::read_only(Arc::clone(&root)), SharedLayer::protected(root.clone())] {
+    for layer in [
+        SharedLayer::read_only(Arc::clone(&root)),
+        SharedLayer::protected(root.clone()),
+    ] {
         let view = harness_fs::Namespaced::new(Arc::new(layer), p("skills"));
         assert_eq!(view.read(&p("pdf/SKILL.md")).await.unwrap(), b"skill");
-        assert!(view.read(&p("pdf/link.md")).await.is_err(), "the symlink leaves skills/");
+        assert!(
+            view.read(&p("pdf/link.md")).await.is_err(),
+            "the symlink leaves skills/"
+        );
         let write = view.write(&p("pdf/new.md"), b"x", WriteMode::CreateNew).await;
         assert!(matches!(write, Err(FsError::PermissionDenied { .. })), "{write:?}");
         assert!(view.shell().is_none());

@@ -599,7 +599,12 @@ impl TypedTool for TaskOutput {
     type Args = OutputArgs;
 
     async fn call(&self, args: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let configured = self.0.runtime.config.default_wait.min(Duration::from_secs(MAX_TIMEOUT_SECONDS));
+        let configured = self
+            .0
+            .runtime
+            .config
+            .default_wait
+            .min(Duration::from_secs(MAX_TIMEOUT_SECONDS));
         let timeout = args
             .timeout
             .unwrap_or_else(|| u64::try_from(configured.as_millis()).unwrap_or(30_000));

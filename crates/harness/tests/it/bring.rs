@@ -347,7 +347,10 @@ async fn skill_repositories_load_in_their_three_layouts() {
     let dir = tempfile::tempdir().unwrap();
     let global = tempfile::tempdir().unwrap();
     copy_dir(&fixture().join("skill-repos/catalog"), global.path());
-    copy_dir(&fixture().join("skill-repos/curated"), &dir.path().join("skills/curated"));
+    copy_dir(
+        &fixture().join("skill-repos/curated"),
+        &dir.path().join("skills/curated"),
+    );
     copy_dir(&fixture().join("skill-repos/flat"), &dir.path().join("skills/flat"));
     let loads = [
         ("pdf-forms", "./reference/forms.md", "FORMS-GUIDE"),
@@ -404,10 +407,7 @@ async fn skill_repositories_load_in_their_three_layouts() {
     let noted: BTreeSet<&str> = warnings.iter().map(|warning| warning.file.as_str()).collect();
     assert_eq!(
         noted,
-        BTreeSet::from([
-            "skills/flat/changelog/SKILL.md",
-            "document-skills/xlsx/SKILL.md"
-        ]),
+        BTreeSet::from(["skills/flat/changelog/SKILL.md", "document-skills/xlsx/SKILL.md"]),
         "{warnings:#?}"
     );
     assert_eq!(
@@ -424,9 +424,15 @@ async fn skill_repositories_load_in_their_three_layouts() {
     let requests = model.requests();
     let catalogue = system_text(&requests[0]);
     for name in ["pdf-forms", "docx", "xlsx", "changelog", "brand-voice"] {
-        assert!(catalogue.contains(&format!("<name>{name}</name>")), "{name}: {catalogue}");
+        assert!(
+            catalogue.contains(&format!("<name>{name}</name>")),
+            "{name}: {catalogue}"
+        );
     }
-    assert!(!catalogue.contains("commit-all"), "a skill for people only is not offered: {catalogue}");
+    assert!(
+        !catalogue.contains("commit-all"),
+        "a skill for people only is not offered: {catalogue}"
+    );
     for (step, (skill, path, expected)) in loads.iter().enumerate() {
         let results = tool_results(&requests[step + 1]);
         let (text, is_error) = results.last().unwrap();
