@@ -213,54 +213,10 @@ pub(crate) fn model(
     }
 }
 
-/// Front matter read line by line, for text strict YAML refuses: a line that starts at
+/// Front matter read line by line, for text strict YAML refuses (the reader
+/// `harness_skills::front_matter::lenient` shared with `SKILL.md`): a line that starts at
 /// column 0 with a known key and `:` begins that key, every other line continues the
-/// previous key's value. `name` and `description` are taken as text; another key's value
-/// is read as YAML when it parses (a list, a number, an indented mapping), else as text.
-/// `None` when no line begins a known key.
+/// previous key's value. `name` and `description` are taken as text.
 pub(crate) fn lenient_front_matter(yaml: &str) -> Option<Mapping> {
-    let mut entries: Vec<(&str, String)> = Vec::new();
-    for line in yaml.lines() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let starts = KNOWN_KEYS.iter().find(|key| {
-            line.strip_prefix(**key)
-                .and_then(|rest| rest.strip_prefix(':'))
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
-        });
-        match (starts, entries.last_mut()) {
-            (Some(key), _) => entries.push((key, line[key.len() + 1..].trim().to_owned())),
-            (None, Some((_, value))) => {
-                value.push('\n');
-                value.push_str(line);
-            }
-            (None, None) if line.trim().is_empty() || line.trim_start().starts_with('#') => {}
-            (None, None) => return None,
-        }
-    }
-    if entries.is_empty() {
-        return None;
-    }
-    let mut map = Mapping::new();
-    for (key, text) in entries {
-        let value = if matches!(key, "name" | "description") {
-            Value::String(unquote(text.trim()).to_owned())
-        } else {
-            match yaml_serde::from_str::<Value>(&text) {
-                Ok(Value::Null) if !text.trim().is_empty() => Value::String(text.trim().to_owned()),
-                Ok(value) => value,
-                Err(_) => Value::String(text.trim().to_owned()),
-            }
-        };
-        map.insert(Value::String(key.to_owned()), value);
-    }
-    Some(map)
-}
-
-fn unquote(text: &str) -> &str {
-    for quote in ['"', '\''] {
-        if let Some(inner) = text.strip_prefix(quote).and_then(|rest| rest.strip_suffix(quote)) {
-            return inner;
-        }
-    }
-    text
+    harness_skills::front_matter::lenient(yaml, KNOWN_KEYS, &["name", "description"])
 }

@@ -265,7 +265,7 @@ pub fn parse_spec(stem: &str, file: &str, text: &str, options: &ParseOptions) ->
     let skip = |key: &str, message: String| DeclarationWarning::skipped(file, key, message);
     let mut warnings = Vec::new();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let (yaml, body) = split_front_matter(text)
+    let (yaml, body) = harness_skills::front_matter::split(text)
         .ok_or_else(|| skip("front matter", "no `---` front matter block at the top".to_owned()))?;
     let mut map = match yaml_serde::from_str::<yaml_serde::Value>(yaml) {
         Ok(yaml_serde::Value::Mapping(map)) => map,
@@ -460,7 +460,9 @@ pub fn parse_user_spec(
     {
         return Err(refuse("model", "a model with its own base URL (`@URL`)"));
     }
-    if split_front_matter(text.strip_prefix('\u{feff}').unwrap_or(text)).is_some_and(|(yaml, _)| yaml.contains("${")) {
+    if harness_skills::front_matter::split(text.strip_prefix('\u{feff}').unwrap_or(text))
+        .is_some_and(|(yaml, _)| yaml.contains("${"))
+    {
         return Err(refuse("${VAR}", "a variable placeholder"));
     }
     stem.clone_into(&mut declaration.id);
@@ -563,6 +565,23 @@ pub fn load_dir(
     (found, warnings)
 }
 
+/// `label` as an id ([`valid_id`]): each run of other characters (spaces, `/`, `:`,
+/// accents) becomes one `-`, leading `-` and `.` go, and it is cut at 64 characters.
+/// `None` when nothing usable is left (a label of punctuation only).
+pub fn slug(label: &str) -> Option<String> {
+    let mut out = String::with_capacity(label.len().min(64));
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.') {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let trimmed: String = out.trim_start_matches(['-', '.']).chars().take(64).collect();
+    let trimmed = trimmed.trim_end_matches('-');
+    valid_id(trimmed).then(|| trimmed.to_owned())
+}
+
 /// Whether `id` may name a subagent (it becomes a path segment and part of a session id).
 pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
@@ -571,18 +590,6 @@ pub fn valid_id(id: &str) -> bool {
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-fn split_front_matter(text: &str) -> Option<(&str, &str)> {
-    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
-    if let Some(body) = rest.strip_prefix("---") {
-        return Some(("", body));
-    }
-    let at = rest.match_indices("\n---").map(|(at, _)| at).find(|&at| {
-        let after = &rest[at + 4..];
-        after.is_empty() || after.starts_with('\n') || after.starts_with("\r\n")
-    })?;
-    Some((&rest[..at], &rest[at + 4..]))
 }
 
 /// The key a serde message names (`unknown field `x``, `invalid type ... for key `x``), so
@@ -601,6 +608,22 @@ mod tests {
     fn parse(stem: &str, text: &str) -> Result<SubagentDeclaration, DeclarationWarning> {
         parse_spec(stem, &format!("subagents/{stem}.md"), text, &ParseOptions::default())
             .map(|parsed| parsed.declaration)
+    }
+
+    #[test]
+    fn labels_are_slugged_into_ids() {
+        for (label, slugged) in [
+            ("auth-review", Some("auth-review")),
+            ("Review the auth module", Some("Review-the-auth-module")),
+            ("src/auth: login flow", Some("src-auth-login-flow")),
+            ("..hidden", Some("hidden")),
+            ("Ünïcode café", Some("n-code-caf")),
+            ("!!!", None),
+        ] {
+            assert_eq!(slug(label).as_deref(), slugged, "{label}");
+        }
+        let long = "x".repeat(100);
+        assert_eq!(slug(&long).unwrap().len(), 64);
     }
 
     #[test]
@@ -782,7 +805,9 @@ mod tests {
         // The shape of Anthropic's plugin agents: an unquoted description over several lines
         // whose example dialogue lines (`Context:`, `user:`, `assistant:`) look like keys.
         let text = "---\nname: explorer\ndescription: Use this agent when the user asks: where is X? Examples:\n\n<example>\nContext: a large repo\nuser: \"Where is auth handled?\"\nassistant: \"I'll use the explorer agent.\"\n</example>\ntools: Glob, Grep, LS, Read\nmodel: inherit\ncolor: yellow\n---\nYou explore.\n";
-        assert!(yaml_serde::from_str::<yaml_serde::Value>(split_front_matter(text).unwrap().0).is_err());
+        assert!(
+            yaml_serde::from_str::<yaml_serde::Value>(harness_skills::front_matter::split(text).unwrap().0).is_err()
+        );
         let parsed = parsed("explorer", text, &ParseOptions::default());
         assert!(
             parsed

@@ -67,7 +67,10 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
         .map_err(|err| crate::usage(harness_core::error_chain(&err)));
     let result = match agent {
         Ok(agent) => match caller_filter(&agent, args.user.clone()).await {
-            Ok(caller) => print(&agent, &extensions, caller.as_ref(), args.json),
+            Ok(caller) => match print(&agent, &extensions, caller.as_ref(), args.json) {
+                Ok(()) => print_skills(&agent, &extensions, args.user.clone(), args.json).await,
+                Err(err) => Err(err),
+            },
             Err(err) => Err(err),
         },
         Err(err) => Err(err),
@@ -90,6 +93,68 @@ async fn caller_filter(
     harness::user_tools::caller_tool_filter(&ctx)
         .await
         .map_err(|err| crate::usage(err.to_string()))
+}
+
+/// Every skill the caller sees, the ones for people only (`disable-model-invocation`)
+/// marked, then every `SKILL.md` skipped or loaded with a note.
+async fn print_skills(
+    agent: &harness::HarnessAgent,
+    extensions: &Extensions,
+    user: Option<harness_core::UserId>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let Some(skills) = extensions.skills() else {
+        return Ok(());
+    };
+    let ctx = match user {
+        Some(user) => harness_core::RuntimeContext::for_user(user),
+        None => harness_core::RuntimeContext::default(),
+    };
+    let ctx = agent
+        .bind(ctx)
+        .map_err(|err| crate::usage(harness_core::error_chain(&err)))?;
+    let Some(workspace) = ctx.get::<harness_fs::CallWorkspace>() else {
+        return Ok(());
+    };
+    let namespace = ctx.get::<harness_fs::CallScope>().map(harness_fs::CallScope::namespace);
+    let set = skills.resolve(workspace, namespace).await;
+    let mut out = crate::output::Out::new();
+    for skill in set.iter() {
+        let people_only = skill.disable_model_invocation;
+        if json {
+            let line = serde_json::json!({
+                "skill": skill.name,
+                "layer": skill.layer.to_string(),
+                "file": skill.file(),
+                "offered_to_model": !people_only,
+            });
+            out.line(&line.to_string())?;
+        } else {
+            let note = if people_only {
+                "for people only (disable-model-invocation)"
+            } else {
+                ""
+            };
+            out.line(&format!(
+                "skill {:<34} {:<16} {note}",
+                skill.name,
+                skill.layer.to_string()
+            ))?;
+        }
+    }
+    for warning in set.warnings() {
+        if json {
+            let line = serde_json::json!({
+                "skill_file": warning.file,
+                "skipped": warning.kind == harness_skills::SkillWarningKind::Skipped,
+                "reason": warning.reason,
+            });
+            out.line(&line.to_string())?;
+        } else {
+            out.line(&format!("skill file {warning}"))?;
+        }
+    }
+    Ok(())
 }
 
 fn annotations_of(extensions: &Extensions, name: &str) -> Option<McpToolAnnotations> {

@@ -161,6 +161,14 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// The schema arguments are checked against before [`call`](Self::call), when it is not
+    /// the spec's: a tool that repairs some arguments itself (an MCP tool turning `"3"` into
+    /// `3` where its schema asks for a number) accepts them here and checks the rest in
+    /// `call`. The model is still offered the spec's schema.
+    fn accepted_schema(&self) -> Option<&Value> {
+        None
+    }
+
     /// The on-demand group the tool belongs to: an agent with tool groups offers it to the
     /// model only once the group is activated (`activate_tool_group`). `None`: always offered.
     fn group(&self) -> Option<&str> {
@@ -336,7 +344,8 @@ impl Toolkit {
         let mut specs = Vec::with_capacity(tools.len());
         for tool in tools {
             let spec = tool.spec().clone();
-            let validator = jsonschema::validator_for(&spec.input_schema).map_err(|err| ToolkitError::BadSchema {
+            let accepted = tool.accepted_schema().unwrap_or(&spec.input_schema);
+            let validator = jsonschema::validator_for(accepted).map_err(|err| ToolkitError::BadSchema {
                 name: spec.name.clone(),
                 message: err.to_string(),
             })?;

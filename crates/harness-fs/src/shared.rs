@@ -35,6 +35,9 @@ pub fn is_shared_path(path: &WsPath) -> bool {
 pub struct SharedLayer {
     inner: Arc<dyn Filesystem>,
     hide_others: bool,
+    /// A view from inside a shared entry ([`Filesystem::scoped`]): everything in it is
+    /// shared, so everything is visible and read-only.
+    all_shared: bool,
 }
 
 impl std::fmt::Debug for SharedLayer {
@@ -42,6 +45,7 @@ impl std::fmt::Debug for SharedLayer {
         f.debug_struct("SharedLayer")
             .field("inner", &self.inner.describe())
             .field("hide_others", &self.hide_others)
+            .field("all_shared", &self.all_shared)
             .finish()
     }
 }
@@ -52,6 +56,7 @@ impl SharedLayer {
         Self {
             inner: root,
             hide_others: true,
+            all_shared: false,
         }
     }
 
@@ -60,11 +65,12 @@ impl SharedLayer {
         Self {
             inner: fs,
             hide_others: false,
+            all_shared: false,
         }
     }
 
     fn visible(&self, path: &WsPath) -> bool {
-        !self.hide_others || path.is_root() || is_shared_path(path)
+        self.all_shared || !self.hide_others || path.is_root() || is_shared_path(path)
     }
 
     fn check_visible(&self, path: &WsPath) -> Result<(), FsError> {
@@ -76,7 +82,7 @@ impl SharedLayer {
     }
 
     fn check_writable(&self, path: &WsPath) -> Result<(), FsError> {
-        if self.hide_others || path.is_root() || is_shared_path(path) {
+        if self.all_shared || self.hide_others || path.is_root() || is_shared_path(path) {
             return Err(FsError::PermissionDenied {
                 path: path.clone(),
                 reason: "it is a shared workspace file (AGENTS.md, MEMORY.md, knowledge/, skills/, subagents/), \
@@ -226,6 +232,21 @@ impl Filesystem for SharedLayer {
         Some(Arc::new(Self {
             inner,
             hide_others: self.hide_others,
+            all_shared: self.all_shared,
+        }))
+    }
+
+    /// From inside a shared entry (`skills/`), where everything is shared: the backend's own
+    /// narrowed view (the local disk then checks symlinks against the narrower root), all of
+    /// it read-only. `None` elsewhere (the generic prefix wrapper applies).
+    fn scoped(&self, prefix: &WsPath) -> Option<Arc<dyn Filesystem>> {
+        if !is_shared_path(prefix) {
+            return None;
+        }
+        Some(Arc::new(Self {
+            inner: self.inner.scoped(prefix)?,
+            hide_others: false,
+            all_shared: true,
         }))
     }
 
@@ -235,6 +256,10 @@ impl Filesystem for SharedLayer {
 
     fn shell(&self) -> Option<Arc<dyn Shell>> {
         // The read-only layer runs nothing; the protected view keeps the caller's shell.
-        if self.hide_others { None } else { self.inner.shell() }
+        if self.hide_others || self.all_shared {
+            None
+        } else {
+            self.inner.shell()
+        }
     }
 }

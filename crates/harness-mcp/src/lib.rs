@@ -27,6 +27,7 @@
 //! ```
 
 mod annotations;
+mod coercion;
 mod connection;
 mod content;
 mod env;

@@ -49,6 +49,9 @@ pub struct McpTool {
     annotations: McpToolAnnotations,
     group: Option<String>,
     server: Arc<Connection>,
+    /// The schema arguments are checked against: the tool's with numbers and booleans also
+    /// accepting a string (converted in `call`); `None` when it has none.
+    accepted: Option<Value>,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -75,6 +78,7 @@ impl McpTool {
             object.entry("type").or_insert_with(|| Value::String("object".into()));
         }
         let annotations = McpToolAnnotations::from_mcp(tool.annotations.as_ref());
+        let accepted = crate::coercion::accepting_strings(&schema);
         Self {
             spec: ToolSpec {
                 name: tool_name(server.name(), &tool.name),
@@ -88,6 +92,7 @@ impl McpTool {
             annotations,
             group,
             server,
+            accepted,
         }
     }
 
@@ -132,9 +137,24 @@ impl Tool for McpTool {
         self.group.as_deref()
     }
 
+    fn accepted_schema(&self) -> Option<&Value> {
+        self.accepted.as_ref()
+    }
+
     async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let mut notes = Vec::new();
         let arguments = match input {
-            Value::Object(map) => Some(map),
+            Value::Object(mut map) => {
+                if self.accepted.is_some() {
+                    notes = crate::coercion::coerce(&self.spec.input_schema, &mut map).map_err(|message| {
+                        ToolError::InvalidArguments {
+                            tool: self.spec.name.clone(),
+                            message,
+                        }
+                    })?;
+                }
+                Some(map)
+            }
             Value::Null => None,
             other => {
                 return Err(ToolError::InvalidArguments {
@@ -171,7 +191,11 @@ impl Tool for McpTool {
             outcome = call_tool(&peer, params, after).await;
         }
         match outcome {
-            Ok(result) => Ok(to_output(result)),
+            Ok(result) => {
+                let mut output = to_output(result);
+                output.content.extend(notes.into_iter().map(harness_core::Block::text));
+                Ok(output)
+            }
             Err(ServiceError::Timeout { .. }) => Err(ToolError::Timeout {
                 tool: self.spec.name.clone(),
                 after,

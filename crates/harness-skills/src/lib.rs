@@ -34,6 +34,7 @@
 //! ```
 
 mod catalogue;
+pub mod front_matter;
 #[cfg(feature = "git")]
 mod git;
 mod library;
@@ -52,5 +53,5 @@ pub use library::{SKILLS_DIR, SkillRepositorySource, SkillSet, Skills, SkillsCon
 pub use middleware::{CATALOGUE_PART, SkillsContext};
 pub use repository::{DEFAULT_SYNC_TIMEOUT, GitSkillRepository, GitSyncError, SKILLS_CACHE, SyncOutcome, source_name};
 pub use section::{SkillRepositoryEntry, SkillsSection};
-pub use skill::{SKILL_FILE, Skill, SkillError, SkillLayer};
+pub use skill::{MAX_SKILL_DEPTH, SKILL_FILE, Skill, SkillError, SkillLayer, SkillWarning, SkillWarningKind};
 pub use tool::{LOAD_SKILL, LoadSkill, LoadSkillArgs};

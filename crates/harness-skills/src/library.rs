@@ -3,7 +3,7 @@
 
 use crate::catalogue;
 use crate::repository::{DEFAULT_SYNC_TIMEOUT, GitSkillRepository, SKILLS_CACHE, source_name};
-use crate::skill::{ScanSite, Skill, SkillFileCache, SkillLayer, scan};
+use crate::skill::{ScanSite, Skill, SkillFileCache, SkillLayer, SkillWarning, scan};
 use harness_fs::{CallWorkspace, Filesystem, FsError, LocalFs, WsPath};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -157,7 +157,11 @@ impl Skills {
         if let (false, Some(first)) = (crate::git::AVAILABLE, config.repositories.first()) {
             return Err(SkillsError::GitFeatureOff { url: first.url.clone() });
         }
-        let global = match config.global_dir {
+        // Absolute from here on: a `<files-root>` is used by a shell whose working directory
+        // is the workspace (or a layer in it), not the directory `harness` started in, so a
+        // relative `--workspace` or global directory must not stay relative.
+        let workspace_root = &absolute(workspace_root);
+        let global = match config.global_dir.as_deref().map(absolute) {
             Some(dir) if dir.is_dir() => {
                 let fs = LocalFs::new(&dir).map_err(|source| SkillsError::GlobalDir {
                     path: dir.clone(),
@@ -328,6 +332,11 @@ impl Skills {
     }
 }
 
+/// `path` made absolute against the current directory (as it is when that fails).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
 async fn sync_all(repositories: &[GitSkillRepository]) {
     let syncs = repositories.iter().map(|repo| async move {
         match repo.sync().await {
@@ -346,13 +355,27 @@ async fn sync_all(repositories: &[GitSkillRepository]) {
 #[derive(Debug, Default, Clone)]
 pub struct SkillSet {
     skills: BTreeMap<String, Skill>,
+    warnings: Vec<SkillWarning>,
 }
 
 impl SkillSet {
-    fn add(&mut self, skills: Vec<Skill>) {
+    fn add(&mut self, (skills, warnings): (Vec<Skill>, Vec<SkillWarning>)) {
         for skill in skills {
             self.skills.insert(skill.name.clone(), skill);
         }
+        self.warnings.extend(warnings);
+    }
+
+    /// Every `SKILL.md` skipped (file and reason) or loaded with a note (a name taken from
+    /// its folder, front matter read line by line), layer by layer.
+    pub fn warnings(&self) -> &[SkillWarning] {
+        &self.warnings
+    }
+
+    /// The skills the model is offered and may load: all but the `disable-model-invocation`
+    /// ones, in name order.
+    pub fn for_model(&self) -> impl Iterator<Item = &Skill> {
+        self.iter().filter(|skill| !skill.disable_model_invocation)
     }
 
     /// A skill by name.
@@ -360,7 +383,7 @@ impl SkillSet {
         self.skills.get(name)
     }
 
-    /// Skills in name order.
+    /// Skills in name order, the ones for people only (`disable-model-invocation`) included.
     pub fn iter(&self) -> impl Iterator<Item = &Skill> {
         self.skills.values()
     }
@@ -375,17 +398,17 @@ impl SkillSet {
         self.skills.keys().map(String::as_str).collect()
     }
 
-    /// The `<available_skills>` block (empty when there are no skills), with host paths as
-    /// they are.
+    /// The `<available_skills>` block (empty when there are no skills for the model), with
+    /// host paths as they are.
     pub fn catalogue(&self) -> String {
-        catalogue::render(self.iter(), &|root| root.display().to_string())
+        catalogue::render(self.for_model(), &|root| root.display().to_string())
     }
 
     /// The `<available_skills>` block for a caller in `namespace` of the workspace at
     /// `host_root`: a `<files-root>` inside the workspace is relative to the caller's layer
     /// (where its shell runs), so the prompt names no host path of the workspace.
     pub fn catalogue_for(&self, host_root: Option<&Path>, namespace: Option<&WsPath>) -> String {
-        catalogue::render(self.iter(), &|root| {
+        catalogue::render(self.for_model(), &|root| {
             catalogue::relative_root(root, host_root, namespace)
         })
     }

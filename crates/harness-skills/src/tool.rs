@@ -1,10 +1,10 @@
 //! `load_skill_through_path(skillId, path)`.
 
 use crate::library::Skills;
-use crate::skill::SKILL_FILE;
+use crate::skill::{SKILL_FILE, Skill};
 use async_trait::async_trait;
 use harness_core::{JsonSchema, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, TypedTool, typed};
-use harness_fs::{CallScope, CallWorkspace, WsPath};
+use harness_fs::{CallScope, CallWorkspace, Filesystem, FsError, Namespaced, WsPath};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -51,35 +51,38 @@ impl TypedTool for LoadSkill {
             .ok_or_else(|| ToolError::failed("no workspace is bound to this call"))?;
         let namespace = ctx.runtime.get::<CallScope>().map(CallScope::namespace);
         let set = self.skills.resolve(workspace, namespace).await;
-        let Some(skill) = set.get(&args.skill_id) else {
-            let names = set.names();
+        let Some(skill) = set.get(&args.skill_id).filter(|skill| !skill.disable_model_invocation) else {
+            let names: Vec<&str> = set.for_model().map(|skill| skill.name.as_str()).collect();
+            let people_only = set
+                .get(&args.skill_id)
+                .map(|_| " (it is for people only: its SKILL.md says `disable-model-invocation: true`)")
+                .unwrap_or_default();
             return Err(ToolError::failed(if names.is_empty() {
-                format!("unknown skill `{}`; no skills are available", args.skill_id)
+                format!(
+                    "unknown skill `{}`{people_only}; no skills are available",
+                    args.skill_id
+                )
             } else {
                 format!(
-                    "unknown skill `{}`; available skills: {}",
+                    "unknown skill `{}`{people_only}; available skills: {}",
                     args.skill_id,
                     names.join(", ")
                 )
             }));
         };
         let path = args.path.trim();
-        if path == SKILL_FILE {
+        let (file, repository) = resolve(skill, path).await.map_err(ToolError::failed)?;
+        if file
+            == skill
+                .dir
+                .join(SKILL_FILE)
+                .map_err(|err| ToolError::failed(err.to_string()))?
+        {
             return Ok(ToolOutput::text(skill.text()));
         }
-        if !skill.resources.iter().any(|resource| resource == path) {
-            return Err(ToolError::failed(format!(
-                "`{path}` is not a file of skill `{}`; available paths: {}",
-                skill.name,
-                skill.paths().join(", ")
-            )));
-        }
-        let file = WsPath::parse(path)
-            .map(|relative| skill.dir.join_path(&relative))
-            .map_err(|err| ToolError::failed(err.to_string()))?;
-        let bytes = skill
-            .fs
-            .read(&file)
+        let relative = file.strip_prefix(&skill.root).unwrap_or_default();
+        let bytes = repository
+            .read(&relative)
             .await
             .map_err(|err| ToolError::failed(err.to_string()))?;
         match String::from_utf8(bytes) {
@@ -94,5 +97,80 @@ impl TypedTool for LoadSkill {
                     .unwrap_or_default()
             ))),
         }
+    }
+}
+
+/// `path` as a skill's text writes it (`./reference/x.md`, `../shared/style.md`,
+/// `Reference/X.md` for `reference/x.md`), resolved to a file below the skill's root (its
+/// repository, its `skills/` directory): `.` dropped, `..` taken against the skill's
+/// directory, and a name that matches no entry matched case-insensitively when exactly one
+/// entry matches. Returns the path in the skill's filesystem and the view of that filesystem
+/// rooted at the skill's root, through which the file must be read: it refuses symlinks
+/// that lead out of the root.
+async fn resolve(skill: &Skill, path: &str) -> Result<(WsPath, Namespaced), String> {
+    let available = || format!("available paths: {}", skill.paths().join(", "));
+    if path.starts_with('/') || path.starts_with('~') || path.contains('\\') || path.contains('\0') {
+        return Err(format!(
+            "`{path}` is not a path relative to the skill's SKILL.md; {}",
+            available()
+        ));
+    }
+    let mut segments: Vec<String> = skill
+        .dir
+        .strip_prefix(&skill.root)
+        .map(|inside| inside.segments().map(str::to_owned).collect())
+        .unwrap_or_default();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if segments.pop().is_none() {
+                    return Err(format!(
+                        "`{path}` leads out of the skill's repository; only files inside it can be read; {}",
+                        available()
+                    ));
+                }
+            }
+            other => segments.push(other.to_owned()),
+        }
+    }
+    let repository = Namespaced::new(Arc::clone(&skill.fs), skill.root.clone());
+    let not_found = || format!("`{path}` is not a file of skill `{}`; {}", skill.name, available());
+    let mut current = WsPath::root();
+    for segment in segments {
+        let exact = current.join(&segment).map_err(|err| err.to_string())?;
+        match repository.stat(&exact).await {
+            Ok(_) => {
+                current = exact;
+                continue;
+            }
+            Err(FsError::NotFound { .. }) => {}
+            Err(err) => return Err(format!("`{path}`: {err}")),
+        }
+        let wanted = segment.to_lowercase();
+        let entries = repository
+            .list(&current)
+            .await
+            .map_err(|err| format!("`{path}`: {err}"))?;
+        let mut matches = entries
+            .into_iter()
+            .filter(|entry| entry.path.file_name().to_lowercase() == wanted);
+        match (matches.next(), matches.next()) {
+            (Some(only), None) => current = only.path,
+            (Some(first), Some(second)) => {
+                return Err(format!(
+                    "`{path}`: `{segment}` matches `{}` and `{}` (names differing only in case); give the exact name",
+                    first.path.file_name(),
+                    second.path.file_name()
+                ));
+            }
+            (None, _) => return Err(not_found()),
+        }
+    }
+    match repository.stat(&current).await {
+        Ok(info) if !info.is_dir => Ok((skill.root.join_path(&current), repository)),
+        Ok(_) => Err(format!("`{path}` is a directory, not a file; {}", available())),
+        Err(FsError::NotFound { .. }) => Err(not_found()),
+        Err(err) => Err(format!("`{path}`: {err}")),
     }
 }

@@ -214,3 +214,38 @@ fn a_users_tools_json_narrows_only_that_users_list() {
         "{stderr}"
     );
 }
+
+/// Skills are listed for people, a `disable-model-invocation` one marked so, and a
+/// `SKILL.md` that does not load is named with its reason.
+#[test]
+fn lists_skills_for_people_and_the_skipped_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for (folder, text) in [
+        ("pdf", "---\nname: pdf\ndescription: Use for PDFs\n---\nSteps.\n"),
+        (
+            "team/commit-all",
+            "---\nname: commit-all\ndescription: Commit and push\ndisable-model-invocation: true\n---\nRun git.\n",
+        ),
+        ("broken", "no front matter here\n"),
+    ] {
+        let skill = dir.path().join("skills").join(folder);
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(skill.join("SKILL.md"), text).unwrap();
+    }
+    let output = harness_tools(dir.path());
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let line = |prefix: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {stdout}"))
+            .to_owned()
+    };
+    assert!(!line("skill pdf ").contains("for people only"), "{stdout}");
+    assert!(line("skill commit-all ").contains("for people only"), "{stdout}");
+    assert!(
+        line("skill file skills/broken/SKILL.md").contains("skipped: no YAML front matter"),
+        "{stdout}"
+    );
+}

@@ -136,3 +136,33 @@ async fn the_shared_layer_on_the_local_disk() {
 async fn the_shared_layer_on_a_kv_store() {
     check_shared_layer(Arc::new(KvFs::new(Arc::new(InMemoryKv::default()), p("ws")))).await;
 }
+
+/// A view from inside a shared entry (the skills tool reads `skills/` so) sees all of it,
+/// writes none of it, and on the local disk refuses a symlink leading out of the entry even
+/// when it points inside the workspace.
+#[tokio::test]
+async fn a_view_from_inside_a_shared_entry_is_read_only_and_keeps_its_symlinks_in() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("skills/pdf")).unwrap();
+    std::fs::write(dir.path().join("skills/pdf/SKILL.md"), "skill").unwrap();
+    std::fs::write(dir.path().join("notes.md"), "outside the entry").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("notes.md"), dir.path().join("skills/pdf/link.md")).unwrap();
+    let root: Arc<dyn Filesystem> = Arc::new(LocalFs::new(dir.path()).unwrap());
+    for layer in [
+        SharedLayer::read_only(Arc::clone(&root)),
+        SharedLayer::protected(root.clone()),
+    ] {
+        let view = harness_fs::Namespaced::new(Arc::new(layer), p("skills"));
+        assert_eq!(view.read(&p("pdf/SKILL.md")).await.unwrap(), b"skill");
+        assert!(
+            view.read(&p("pdf/link.md")).await.is_err(),
+            "the symlink leaves skills/"
+        );
+        let write = view.write(&p("pdf/new.md"), b"x", WriteMode::CreateNew).await;
+        assert!(matches!(write, Err(FsError::PermissionDenied { .. })), "{write:?}");
+        assert!(view.shell().is_none());
+    }
+    // Outside a shared entry nothing changes: the generic prefix view.
+    let layer: Arc<dyn Filesystem> = Arc::new(SharedLayer::protected(root));
+    assert!(layer.scoped(&p("alice")).is_none());
+}

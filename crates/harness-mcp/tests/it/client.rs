@@ -286,3 +286,40 @@ async fn server_names_that_collide_after_sanitising_are_refused_loudly() {
     );
     manager.shutdown().await;
 }
+
+/// A number sent as a string (`{"a": "2"}`, common from small models) passes the argument
+/// check, reaches server-everything's `get-sum` as a number, and the result says it was
+/// converted; a string that is no number is still refused before the server sees it.
+#[tokio::test]
+async fn numbers_sent_as_strings_are_converted_and_noted() {
+    let manager = start(
+        &format!("{{\"mcpServers\": {{{}}}}}", everything_server("e", "")),
+        RestartPolicy::default(),
+    )
+    .await;
+    let toolkit = harness_core::Toolkit::new(vec![crate::servers::find(&manager, "mcp__e__get-sum")]).unwrap();
+    let run = |input: serde_json::Value| {
+        let toolkit = &toolkit;
+        async move {
+            let tool = toolkit.prepare("mcp__e__get-sum", &input)?;
+            tool.call(input, &crate::servers::tool_ctx()).await
+        }
+    };
+    let output = run(json!({"a": "2", "b": 3.5})).await.unwrap();
+    let text = output.text_content();
+    assert!(!output.is_error, "{text}");
+    assert!(text.contains("5.5"), "the server added numbers: {text}");
+    assert!(
+        text.contains("`a` was sent as the string \"2\" and passed as the number 2"),
+        "{text}"
+    );
+    // Nothing to convert: no note.
+    let plain = run(json!({"a": 1, "b": 2})).await.unwrap().text_content();
+    assert!(plain.contains('3') && !plain.contains("note:"), "{plain}");
+    let err = run(json!({"a": "two", "b": 3})).await.unwrap_err();
+    assert!(
+        matches!(&err, ToolError::InvalidArguments { message, .. } if message.contains("\"two\" is not one")),
+        "{err}"
+    );
+    manager.shutdown().await;
+}

@@ -22,8 +22,6 @@ use std::time::Duration;
 
 /// The longest sync wait a model may ask for, in seconds.
 pub(crate) const MAX_TIMEOUT_SECONDS: u64 = 600;
-/// The default sync wait, in seconds (`[subagents] default_wait` replaces it).
-pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
 /// The tools' own limit: the longest wait plus a margin to answer.
 const TOOL_LIMIT: Duration = Duration::from_secs(MAX_TIMEOUT_SECONDS + 5);
 
@@ -85,13 +83,14 @@ fn sync_wait(timeout_seconds: Option<u64>, default: Duration) -> Result<Option<D
 /// The limits apply as on every other path.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ForceSync {
-    /// Replaces the model's `timeout_seconds` (0 means the default 30; at most 600).
+    /// Replaces the model's `timeout_seconds` (0 means the default: `[subagents]
+    /// default_wait`, else 30; at most 600).
     pub timeout: Option<Duration>,
 }
 
 impl ForceSync {
     fn wait(self, requested: Option<u64>, configured: Duration) -> Result<Duration, ToolError> {
-        let default = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
+        let default = configured.min(Duration::from_secs(MAX_TIMEOUT_SECONDS));
         Ok(match self.timeout {
             Some(timeout) if timeout.is_zero() => default,
             Some(timeout) => timeout.min(Duration::from_secs(MAX_TIMEOUT_SECONDS)),
@@ -361,26 +360,54 @@ impl TypedTool for AgentSpawn {
                 "`task` is empty: give the subagent a self-contained task (use agent_send to continue a labelled instance)",
             ));
         };
+        let (label, note) = slugged_label(args.label)?;
         let input = serde_json::json!({
             "agent_id": args.agent_id,
             "task": task,
-            "label": args.label,
+            "label": label,
             "timeout_seconds": args.timeout_seconds,
         });
-        self.0
+        let mut output = self
+            .0
             .run(
                 ctx,
                 (Self::NAME, input),
                 &args.agent_id,
                 task,
-                args.label.as_deref(),
+                label.as_deref(),
                 args.timeout_seconds,
             )
-            .await
+            .await?;
+        if let Some(note) = note {
+            output.content.push(harness_core::Block::text(note));
+        }
+        Ok(output)
     }
 
     fn timeout(&self) -> Option<Duration> {
         Some(TOOL_LIMIT)
+    }
+}
+
+/// A label that is no id ([`harness_agents::slug`]) as one, with a note for the result
+/// saying so: the model uses the slug to continue the instance.
+fn slugged_label(label: Option<String>) -> Result<(Option<String>, Option<String>), ToolError> {
+    let Some(label) = label.filter(|label| !label.is_empty()) else {
+        return Ok((None, None));
+    };
+    if harness_agents::valid_id(&label) {
+        return Ok((Some(label), None));
+    }
+    match harness_agents::slug(&label) {
+        Some(slug) => {
+            let note = format!(
+                "note: the label `{label}` was changed to `{slug}` (letters, digits, `-`, `_` and `.` only); use `{slug}` to continue this instance"
+            );
+            Ok((Some(slug), Some(note)))
+        }
+        None => Err(ToolError::failed(format!(
+            "label `{label}` has no letter or digit to make an id of; use letters, digits, `-`, `_` and `.`"
+        ))),
     }
 }
 
@@ -421,6 +448,8 @@ impl TypedTool for AgentSend {
                 }
             }
             (None, Some(label)) => {
+                // The slug a spawn made of the same label (the spawn's note named it).
+                let label = &slugged_label(Some(label.clone()))?.0.unwrap_or_default();
                 let file = store(ctx)?.load().await.map_err(failed)?;
                 let agent_id = file
                     .tasks
@@ -521,7 +550,8 @@ struct OutputArgs {
     task_id: String,
     /// Wait for the task to finish (default true).
     block: Option<bool>,
-    /// How long to wait, in milliseconds (default 30000, max 600000).
+    /// How long to wait, in milliseconds (default: the subagents' default wait, 30000 unless
+    /// configured; max 600000).
     timeout: Option<u64>,
     /// Also show the task's recent events (what the subagent did), newest last.
     events: Option<bool>,
@@ -569,7 +599,15 @@ impl TypedTool for TaskOutput {
     type Args = OutputArgs;
 
     async fn call(&self, args: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let timeout = args.timeout.unwrap_or(30_000);
+        let configured = self
+            .0
+            .runtime
+            .config
+            .default_wait
+            .min(Duration::from_secs(MAX_TIMEOUT_SECONDS));
+        let timeout = args
+            .timeout
+            .unwrap_or_else(|| u64::try_from(configured.as_millis()).unwrap_or(30_000));
         if timeout > MAX_TIMEOUT_SECONDS * 1000 {
             return Err(ToolError::failed(format!(
                 "timeout = {timeout} ms is above the maximum of {} ms",

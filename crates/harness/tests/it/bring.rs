@@ -321,3 +321,182 @@ fn the_subagents_section_takes_aliases_and_a_default_wait() {
     assert_eq!(options.tool_aliases["WebFetch"], "mcp__fetch__fetch");
     assert_eq!(options.model_aliases["sonnet"], "ollama:qwen3");
 }
+
+fn tool_results(request: &ChatRequest) -> Vec<(String, bool)> {
+    request
+        .messages
+        .iter()
+        .filter(|msg| msg.role == Role::Tool)
+        .flat_map(|msg| msg.content.iter())
+        .filter_map(|block| match block {
+            harness_core::Block::ToolResult { content, is_error, .. } => {
+                Some((harness_core::join_text(content), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The three skill-repository layouts of the fixture (`skill-repos/`): a catalogue
+/// repository as the global directory, a curated one and a flat one cloned into the
+/// workspace's `skills/`. Every skill loads (no "skipped" warning), links as the skills write
+/// them resolve (`./`, wrong case, files shared through `../`), and the skill for people only
+/// is neither offered to the model nor loadable by it.
+#[tokio::test]
+async fn skill_repositories_load_in_their_three_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let global = tempfile::tempdir().unwrap();
+    copy_dir(&fixture().join("skill-repos/catalog"), global.path());
+    copy_dir(
+        &fixture().join("skill-repos/curated"),
+        &dir.path().join("skills/curated"),
+    );
+    copy_dir(&fixture().join("skill-repos/flat"), &dir.path().join("skills/flat"));
+    let loads = [
+        ("pdf-forms", "./reference/forms.md", "FORMS-GUIDE"),
+        ("pdf-forms", "Reference/Fields.md", "FIELD-TYPES"),
+        ("pdf-forms", "./skill.md", "# PDF forms"),
+        ("docx", "../shared/ooxml.md", "OOXML-NOTES"),
+        ("xlsx", "../shared/OOXML.md", "OOXML-NOTES"),
+        ("changelog", "../common/style.md", "HOUSE-STYLE"),
+        ("brand-voice", "./examples.md", "EXAMPLES"),
+    ];
+    let mut model = ScriptedModel::new();
+    for (skill, path, _) in loads {
+        model = model.reply_tool_call("load_skill_through_path", json!({"skillId": skill, "path": path}));
+    }
+    let model = model
+        .reply_tool_call(
+            "load_skill_through_path",
+            json!({"skillId": "commit-all", "path": "SKILL.md"}),
+        )
+        .reply_text("done");
+    let config = harness::extensions::ExtensionsConfig {
+        skills: Some(harness_skills::SkillsConfig {
+            global_dir: Some(global.path().to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let extensions = Arc::new(
+        harness::extensions::Extensions::start(config, &harness_mcp::HostEnv::default(), dir.path(), false)
+            .await
+            .unwrap(),
+    );
+    let fs: Arc<dyn harness_fs::Filesystem> = Arc::new(harness_fs::LocalFs::new(dir.path()).unwrap());
+    let workspace = harness_fs::CallWorkspace {
+        user: fs.clone(),
+        layered: fs.clone(),
+        shared: fs.clone(),
+        unfenced: fs,
+    };
+    let set = extensions.skills().unwrap().resolve(&workspace, None).await;
+    assert_eq!(
+        set.names(),
+        ["brand-voice", "changelog", "commit-all", "docx", "pdf-forms", "xlsx"]
+    );
+    let warnings = set.warnings();
+    assert!(
+        warnings
+            .iter()
+            .all(|warning| warning.kind == harness_skills::SkillWarningKind::Note),
+        "no fixture SKILL.md is skipped: {warnings:#?}"
+    );
+    // The two quirks are loaded with a note naming the file: a name from the folder, and a
+    // description with an unquoted colon read line by line.
+    let noted: BTreeSet<&str> = warnings.iter().map(|warning| warning.file.as_str()).collect();
+    assert_eq!(
+        noted,
+        BTreeSet::from(["skills/flat/changelog/SKILL.md", "document-skills/xlsx/SKILL.md"]),
+        "{warnings:#?}"
+    );
+    assert_eq!(
+        set.get("xlsx").unwrap().description,
+        "Spreadsheets: create, edit and analyse them. Use when: a .xlsx, .csv or .tsv file is named"
+    );
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(extensions)
+        .build()
+        .unwrap();
+    agent.call("use the skills", ctx("u1", "s1")).await.unwrap();
+    let requests = model.requests();
+    let catalogue = system_text(&requests[0]);
+    for name in ["pdf-forms", "docx", "xlsx", "changelog", "brand-voice"] {
+        assert!(
+            catalogue.contains(&format!("<name>{name}</name>")),
+            "{name}: {catalogue}"
+        );
+    }
+    assert!(
+        !catalogue.contains("commit-all"),
+        "a skill for people only is not offered: {catalogue}"
+    );
+    for (step, (skill, path, expected)) in loads.iter().enumerate() {
+        let results = tool_results(&requests[step + 1]);
+        let (text, is_error) = results.last().unwrap();
+        assert!(!is_error && text.contains(expected), "{skill} {path}: {text}");
+    }
+    let (text, is_error) = tool_results(requests.last().unwrap()).pop().unwrap();
+    assert!(is_error, "{text}");
+    assert!(text.contains("for people only"), "{text}");
+    assert!(!text.contains("git push"), "{text}");
+}
+
+/// A `label` that is not an id (a small model writes a phrase) is slugged, the spawn runs,
+/// and the result names the slug; `agent_send` with the same phrase reaches that instance.
+#[tokio::test]
+async fn a_label_that_is_no_id_is_slugged_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let declaration = harness::subagents::SubagentDeclaration::new("helper", "d", "CHILD-MARKER helper");
+    let model = ScriptedModel::from_fn(move |request| {
+        if system_text(request).contains("CHILD-MARKER") {
+            return Reply::text("child done");
+        }
+        let results = request.messages.iter().filter(|msg| msg.role == Role::Tool).count();
+        let call = |name: &str, arguments| Reply {
+            tool_calls: vec![ScriptedToolCall {
+                name: name.to_owned(),
+                arguments,
+                id: None,
+            }],
+            ..Reply::default()
+        };
+        match results {
+            0 => call(
+                "agent_spawn",
+                json!({"agent_id": "helper", "task": "t", "label": "Review the auth module"}),
+            ),
+            1 => call(
+                "agent_send",
+                json!({"label": "Review the auth module", "message": "more"}),
+            ),
+            _ => Reply::text("parent done"),
+        }
+    });
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .subagent(declaration)
+        .build()
+        .unwrap();
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let last = model
+        .requests()
+        .into_iter()
+        .filter(|request| !system_text(request).contains("CHILD-MARKER"))
+        .last()
+        .unwrap();
+    let results = tool_results(&last);
+    assert_eq!(results.len(), 2, "{results:?}");
+    let (spawned, is_error) = &results[0];
+    assert!(!is_error, "{spawned}");
+    assert!(spawned.contains("child done"), "{spawned}");
+    assert!(
+        spawned.contains("the label `Review the auth module` was changed to `Review-the-auth-module`"),
+        "{spawned}"
+    );
+    let (sent, is_error) = &results[1];
+    assert!(!is_error && sent.contains("child done"), "{sent}");
+}

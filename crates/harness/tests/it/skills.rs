@@ -460,3 +460,96 @@ async fn a_turn_never_fetches_and_a_broken_repository_does_not_delay_or_fail_it(
     server.abort();
     let _ = server.await;
 }
+
+/// A skill's paths may climb with `..` inside the skill's repository (its layer's root: here
+/// the workspace's `skills/`), never out of it, and a symlink that leads out is refused even
+/// when it points inside the workspace. A name matching two entries case-insensitively is
+/// refused as ambiguous rather than guessed.
+#[tokio::test]
+async fn skill_paths_cannot_leave_the_repository_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let skills = dir.path().join("skills");
+    skill(&skills, "pdf", "Use for PDFs");
+    std::fs::write(dir.path().join("secret.md"), "WORKSPACE-SECRET").unwrap();
+    std::fs::write(outside.path().join("host.md"), "HOST-SECRET").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret.md"), skills.join("pdf/inside.md")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("host.md"), skills.join("pdf/host.md")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), skills.join("pdf/up")).unwrap();
+    std::fs::write(skills.join("pdf/Notes.md"), "one").unwrap();
+    std::fs::write(skills.join("pdf/notes.md"), "two").unwrap();
+    let attempts = [
+        ("../../secret.md", "leads out of the skill's repository"),
+        ("../../../../../../etc/passwd", "leads out of the skill's repository"),
+        ("/etc/passwd", "not a path relative"),
+        ("inside.md", ""),
+        ("host.md", ""),
+        ("up/secret.md", ""),
+        ("NOTES.md", "names differing only in case"),
+    ];
+    let mut model = ScriptedModel::new();
+    for (path, _) in attempts {
+        model = model.reply_tool_call("load_skill_through_path", json!({"skillId": "pdf", "path": path}));
+    }
+    let model = model.reply_text("done");
+    let ext = extensions(dir.path(), Default::default()).await;
+    let agent = builder()
+        .workspace(dir.path())
+        .model(model.clone())
+        .extensions(ext)
+        .build()
+        .unwrap();
+    agent.call("escape", ctx("alice", "s1")).await.unwrap();
+    let requests = model.requests();
+    for (step, (path, expected)) in attempts.iter().enumerate() {
+        let (text, is_error) = tool_result(&requests[step + 1]);
+        assert!(is_error, "{path}: {text}");
+        assert!(!text.contains("SECRET"), "{path}: {text}");
+        assert!(text.contains(expected), "{path}: {text}");
+    }
+}
+
+/// With a relative workspace directory (`--workspace ./ws`), a skill's `<files-root>` is
+/// still the one a shell in the workspace reaches, at every level of a nested layout, and
+/// `load_skill` finds its files.
+#[tokio::test]
+async fn a_relative_workspace_gives_shell_paths_that_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("skills/repo/skills/.curated");
+    skill(&nested, "pdf", "Use for PDFs");
+    std::fs::create_dir_all(nested.join("pdf/scripts")).unwrap();
+    std::fs::write(nested.join("pdf/scripts/run.sh"), "#!/bin/sh\n").unwrap();
+    // The same directory, written relative to the current directory.
+    let cwd = std::env::current_dir().unwrap();
+    let mut relative = std::path::PathBuf::new();
+    for _ in cwd.components().skip(1) {
+        relative.push("..");
+    }
+    relative.push(dir.path().strip_prefix("/").unwrap());
+    assert!(relative.is_relative());
+    let config = ExtensionsConfig {
+        skills: Some(Default::default()),
+        ..ExtensionsConfig::default()
+    };
+    let ext = Extensions::start(config, &HostEnv::default(), &relative, true)
+        .await
+        .unwrap();
+    let skills = ext.skills().unwrap();
+    let fs: Arc<dyn harness_fs::Filesystem> = Arc::new(harness_fs::LocalFs::new(&relative).unwrap());
+    let workspace = harness_fs::CallWorkspace {
+        user: fs.clone(),
+        layered: fs.clone(),
+        shared: fs.clone(),
+        unfenced: fs,
+    };
+    let set = skills.resolve(&workspace, None).await;
+    let root = set.get("pdf").unwrap().files_root.clone().unwrap();
+    assert!(root.is_absolute(), "{}", root.display());
+    assert!(root.join("scripts/run.sh").is_file(), "{}", root.display());
+    // The catalogue names it from the shell's working directory (the workspace).
+    let catalogue = set.catalogue_for(skills.host_root(), Some(&harness_fs::WsPath::root()));
+    assert!(
+        catalogue.contains("<files-root>skills/repo/skills/.curated/pdf</files-root>"),
+        "{catalogue}"
+    );
+}
