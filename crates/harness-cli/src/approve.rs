@@ -207,6 +207,7 @@ pub(crate) async fn read_pending(args: &AgentArgs, ctx: &RuntimeContext) -> anyh
     let loaded = harness::WorkspaceLoader::new(&workspace.dir, &env)
         .register(harness_serve::SECTION)
         .register(harness_ops::SECTION)
+        .register(harness_ops::RETENTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .extensions(false)

@@ -73,7 +73,7 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     };
     report.push(Check::ok("workspace", dir.display().to_string()));
-    let sections = harness_serve::sections().with(harness_ops::SECTION);
+    let sections = harness_serve::sections().with(harness_ops::SECTION).with(harness_ops::RETENTION);
     let config = match HarnessConfig::load_with(&dir, &sections) {
         Ok(config) => {
             let file = dir.join(harness::CONFIG_FILE);
@@ -144,6 +144,7 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let loaded = WorkspaceLoader::new(&dir, &env)
         .register(harness_serve::SECTION)
         .register(harness_ops::SECTION)
+        .register(harness_ops::RETENTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .host_env(harness_mcp::HostEnv::from_vars(std::env::vars()))
