@@ -73,7 +73,9 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     };
     report.push(Check::ok("workspace", dir.display().to_string()));
-    let sections = harness_serve::sections().with(harness_ops::SECTION).with(harness_ops::RETENTION);
+    let sections = harness_serve::sections()
+        .with(harness_ops::SECTION)
+        .with(harness_ops::RETENTION);
     let config = match HarnessConfig::load_with(&dir, &sections) {
         Ok(config) => {
             let file = dir.join(harness::CONFIG_FILE);

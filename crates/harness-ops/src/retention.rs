@@ -22,7 +22,9 @@
 use harness::capability::{ConfigSection, Registration};
 use harness::session::{SessionIndex, index_path};
 use harness::subagents::{TaskFile, TaskStatus};
-use harness_core::{AgentId, CancellationToken, LeaseError, LeaseGuard, LeaseKey, SessionId, SessionLease, StateStore, UserId};
+use harness_core::{
+    AgentId, CancellationToken, LeaseError, LeaseGuard, LeaseKey, SessionId, SessionLease, StateStore, UserId,
+};
 use harness_fs::{CallScope, Filesystem, FsError, IsolationScope, Namespaced, WriteMode, WsPath};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -317,13 +319,7 @@ impl Maintenance {
                 Arc::new(harness_store::FileLease::new(dir.join(".harness").join("locks"))),
             ),
         };
-        let mut maintenance = Self::new(
-            fs,
-            state,
-            lease,
-            config.agent.isolation.unwrap_or_default(),
-            retention,
-        );
+        let mut maintenance = Self::new(fs, state, lease, config.agent.isolation.unwrap_or_default(), retention);
         if let Ok(Some(eviction)) = config.section::<harness::eviction::EvictionSection>()
             && let Ok(evicted) = WsPath::parse(&eviction.config.dir)
         {
@@ -541,7 +537,8 @@ impl Maintenance {
                     continue; // no transcript names it: its age is unknown
                 };
                 let goes = sessions.iter().all(|s| {
-                    removed_sessions.contains(s) || due.iter().any(|d| d.scope.session().as_str() == s && d.tool_results)
+                    removed_sessions.contains(s)
+                        || due.iter().any(|d| d.scope.session().as_str() == s && d.tool_results)
                 });
                 if !goes {
                     continue;
@@ -561,10 +558,13 @@ impl Maintenance {
                 let key = d.scope.state_key();
                 let key_text = key.display();
                 if !dry_run {
-                    self.state.delete(&key).await.map_err(|source| MaintenanceError::State {
-                        key: key_text.clone(),
-                        source,
-                    })?;
+                    self.state
+                        .delete(&key)
+                        .await
+                        .map_err(|source| MaintenanceError::State {
+                            key: key_text.clone(),
+                            source,
+                        })?;
                     tracing::info!(target: "harness::maintenance", kind = "state", path = %key_text, reason = %reason, "deleted");
                 }
                 report.removed.push(Removal {
@@ -602,7 +602,8 @@ impl Maintenance {
             } else if d.offloads {
                 let path = d.scope.compacted_dir();
                 if exists(ns.fs.as_ref(), &path).await {
-                    self.delete(ns, &path, "offloads", reason.clone(), dry_run, report).await?;
+                    self.delete(ns, &path, "offloads", reason.clone(), dry_run, report)
+                        .await?;
                 }
             }
         }
