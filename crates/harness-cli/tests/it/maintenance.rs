@@ -460,3 +460,75 @@ fn serve_runs_maintenance_on_one_replica_under_the_leader_lease() {
     }
     assert!(a == 0 || b == 0, "both replicas ran maintenance: {a} and {b}");
 }
+
+/// `harness init`'s commented `[retention]` block, uncommented, is what maintenance applies.
+#[test]
+fn the_init_templates_retention_block_uncommented_applies() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let output = harness().arg("init").arg(&ws).output().unwrap();
+    assert!(output.status.success(), "{:?}", text(&output));
+    let template = std::fs::read_to_string(ws.join("harness.toml")).unwrap();
+    let mut inside = false;
+    let mut uncommented = String::new();
+    for line in template.lines() {
+        if line == "# [retention]" {
+            inside = true;
+        } else if line.trim().is_empty() {
+            inside = false;
+        }
+        let line = if inside { line.trim_start_matches("# ") } else { line };
+        uncommented.push_str(line);
+        uncommented.push('\n');
+    }
+    assert!(
+        uncommented.contains("\n[retention]\nsessions = \"90d\""),
+        "{uncommented}"
+    );
+    std::fs::write(ws.join("harness.toml"), uncommented).unwrap();
+    let output = harness()
+        .args(["maintenance", "--dry-run", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("would remove 0 item(s)"), "{stdout}");
+}
+
+/// `harness doctor`'s disk line counts what is past `[retention]` (a dry run) and warns until
+/// maintenance removed it.
+#[test]
+fn doctor_measures_disk_use_against_retention() {
+    let setup = Setup::new(Backend::File, RETENTION);
+    let fs = setup.fs();
+    write(fs.as_ref(), "default/memory/2020-01-01.md", b"- merged fact\n");
+    write(
+        fs.as_ref(),
+        "default/memory/.consolidation_state",
+        br#"{"v":1,"files":{"2020-01-01.md":1}}"#,
+    );
+    let doctor = || {
+        let output = setup.command(&["doctor", "--model", "openai:fake"]).output().unwrap();
+        (output.status.code(), text(&output).0)
+    };
+    let (code, out) = doctor();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("warn  disk: ")
+            && out.contains("1 item(s) past [retention] (sessions 30d, offloads 7d, daily_logs 30d)"),
+        "{out}"
+    );
+    assert!(out.contains("fix: run `harness maintenance`"), "{out}");
+    assert!(
+        exists(fs.as_ref(), "default/memory/2020-01-01.md"),
+        "the doctor deletes nothing"
+    );
+    setup.maintenance(&[]);
+    let (code, out) = doctor();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("ok    disk: ") && out.contains("nothing past [retention]"),
+        "{out}"
+    );
+}
