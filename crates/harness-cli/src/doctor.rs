@@ -73,7 +73,9 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     };
     report.push(Check::ok("workspace", dir.display().to_string()));
-    let sections = harness_serve::sections().with(harness_ops::SECTION);
+    let sections = harness_serve::sections()
+        .with(harness_ops::SECTION)
+        .with(harness_ops::RETENTION);
     let config = match HarnessConfig::load_with(&dir, &sections) {
         Ok(config) => {
             let file = dir.join(harness::CONFIG_FILE);
@@ -144,6 +146,7 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let loaded = WorkspaceLoader::new(&dir, &env)
         .register(harness_serve::SECTION)
         .register(harness_ops::SECTION)
+        .register(harness_ops::RETENTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .host_env(harness_mcp::HostEnv::from_vars(std::env::vars()))
@@ -209,17 +212,55 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     #[allow(clippy::cast_precision_loss)] // a display value
     let mib = bytes as f64 / (1024.0 * 1024.0);
     let detail = format!("{mib:.1} MiB in {files} files");
-    if config.capability_section("retention").is_none() && bytes > 1024 * 1024 * 1024 {
-        report.push(Check::warn(
-            "disk",
-            format!("{detail}; nothing is ever deleted"),
-            "name what may be deleted in [retention] and run `harness maintenance`",
-        ));
-    } else {
-        report.push(Check::ok("disk", detail));
-    }
+    report.push(disk(&dir, &config, detail, bytes).await);
     print!("{}", report.render());
     Ok(ExitCode::from(report.exit_code()))
+}
+
+/// Disk use against `[retention]`: what a maintenance run would remove now (a dry run).
+async fn disk(dir: &std::path::Path, config: &HarnessConfig, detail: String, bytes: u64) -> Check {
+    let retention = match config.section::<harness_ops::RetentionSection>() {
+        Ok(section) => section.unwrap_or_default(),
+        Err(err) => return Check::fail("disk", err.to_string(), "correct [retention] in harness.toml"),
+    };
+    if !retention.names_anything() {
+        return if bytes > 1024 * 1024 * 1024 {
+            Check::warn(
+                "disk",
+                format!("{detail}; nothing is ever deleted"),
+                "name what may be deleted in [retention] and run `harness maintenance`",
+            )
+        } else {
+            Check::ok(
+                "disk",
+                format!("{detail}; [retention] names nothing, so nothing is deleted"),
+            )
+        };
+    }
+    let described = retention.describe();
+    let dry = match harness_ops::Maintenance::open(dir, config).await {
+        Ok(maintenance) => {
+            maintenance
+                .run(&harness_ops::Target::default(), true, jiff::Timestamp::now())
+                .await
+        }
+        Err(err) => Err(err),
+    };
+    match dry {
+        Ok(dry) if dry.removed.is_empty() => {
+            Check::ok("disk", format!("{detail}; nothing past [retention] ({described})"))
+        }
+        Ok(dry) => Check::warn(
+            "disk",
+            format!("{detail}; {} item(s) past [retention] ({described})", dry.removed.len()),
+            "run `harness maintenance` (`harness maintenance --dry-run` lists them; `harness serve` runs it every interval)",
+        ),
+        Err(err) => Check::fail(
+            "disk",
+            harness_core::error_chain(&err),
+            "fix what the message names, then run `harness maintenance --dry-run`",
+        ),
+    }
 }
 
 /// One short model call.

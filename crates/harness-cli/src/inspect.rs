@@ -271,6 +271,7 @@ async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Opti
     let loaded = WorkspaceLoader::new(&workspace.dir, &env)
         .register(harness_serve::SECTION)
         .register(harness_ops::SECTION)
+        .register(harness_ops::RETENTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(crate::progress::retry_observer()))

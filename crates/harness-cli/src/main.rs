@@ -13,6 +13,7 @@ mod demo;
 mod doctor;
 mod input;
 mod inspect;
+mod maintenance;
 mod output;
 mod progress;
 mod sandbox_cmd;
@@ -121,6 +122,11 @@ enum Command {
     /// Check the host, services and this workspace's configuration: one line per check
     /// (ok / warn / fail with the fix); exit 0 all ok, 1 a warning, 2 a failure.
     Doctor(doctor::DoctorArgs),
+    /// Apply [retention] now: delete idle sessions, consolidated daily logs, evicted tool
+    /// results and compaction offloads as harness.toml names them (never a live session or
+    /// task), printing each removal; --dry-run only prints. `harness serve` runs it on
+    /// [retention] interval, on one replica at a time.
+    Maintenance(maintenance::MaintenanceArgs),
     /// Decide the calls a turn waits for (approve, or --deny) and run the rest of the turn.
     ///
     /// The model is the one the waiting turn used (recorded with it); --model overrides it.
@@ -220,6 +226,7 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
     let loaded = WorkspaceLoader::new(&workspace.dir, &env)
         .register(harness_serve::SECTION)
         .register(harness_ops::SECTION)
+        .register(harness_ops::RETENTION)
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(progress::retry_observer()))
@@ -680,6 +687,7 @@ fn main() -> ExitCode {
             Command::Tools(args) => tools_cmd::tools(args).await,
             Command::Sandbox { command } => sandbox_cmd::sandbox(command).await,
             Command::Demo { workspace } => demo::demo(workspace).await,
+            Command::Maintenance(args) => maintenance::maintenance(args).await,
             Command::Doctor(_) => Ok(()),
         }
     });

@@ -96,13 +96,57 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
     // What the isolation scope still shares, in one line.
     eprintln!("sharing: {}", gateway.sharing_notice());
     let _handling = interrupts.handling();
-    gateway
+    let maintenance = schedule_maintenance(&root, &config).await?;
+    let served = gateway
         .serve(listener, async {
             stop_signal().await;
             eprintln!("shutting down: finishing running turns (Ctrl-C again to quit at once)");
         })
         .await
-        .map_err(|err| anyhow::anyhow!(harness_core::error_chain(&err)))
+        .map_err(|err| anyhow::anyhow!(harness_core::error_chain(&err)));
+    if let Some((stop, task)) = maintenance {
+        stop.cancel();
+        let _ = task.await;
+    }
+    served
+}
+
+/// `[retention]` naming anything: maintenance every `interval` on the replica that holds the
+/// leader lease (the session leases' backend), each run summarised on stderr.
+async fn schedule_maintenance(
+    root: &std::path::Path,
+    config: &harness::HarnessConfig,
+) -> anyhow::Result<Option<(harness_core::CancellationToken, tokio::task::JoinHandle<()>)>> {
+    let maintenance = harness_ops::Maintenance::open(root, config)
+        .await
+        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+    if !maintenance.retention().names_anything() {
+        return Ok(None);
+    }
+    let interval = maintenance.retention().interval();
+    eprintln!(
+        "maintenance: every {} on the replica holding the maintenance lease ({})",
+        harness_memory::format_duration(interval),
+        maintenance.retention().describe()
+    );
+    let stop = harness_core::CancellationToken::new();
+    let shutdown = stop.clone();
+    let task = tokio::spawn(async move {
+        maintenance
+            .run_scheduled(interval, shutdown, |result| match result {
+                Ok(report) => eprintln!(
+                    "maintenance: removed {} item(s), kept {} due item(s)",
+                    report.removed.len(),
+                    report.kept.len()
+                ),
+                Err(err) => eprintln!(
+                    "maintenance: failed: {}",
+                    harness_core::redact::redact(&harness_core::error_chain(err))
+                ),
+            })
+            .await;
+    });
+    Ok(Some((stop, task)))
 }
 
 /// SIGTERM or Ctrl-C.

@@ -33,8 +33,13 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
         .workspace
         .clone()
         .unwrap_or_else(|| PathBuf::from(harness::DEFAULT_WORKSPACE));
-    let config = HarnessConfig::load_with(&dir, &harness_serve::sections().with(harness_ops::SECTION))
-        .map_err(|err| crate::usage(err.to_string()))?;
+    let config = HarnessConfig::load_with(
+        &dir,
+        &harness_serve::sections()
+            .with(harness_ops::SECTION)
+            .with(harness_ops::RETENTION),
+    )
+    .map_err(|err| crate::usage(err.to_string()))?;
     let name = args
         .agent
         .clone()
@@ -54,6 +59,7 @@ pub(crate) async fn tools(args: ToolsArgs) -> anyhow::Result<()> {
     let extensions = harness::WorkspaceLoader::new(&dir, &env)
         .register(harness_serve::SECTION)
         .register(harness_ops::SECTION)
+        .register(harness_ops::RETENTION)
         .host_env(HostEnv::from_vars(std::env::vars()))
         .start_extensions(&config, shell)
         .await

@@ -292,6 +292,41 @@ pub(crate) async fn run(
     })
 }
 
+/// The daily logs of a namespace that consolidation has merged into `MEMORY.md` completely
+/// (every line at or below the watermark), with their dates, oldest first. Retention deletes
+/// only these: a log with entries still pending is kept whatever its age.
+///
+/// # Errors
+/// [`FsError`] other than not-found when the directory, a log or the watermark cannot be read.
+pub async fn merged_daily_logs(fs: &dyn Filesystem) -> Result<Vec<(jiff::civil::Date, harness_fs::WsPath)>, FsError> {
+    let state = match fs.read(&path(CONSOLIDATION_STATE)).await {
+        Ok(bytes) => Watermark::parse(&String::from_utf8_lossy(&bytes)),
+        Err(FsError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let entries = match fs.list(&path(MEMORY_DIR)).await {
+        Ok(entries) => entries,
+        Err(FsError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let mut merged = Vec::new();
+    for entry in entries.into_iter().filter(|e| !e.is_dir) {
+        let name = entry.path.file_name().to_owned();
+        let Some(date) = daily_log_date(&name) else { continue };
+        let bytes = match fs.read(&entry.path).await {
+            Ok(bytes) => bytes,
+            Err(FsError::NotFound { .. }) => continue,
+            Err(err) => return Err(err),
+        };
+        let total = String::from_utf8_lossy(&bytes).lines().count();
+        if state.merged_lines(&name, date, total) >= total {
+            merged.push((date, entry.path));
+        }
+    }
+    merged.sort();
+    Ok(merged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

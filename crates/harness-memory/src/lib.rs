@@ -90,7 +90,7 @@ mod tools;
 mod transcript;
 
 pub use config::{DEFAULT_MAX_MEMORY_TOKENS, IndexConfig, MemoryConfig, MemoryMode, format_duration, parse_duration};
-pub use consolidation::ConsolidationOutcome;
+pub use consolidation::{ConsolidationOutcome, merged_daily_logs};
 pub use error::MemoryError;
 pub use extraction::FlushOutcome;
 pub use history::{HISTORY_DIR, HISTORY_KEEP, REMOVAL_NOTE};

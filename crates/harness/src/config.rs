@@ -422,6 +422,15 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # [tool_result_eviction]
 # enabled = true
 # max_chars = 80000
+
+# What `harness maintenance` (and `harness serve`, every interval, on one replica) may delete,
+# by time idle as the session index records it. A kind left out is never deleted.
+# [retention]
+# sessions = "90d"       # idle sessions: transcript, state, index entry, offloads, task records
+# offloads = "30d"       # compaction offloads of sessions idle this long
+# tool_results = "30d"   # evicted large tool results whose sessions are all idle this long
+# daily_logs = "180d"    # memory/YYYY-MM-DD.md older than this, once consolidated into MEMORY.md
+# interval = "1h"
 "#;
 
 #[cfg(test)]

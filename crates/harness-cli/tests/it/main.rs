@@ -7,6 +7,7 @@ mod cli;
 mod compat;
 mod doctor;
 mod json_events;
+mod maintenance;
 mod memory_cli;
 mod memory_screen;
 mod models;
