@@ -10,8 +10,12 @@
 //!   the current head (its marker says so) or no snapshot exists;
 //! - **snapshot**: a new instance whose work tree is stale or empty while a head exists: the
 //!   tree is cleared and the head chain imported;
-//! - **cold**: no head and an empty tree: the caller's workspace spec is materialised (the
-//!   projection), as for every new instance.
+//! - **cold**: no head and an empty tree: the instance starts from the projection alone.
+//!
+//! Every new instance (stopped, snapshot, cold; never warm) then gets the projection
+//! ([`SnapshottingManager::with_projection`]): workspace files written through the sandbox's
+//! work-tree filesystem after any import. Retention runs after each persist, by the holder
+//! of the scope key's lease.
 //!
 //! The import runs **inside** the sandbox: the init binary's `unpack` mode, as the sandbox
 //! uid under its Landlock rules and seccomp filter, reads the plan and the archive (fetched and
@@ -245,6 +249,8 @@ pub struct SnapshottingManager {
     /// The instance each key was last bound to in this process (warm detection), and the
     /// network it was bound with (to bind it again for a persist on eviction).
     seen: Mutex<HashMap<ScopeKey, (String, Network)>>,
+    /// Workspace files written into every new instance's tree (after a restore, so they win).
+    projection: Vec<(harness_fs::WsPath, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for SnapshottingManager {
@@ -264,7 +270,32 @@ impl SnapshottingManager {
             snapshots,
             policy,
             seen: Mutex::new(HashMap::new()),
+            projection: Vec::new(),
         }
+    }
+
+    /// Files projected into every **new** instance (the stopped, snapshot and cold branches;
+    /// a warm instance keeps what it has): written through the sandbox's work-tree
+    /// filesystem after any import, so the workspace's current version replaces a restored
+    /// one.
+    #[must_use]
+    pub fn with_projection(mut self, files: Vec<(harness_fs::WsPath, Vec<u8>)>) -> Self {
+        self.projection = files;
+        self
+    }
+
+    async fn project(&self, bound: &BoundSandbox) -> Result<(), SandboxError> {
+        let filesystem = bound.sandbox().filesystem();
+        for (path, bytes) in &self.projection {
+            filesystem
+                .write(path, bytes, harness_fs::WriteMode::Overwrite)
+                .await
+                .map_err(|err| SandboxError::Io {
+                    operation: "project workspace file",
+                    source: std::io::Error::other(err),
+                })?;
+        }
+        Ok(())
     }
 
     /// The wrapped manager.
@@ -337,6 +368,7 @@ impl SnapshottingManager {
             restore_in_sandbox(bound.sandbox().as_ref(), &restore, present).await?;
             write_marker(&work_tree, &restore.head.chain)?;
         }
+        self.project(&bound).await?;
         Ok(Acquired { bound, branch })
     }
 

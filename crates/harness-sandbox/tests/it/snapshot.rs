@@ -407,3 +407,35 @@ async fn a_restore_larger_than_the_send_window_streams_through_the_init() {
     drop(on_b);
     b.manager.evict_idle().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_projection_is_applied_to_every_new_instance_and_only_to_new_ones() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let mut a = replica(&scratch, "replica-a", &lease, &states);
+    let path = harness_fs::WsPath::parse("AGENTS.md").unwrap();
+    a.manager = a.manager.with_projection(vec![(path, b"projected v1\n".to_vec())]);
+    let cancel = CancellationToken::new();
+    let key = key();
+    let cold = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    assert_eq!(cold.branch, RestoreBranch::Cold);
+    assert_eq!(sh(&cold, "cat AGENTS.md").await, "projected v1\n");
+    // The agent edits it; a warm reuse keeps the edit.
+    sh(&cold, "echo edited > AGENTS.md").await;
+    a.manager.release(cold.bound).await.unwrap();
+    let warm = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    assert_eq!(warm.branch, RestoreBranch::Warm);
+    assert_eq!(sh(&warm, "cat AGENTS.md").await, "edited\n");
+    a.manager.release(warm.bound).await.unwrap();
+    a.manager.evict_idle().await.unwrap();
+    // A new instance (here: restored from its snapshot on B) gets the projection again.
+    let mut b = replica(&scratch, "replica-b", &lease, &states);
+    let path = harness_fs::WsPath::parse("AGENTS.md").unwrap();
+    b.manager = b.manager.with_projection(vec![(path, b"projected v2\n".to_vec())]);
+    let fresh = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    assert_eq!(fresh.branch, RestoreBranch::Snapshot);
+    assert_eq!(sh(&fresh, "cat AGENTS.md").await, "projected v2\n");
+    drop(fresh);
+    b.manager.evict_idle().await.unwrap();
+}
