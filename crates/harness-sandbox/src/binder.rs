@@ -6,10 +6,10 @@ use crate::manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 use crate::provider::{Network, SandboxError, SandboxProvider};
 use crate::section::SandboxSection;
 use crate::snapshot::{PersistPolicy, SnapshottingManager};
-use harness_snapshot::Snapshots;
 use async_trait::async_trait;
 use harness_core::{AgentError, AgentNext, CancellationToken, Hooks, Middleware, SessionLease, Turn};
 use harness_fs::{CallScope, CallShell, CallWorkTree, Shell};
+use harness_snapshot::Snapshots;
 use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// The lifecycle behind a binder: plain (the work tree stays on this host) or with snapshots.
 enum Lifecycle {
     Plain(SandboxManager),
-    Snapshotting(SnapshottingManager),
+    Snapshotting(Box<SnapshottingManager>),
 }
 
 /// Binds the sandbox of each call's scope key. One per agent (its children share it).
@@ -71,7 +71,9 @@ impl CallBinder {
     #[must_use]
     pub fn with_snapshots(mut self, snapshots: Snapshots, policy: PersistPolicy) -> Self {
         self.manager = match self.manager {
-            Lifecycle::Plain(manager) => Lifecycle::Snapshotting(SnapshottingManager::new(manager, snapshots, policy)),
+            Lifecycle::Plain(manager) => {
+                Lifecycle::Snapshotting(Box::new(SnapshottingManager::new(manager, snapshots, policy)))
+            }
             Lifecycle::Snapshotting(managed) => Lifecycle::Snapshotting(managed),
         };
         self
@@ -103,7 +105,9 @@ impl CallBinder {
                 match self.start().await {
                     Ok(0) => {}
                     Ok(reclaimed) => tracing::info!(reclaimed, "sandbox instances of an earlier process reclaimed"),
-                    Err(err) => tracing::warn!(error = %harness_core::error_chain(&err), "reclaiming orphan sandboxes failed"),
+                    Err(err) => {
+                        tracing::warn!(error = %harness_core::error_chain(&err), "reclaiming orphan sandboxes failed")
+                    }
                 }
             })
             .await;

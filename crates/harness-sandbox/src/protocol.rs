@@ -140,12 +140,8 @@ impl Decoder {
         if buffer.len() < 4 + len {
             return Ok(None);
         }
-        let kind = Kind::from_byte(buffer[4]).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unknown frame kind {}", buffer[4]),
-            )
-        })?;
+        let kind = Kind::from_byte(buffer[4])
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("unknown frame kind {}", buffer[4])))?;
         let mut id = [0u8; 8];
         id.copy_from_slice(&buffer[5..13]);
         let payload = buffer[13..4 + len].to_vec();
@@ -280,6 +276,25 @@ mod tests {
                 signal: None
             }
         );
+    }
+
+    #[test]
+    fn a_burst_of_frames_and_a_frame_cut_across_pushes_decode_in_order() {
+        let frames: Vec<Frame> = (0..1000u64)
+            .map(|id| Frame::new(Kind::Stdin, id, vec![u8::try_from(id % 251).unwrap(); 100]))
+            .collect();
+        let wire: Vec<u8> = frames.iter().flat_map(Frame::encode).collect();
+        let (first, rest) = wire.split_at(wire.len() / 2 + 3);
+        let mut decoder = Decoder::default();
+        let mut seen = Vec::new();
+        for part in [first, rest] {
+            decoder.push(part);
+            while let Some(frame) = decoder.next_frame().unwrap() {
+                seen.push(frame);
+            }
+        }
+        assert_eq!(seen, frames);
+        assert!(decoder.is_empty());
     }
 
     #[test]

@@ -247,12 +247,14 @@ impl<'a> WorkspaceLoader<'a> {
             builder = builder.setting(crate::sandbox::SandboxProviderSetting(provider));
             if section.snapshots.is_some() {
                 let heads = match &config.state {
-                    Some(state) => crate::state::open_kv(state, "sandbox")
-                        .await
-                        .map_err(|source| ConfigError::State {
-                            path: file.clone(),
-                            source,
-                        })?,
+                    Some(state) => {
+                        crate::state::open_kv(state, "sandbox")
+                            .await
+                            .map_err(|source| ConfigError::State {
+                                path: file.clone(),
+                                source,
+                            })?
+                    }
                     None => None,
                 };
                 let heads = heads.ok_or_else(|| refuse(crate::sandbox::SNAPSHOTS_NEED_STATE.to_owned()))?;

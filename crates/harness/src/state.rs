@@ -150,6 +150,7 @@ pub async fn open(config: &StateConfig) -> Result<Option<StateBackend>, StateBac
 ///
 /// # Errors
 /// As [`open`].
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(unused_variables))]
 pub async fn open_kv(
     config: &StateConfig,
     namespace: &str,

@@ -367,7 +367,10 @@ fn a_session_continued_on_another_replica_finds_its_work_tree_restored() {
     assert!(results.contains("tool-ok\nhéllo\nown-uid"), "{results}\n{stderr}");
 
     // Back on A: its tree on disk is the old head; B's change is imported over it.
-    let model = script(dir.path(), &replies(vec![execute("a2", "cat b.txt && .local/bin/mytool")]));
+    let model = script(
+        dir.path(),
+        &replies(vec![execute("a2", "cat b.txt && .local/bin/mytool")]),
+    );
     let (code, stdout, stderr) = run(&a, &model, "alice");
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     let results = tool_results(&stdout);

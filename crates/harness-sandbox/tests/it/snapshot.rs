@@ -46,7 +46,12 @@ fn replica_on(
     policy: PersistPolicy,
 ) -> Replica {
     let provider = Arc::new(NamespaceProvider::new(config(scratch)));
-    let manager = SandboxManager::new(provider, lease.clone(), instances.clone(), format!("snapshot-test-{name}"));
+    let manager = SandboxManager::new(
+        provider,
+        lease.clone(),
+        instances.clone(),
+        format!("snapshot-test-{name}"),
+    );
     let objects = StoreConfig::Local {
         dir: scratch.join("objects"),
     }
@@ -306,19 +311,45 @@ async fn a_warm_instance_whose_tree_another_replica_moved_on_is_restored_not_reu
     let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
     let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
     let own = |_: ()| -> Arc<dyn KvStore> { Arc::new(InMemoryKv::default()) };
-    let a = replica_on(&scratch, "replica-a", &lease, &own(()), &states, PersistPolicy::default());
-    let b = replica_on(&scratch, "replica-b", &lease, &own(()), &states, PersistPolicy::default());
+    let a = replica_on(
+        &scratch,
+        "replica-a",
+        &lease,
+        &own(()),
+        &states,
+        PersistPolicy::default(),
+    );
+    let b = replica_on(
+        &scratch,
+        "replica-b",
+        &lease,
+        &own(()),
+        &states,
+        PersistPolicy::default(),
+    );
     let cancel = CancellationToken::new();
     let key = key();
-    let first = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     sh(&first, "echo a1 > a.txt").await;
     a.manager.release(first.bound).await.unwrap();
     // A keeps its instance warm; B continues the key and moves the head.
-    let on_b = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(on_b.branch, RestoreBranch::Snapshot);
     sh(&on_b, "echo b1 > b.txt && rm a.txt").await;
     b.manager.release(on_b.bound).await.unwrap();
-    let back = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let back = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(back.branch, RestoreBranch::Snapshot, "a stale warm instance was reused");
     assert_eq!(sh(&back, "ls").await, "b.txt\n");
     drop(back);
@@ -340,13 +371,27 @@ async fn persist_on_eviction_saves_what_release_did_not() {
     let cancel = CancellationToken::new();
     let key = key();
     let scope = harness_snapshot::scope_name(key.as_str());
-    let first = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     sh(&first, "echo kept > evicted.txt").await;
     assert_eq!(a.manager.release(first.bound).await.unwrap(), None);
-    assert!(a.manager.snapshots().heads().get(&scope).await.unwrap().0.is_none(), "release persisted");
+    assert!(
+        a.manager.snapshots().heads().get(&scope).await.unwrap().0.is_none(),
+        "release persisted"
+    );
     a.manager.evict_idle().await.unwrap();
-    assert!(a.manager.snapshots().heads().get(&scope).await.unwrap().0.is_some(), "eviction did not persist");
-    let on_b = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    assert!(
+        a.manager.snapshots().heads().get(&scope).await.unwrap().0.is_some(),
+        "eviction did not persist"
+    );
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(on_b.branch, RestoreBranch::Snapshot);
     assert_eq!(sh(&on_b, "cat evicted.txt").await, "kept\n");
     drop(on_b);
@@ -362,10 +407,18 @@ async fn eviction_skips_a_key_another_replica_holds() {
     let b = replica(&scratch, "replica-b", &lease, &states);
     let cancel = CancellationToken::new();
     let key = key();
-    let first = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     sh(&first, "echo one > one.txt").await;
     a.manager.release(first.bound).await.unwrap();
-    let holder = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    let holder = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     // A's idle instance cannot be persisted while B holds the key: eviction still ends.
     tokio::time::timeout(
         Duration::from_secs(60),
@@ -388,7 +441,11 @@ async fn a_restore_larger_than_the_send_window_streams_through_the_init() {
     let b = replica(&scratch, "replica-b", &lease, &states);
     let cancel = CancellationToken::new();
     let key = key();
-    let first = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     // 40 MiB that zstd cannot shrink: the archive is well past the 16 MiB window.
     let digest = sh(
         &first,
@@ -401,7 +458,11 @@ async fn a_restore_larger_than_the_send_window_streams_through_the_init() {
     };
     assert!(manifest.archive.bytes > 32 << 20, "{}", manifest.archive.bytes);
     a.manager.evict_idle().await.unwrap();
-    let on_b = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(on_b.branch, RestoreBranch::Snapshot);
     assert_eq!(sh(&on_b, "sha256sum big.bin | cut -d' ' -f1").await, digest);
     drop(on_b);
@@ -418,13 +479,21 @@ async fn the_projection_is_applied_to_every_new_instance_and_only_to_new_ones() 
     a.manager = a.manager.with_projection(vec![(path, b"projected v1\n".to_vec())]);
     let cancel = CancellationToken::new();
     let key = key();
-    let cold = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let cold = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(cold.branch, RestoreBranch::Cold);
     assert_eq!(sh(&cold, "cat AGENTS.md").await, "projected v1\n");
     // The agent edits it; a warm reuse keeps the edit.
     sh(&cold, "echo edited > AGENTS.md").await;
     a.manager.release(cold.bound).await.unwrap();
-    let warm = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let warm = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(warm.branch, RestoreBranch::Warm);
     assert_eq!(sh(&warm, "cat AGENTS.md").await, "edited\n");
     a.manager.release(warm.bound).await.unwrap();
@@ -433,7 +502,11 @@ async fn the_projection_is_applied_to_every_new_instance_and_only_to_new_ones() 
     let mut b = replica(&scratch, "replica-b", &lease, &states);
     let path = harness_fs::WsPath::parse("AGENTS.md").unwrap();
     b.manager = b.manager.with_projection(vec![(path, b"projected v2\n".to_vec())]);
-    let fresh = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    let fresh = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(fresh.branch, RestoreBranch::Snapshot);
     assert_eq!(sh(&fresh, "cat AGENTS.md").await, "projected v2\n");
     drop(fresh);
