@@ -42,6 +42,113 @@ fn bench(c: &mut Criterion) {
         b.iter(|| runtime.block_on(shell.execute(ShellRequest::new("true"))).unwrap());
     });
     runtime.block_on(sandbox.shutdown()).unwrap();
+    restore_in_a_sandbox(c, &runtime, &provider, scratch.path());
+}
+
+fn size(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The tree of the snapshot benchmark (`harness-snapshot`'s): deterministic files of mixed
+/// compressibility, a third pseudo-random, the rest source-like text.
+fn build_tree(root: &std::path::Path, total_mb: usize, files: usize) {
+    let per_file = total_mb * (1 << 20) / files;
+    let mut state: u64 = 42;
+    for index in 0..files {
+        let dir = root.join(format!("pkg{:03}/mod{:02}", index % 400, (index / 400) % 60));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut data = Vec::with_capacity(per_file);
+        if index % 3 == 0 {
+            while data.len() < per_file {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                data.extend_from_slice(&state.to_le_bytes());
+            }
+        } else {
+            while data.len() < per_file {
+                data.extend_from_slice(
+                    format!("fn item_{index}_{}() {{ return {}; }}\n", data.len(), data.len() % 97).as_bytes(),
+                );
+            }
+        }
+        data.truncate(per_file);
+        std::fs::write(dir.join(format!("file{index}.rs")), data).unwrap();
+    }
+}
+
+/// A whole restore as a session on another replica sees it: the head fetched from the
+/// object store and verified, then unpacked inside a new sandbox by its init as the sandbox
+/// uid (`HARNESS_SNAPSHOT_BENCH_MB` / `_FILES` shrink the ~500 MB / 24k-file tree). The
+/// sandbox start is measured too (see `namespace_sandbox_start` for it alone).
+fn restore_in_a_sandbox(
+    c: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    provider: &NamespaceProvider,
+    scratch: &std::path::Path,
+) {
+    use harness_snapshot::{BlobStore, Heads, SnapshotOptions, Snapshots, StoreConfig, WriterFence};
+    let mb = size("HARNESS_SNAPSHOT_BENCH_MB", 500);
+    let files = size("HARNESS_SNAPSHOT_BENCH_FILES", 24_000);
+    let tree = scratch.join("tree");
+    build_tree(&tree, mb, files);
+    let objects = StoreConfig::Local {
+        dir: scratch.join("objects"),
+    }
+    .open()
+    .unwrap();
+    let heads = Heads::new(std::sync::Arc::new(harness_store::InMemoryKv::default()));
+    let snapshots = Snapshots::new(
+        BlobStore::new(objects, "snapshots"),
+        heads,
+        scratch.join("spool"),
+        SnapshotOptions::default(),
+    );
+    runtime
+        .block_on(snapshots.persist("bench", &tree, &WriterFence::token(1)))
+        .unwrap();
+    let mut group = c.benchmark_group(format!("snapshot_{mb}mb_{files}files"));
+    group
+        .sample_size(10)
+        .measurement_time(std::time::Duration::from_secs(60))
+        .warm_up_time(std::time::Duration::from_secs(1));
+    let mut round = 0;
+    group.bench_function("restore_in_sandbox", |b| {
+        b.iter_batched(
+            || {
+                round += 1;
+                scratch.join(format!("restored{round}"))
+            },
+            |work| {
+                runtime.block_on(async {
+                    let restore = snapshots.fetch("bench").await.unwrap().unwrap();
+                    let sandbox = provider
+                        .create(CreateRequest::new(&work, "bench", "bench/restore"))
+                        .await
+                        .unwrap();
+                    harness_sandbox::restore_in_sandbox(sandbox.as_ref(), &restore, Vec::new())
+                        .await
+                        .unwrap();
+                    sandbox.shutdown().await.unwrap();
+                });
+                Removed(work)
+            },
+            criterion::BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
+/// A directory removed when dropped (after the measured routine returned it).
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 criterion_group!(benches, bench);

@@ -5,15 +5,26 @@
 use crate::manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 use crate::provider::{Network, SandboxError, SandboxProvider};
 use crate::section::SandboxSection;
+use crate::snapshot::{PersistPolicy, SnapshottingManager};
 use async_trait::async_trait;
 use harness_core::{AgentError, AgentNext, CancellationToken, Hooks, Middleware, SessionLease, Turn};
 use harness_fs::{CallReadOnlyShell, CallScope, CallShell, CallWorkTree, Shell};
+use harness_snapshot::Snapshots;
+use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The lifecycle behind a binder: plain (the work tree stays on this host) or with snapshots.
+enum Lifecycle {
+    Plain(SandboxManager),
+    Snapshotting(Box<SnapshottingManager>),
+}
+
 /// Binds the sandbox of each call's scope key. One per agent (its children share it).
 pub struct CallBinder {
-    manager: SandboxManager,
+    /// Set once the orphans of an earlier process were reclaimed (at the first bind).
+    started: tokio::sync::OnceCell<()>,
+    manager: Lifecycle,
     scope: SandboxScope,
     network: Network,
     work_root: PathBuf,
@@ -40,12 +51,42 @@ impl CallBinder {
         default_scope: SandboxScope,
     ) -> Self {
         let states = Arc::new(harness_store::InMemoryKv::default());
-        let owner = format!("harness-{}", std::process::id());
+        let work_root = section.work_root(workspace);
+        // Stable per work root, so a later process finds (by this tag) the instances a killed
+        // one left; a live process's instances are never orphans (their locks are held).
+        let digest = sha2::Sha256::digest(work_root.display().to_string().as_bytes());
+        let owner = format!("harness-{}", &hex::encode(digest)[..16]);
         Self {
-            manager: SandboxManager::new(provider, lease, states, owner),
+            started: tokio::sync::OnceCell::new(),
+            manager: Lifecycle::Plain(SandboxManager::new(provider, lease, states, owner)),
             scope: section.scope_or(default_scope),
             network: section.network,
-            work_root: section.work_root(workspace),
+            work_root,
+        }
+    }
+
+    /// Work trees saved to `snapshots` and restored from them (persisted as `policy` says):
+    /// a scope key continued in another process or on another replica sharing the heads'
+    /// state store and the snapshot objects finds its tree restored.
+    #[must_use]
+    pub fn with_snapshots(mut self, snapshots: Snapshots, policy: PersistPolicy) -> Self {
+        self.manager = match self.manager {
+            Lifecycle::Plain(manager) => {
+                Lifecycle::Snapshotting(Box::new(SnapshottingManager::new(manager, snapshots, policy)))
+            }
+            Lifecycle::Snapshotting(managed) => Lifecycle::Snapshotting(managed),
+        };
+        self
+    }
+
+    /// At start: destroys the instances an earlier process of this owner left behind.
+    ///
+    /// # Errors
+    /// The provider's errors.
+    pub async fn start(&self) -> Result<usize, SandboxError> {
+        match &self.manager {
+            Lifecycle::Plain(manager) => manager.reclaim_orphans().await,
+            Lifecycle::Snapshotting(managed) => managed.start().await,
         }
     }
 
@@ -59,10 +100,40 @@ impl CallBinder {
     /// # Errors
     /// As [`SandboxManager::acquire`]: a host that cannot provide the sandbox fails here.
     pub async fn bind(&self, call: &CallScope, cancel: &CancellationToken) -> Result<BoundSandbox, SandboxError> {
+        self.started
+            .get_or_init(|| async {
+                match self.start().await {
+                    Ok(0) => {}
+                    Ok(reclaimed) => tracing::info!(reclaimed, "sandbox instances of an earlier process reclaimed"),
+                    Err(err) => {
+                        tracing::warn!(error = %harness_core::error_chain(&err), "reclaiming orphan sandboxes failed")
+                    }
+                }
+            })
+            .await;
         let key = ScopeKey::for_call(self.scope, call);
-        self.manager
-            .acquire(&key, self.work_tree(&key), self.network, cancel)
-            .await
+        match &self.manager {
+            Lifecycle::Plain(manager) => manager.acquire(&key, self.work_tree(&key), self.network, cancel).await,
+            Lifecycle::Snapshotting(managed) => {
+                let acquired = managed
+                    .acquire(&key, self.work_tree(&key), self.network, cancel)
+                    .await?;
+                tracing::debug!(key = key.as_str(), branch = ?acquired.branch, "sandbox bound");
+                Ok(acquired.bound)
+            }
+        }
+    }
+
+    /// Ends a call's hold of `bound`: with snapshots, its work tree is persisted first (when
+    /// the policy says so).
+    ///
+    /// # Errors
+    /// As [`SnapshottingManager::release`]; the hold ends either way.
+    pub async fn release(&self, bound: BoundSandbox) -> Result<(), SandboxError> {
+        match &self.manager {
+            Lifecycle::Plain(_) => Ok(()),
+            Lifecycle::Snapshotting(managed) => managed.release(bound).await.map(|_| ()),
+        }
     }
 
     /// The shell of `bound` for `execute`: denials come back explained.
@@ -81,7 +152,10 @@ impl CallBinder {
     /// # Errors
     /// As [`SandboxManager::shutdown`].
     pub async fn shutdown(&self) -> Result<(), SandboxError> {
-        self.manager.shutdown().await
+        match &self.manager {
+            Lifecycle::Plain(manager) => manager.shutdown().await,
+            Lifecycle::Snapshotting(managed) => managed.evict_idle().await,
+        }
     }
 }
 
@@ -139,22 +213,27 @@ impl Middleware for BindCall {
     }
 
     async fn agent(&self, turn: &mut Turn, next: AgentNext<'_>) -> Result<(), AgentError> {
-        let bound = match turn.ctx().get::<CallSandbox>() {
-            Some(CallSandbox(parent)) => parent.clone(),
+        let (bound, ours) = match turn.ctx().get::<CallSandbox>() {
+            Some(CallSandbox(parent)) => (parent.clone(), false),
             None => {
                 let scope = turn.ctx().get::<CallScope>().ok_or_else(|| AgentError::Refused {
                     what: "a sandboxed call needs a bound scope".to_owned(),
                 })?;
                 let cancel = turn.ctx().cancellation().clone();
-                self.0.bind(scope, &cancel).await.map_err(refused)?
+                (self.0.bind(scope, &cancel).await.map_err(refused)?, true)
             }
         };
         let ctx = turn.ctx_mut();
         ctx.insert(CallShell(self.0.shell(&bound)));
         ctx.insert(CallReadOnlyShell(self.0.read_only_shell(&bound)));
         ctx.insert(CallWorkTree(bound.sandbox().filesystem()));
-        ctx.insert(CallSandbox(bound));
-        next.run(turn).await
+        ctx.insert(CallSandbox(bound.clone()));
+        let result = next.run(turn).await;
+        // The call that bound the sandbox releases it (a child's turn leaves it to its parent).
+        if ours && let Err(err) = self.0.release(bound).await {
+            tracing::warn!(error = %harness_core::error_chain(&err), "sandbox snapshot on release failed");
+        }
+        result
     }
 }
 

@@ -29,9 +29,15 @@ const REAP_RECORD: usize = 12;
 /// Stack of a proxy relay thread (it only copies bytes).
 const RELAY_STACK: usize = 64 * 1024;
 
-/// The entry point of the `harness-sandbox-init` binary. Not meant to be called otherwise: it
-/// closes descriptors and confines the calling process for good.
+/// The entry point of the `harness-sandbox-init` binary (and of the `harness` binary started
+/// as `/.harness-init`). Not meant to be called otherwise: it closes descriptors and confines
+/// the calling process for good. Started with the argument `unpack` (by the init itself,
+/// inside the sandbox, so already confined and as the sandbox uid) it is the snapshot
+/// unpacker instead ([`harness_snapshot::unpack_main`]).
 pub fn init_main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|arg| arg == "unpack") {
+        return harness_snapshot::unpack_main();
+    }
     close_inherited_descriptors();
     let mut report = InitReport {
         protocol: PROTOCOL_VERSION,
@@ -176,7 +182,9 @@ struct Process {
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
     stdin: Option<OwnedFd>,
-    pending_stdin: Vec<u8>,
+    /// Bytes for the child's stdin not written yet (a queue: writing from its front is
+    /// O(written), however much is waiting).
+    pending_stdin: std::collections::VecDeque<u8>,
     close_stdin: bool,
 }
 
@@ -339,7 +347,7 @@ impl Server {
                 if let Some(process) = self.processes.get_mut(&frame.id)
                     && process.stdin.is_some()
                 {
-                    process.pending_stdin.extend_from_slice(&frame.payload);
+                    process.pending_stdin.extend(frame.payload.iter().copied());
                     self.feed(frame.id);
                 }
                 Ok(())
@@ -421,7 +429,7 @@ impl Server {
             stdout: child.stdout.take().map(OwnedFd::from).map(nonblocking),
             stderr: child.stderr.take().map(OwnedFd::from).map(nonblocking),
             stdin: child.stdin.take().map(OwnedFd::from).map(nonblocking),
-            pending_stdin: Vec::new(),
+            pending_stdin: std::collections::VecDeque::new(),
             close_stdin: false,
         };
         // The child is reaped by the reaper thread, never through `child`.
@@ -466,7 +474,7 @@ impl Server {
                 }
                 return;
             }
-            match rustix::io::write(fd, &process.pending_stdin) {
+            match rustix::io::write(fd, process.pending_stdin.as_slices().0) {
                 Ok(written) => {
                     process.pending_stdin.drain(..written);
                 }

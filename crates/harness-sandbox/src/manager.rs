@@ -269,6 +269,29 @@ impl SandboxManager {
         Ok(BoundSandbox(binding))
     }
 
+    /// The keys whose warm instance no binding holds (what [`evict_idle`](Self::evict_idle)
+    /// would shut down).
+    pub fn idle_keys(&self) -> Vec<ScopeKey> {
+        let mut keys: Vec<ScopeKey> = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The work tree of `key`'s idle warm instance, if it has one.
+    pub fn idle_work_tree(&self, key: &ScopeKey) -> Option<PathBuf> {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .map(|sandbox| sandbox.state().work_tree)
+    }
+
     /// Shuts down every warm instance no binding holds.
     ///
     /// # Errors

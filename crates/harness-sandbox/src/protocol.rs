@@ -98,15 +98,27 @@ impl Frame {
     }
 }
 
-/// Incremental decoder: push bytes as they arrive, pop whole frames.
+/// Incremental decoder: push bytes as they arrive, pop whole frames. Popping advances an
+/// offset (the consumed front is dropped at the next push), so a burst of many frames costs
+/// linear time, not a shift of the whole buffer per frame.
 #[derive(Debug, Default)]
 pub(crate) struct Decoder {
     buffer: Vec<u8>,
+    start: usize,
 }
 
 impl Decoder {
     pub(crate) fn push(&mut self, bytes: &[u8]) {
+        if self.start > 0 {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
         self.buffer.extend_from_slice(bytes);
+    }
+
+    /// Whether no byte is waiting.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.start == self.buffer.len()
     }
 
     /// The next whole frame, `None` when more bytes are needed.
@@ -114,29 +126,26 @@ impl Decoder {
     /// # Errors
     /// `InvalidData` for an oversized or malformed frame: the stream cannot be trusted after it.
     pub(crate) fn next_frame(&mut self) -> io::Result<Option<Frame>> {
-        if self.buffer.len() < 4 {
+        let buffer = &self.buffer[self.start..];
+        if buffer.len() < 4 {
             return Ok(None);
         }
-        let len = u32::from_be_bytes([self.buffer[0], self.buffer[1], self.buffer[2], self.buffer[3]]) as usize;
+        let len = u32::from_be_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]) as usize;
         if !(HEADER..=MAX_FRAME).contains(&len) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("bad frame length {len}"),
             ));
         }
-        if self.buffer.len() < 4 + len {
+        if buffer.len() < 4 + len {
             return Ok(None);
         }
-        let kind = Kind::from_byte(self.buffer[4]).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unknown frame kind {}", self.buffer[4]),
-            )
-        })?;
+        let kind = Kind::from_byte(buffer[4])
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("unknown frame kind {}", buffer[4])))?;
         let mut id = [0u8; 8];
-        id.copy_from_slice(&self.buffer[5..13]);
-        let payload = self.buffer[13..4 + len].to_vec();
-        self.buffer.drain(..4 + len);
+        id.copy_from_slice(&buffer[5..13]);
+        let payload = buffer[13..4 + len].to_vec();
+        self.start += 4 + len;
         Ok(Some(Frame {
             kind,
             id: u64::from_be_bytes(id),
@@ -157,7 +166,7 @@ pub(crate) fn read_frame(reader: &mut impl Read, decoder: &mut Decoder) -> io::R
         }
         let read = reader.read(&mut chunk)?;
         if read == 0 {
-            return if decoder.buffer.is_empty() {
+            return if decoder.is_empty() {
                 Ok(None)
             } else {
                 Err(io::Error::new(
@@ -267,6 +276,25 @@ mod tests {
                 signal: None
             }
         );
+    }
+
+    #[test]
+    fn a_burst_of_frames_and_a_frame_cut_across_pushes_decode_in_order() {
+        let frames: Vec<Frame> = (0..1000u64)
+            .map(|id| Frame::new(Kind::Stdin, id, vec![u8::try_from(id % 251).unwrap(); 100]))
+            .collect();
+        let wire: Vec<u8> = frames.iter().flat_map(Frame::encode).collect();
+        let (first, rest) = wire.split_at(wire.len() / 2 + 3);
+        let mut decoder = Decoder::default();
+        let mut seen = Vec::new();
+        for part in [first, rest] {
+            decoder.push(part);
+            while let Some(frame) = decoder.next_frame().unwrap() {
+                seen.push(frame);
+            }
+        }
+        assert_eq!(seen, frames);
+        assert!(decoder.is_empty());
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //! # allow_unsandboxed = false   # let `execute` ask (through approval) to run one command on the host
 //! [sandbox.limits]
 //! max_processes = 512
+//! [sandbox.snapshots]           # work trees saved and restored across processes and replicas
+//! dir = "/srv/harness-snapshots" # a directory every replica shares (default <workspace>/.harness/snapshots)
+//! on_release = true             # persist when a call lets go of its sandbox
+//! on_evict = true               # persist (under the key's lease) before an idle sandbox stops
+//! keep = 3                      # heads kept, with every snapshot they reach
 //! ```
 
 use crate::manager::{SandboxScope, ScopeKey};
@@ -92,6 +97,84 @@ pub struct SandboxSection {
     /// Limits of every sandbox.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// Snapshots of the work trees; `None`: a work tree lives only on this host.
+    #[serde(default)]
+    pub snapshots: Option<SnapshotsSection>,
+}
+
+/// `[sandbox.snapshots]`: where work-tree snapshots go and when they are taken. The heads
+/// live in the shared state store (`[state]`), the objects in `dir`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotsSection {
+    /// The object directory (default `<workspace>/.harness/snapshots`); replicas that
+    /// continue each other's sessions must share it.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    /// Persist when a call releases its sandbox.
+    #[serde(default = "yes")]
+    pub on_release: bool,
+    /// Persist an idle sandbox before it is shut down (eviction, shutdown).
+    #[serde(default = "yes")]
+    pub on_evict: bool,
+    /// Heads kept per scope (the current one included).
+    #[serde(default)]
+    pub keep: Option<usize>,
+    /// Paths never snapshotted (default: [`harness_snapshot::DEFAULT_EXCLUDES`]).
+    #[serde(default)]
+    pub excludes: Option<Vec<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl SnapshotsSection {
+    /// The object directory for the workspace at `workspace`.
+    pub fn dir(&self, workspace: &Path) -> PathBuf {
+        let dir = self
+            .dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".harness").join("snapshots"));
+        if dir.is_absolute() { dir } else { workspace.join(dir) }
+    }
+
+    /// The snapshots this section describes, with heads in `heads` (the shared state
+    /// store), and when to persist.
+    ///
+    /// # Errors
+    /// A message naming the key when the directory cannot be used or `keep` is 0.
+    pub fn open(
+        &self,
+        workspace: &Path,
+        heads: std::sync::Arc<dyn harness_store::KvStore>,
+    ) -> Result<(harness_snapshot::Snapshots, crate::PersistPolicy), String> {
+        if self.keep == Some(0) {
+            return Err("[sandbox.snapshots] keep = 0 would drop the current head: keep at least 1".to_owned());
+        }
+        let dir = self.dir(workspace);
+        let objects = harness_snapshot::StoreConfig::Local { dir: dir.clone() }
+            .open()
+            .map_err(|err| format!("[sandbox.snapshots] dir = {:?}: {err}", dir.display().to_string()))?;
+        let mut options = harness_snapshot::SnapshotOptions::default();
+        if let Some(keep) = self.keep {
+            options.keep = keep;
+        }
+        if let Some(excludes) = &self.excludes {
+            options.pack.excludes.clone_from(excludes);
+        }
+        let snapshots = harness_snapshot::Snapshots::new(
+            harness_snapshot::BlobStore::new(objects, "snapshots"),
+            harness_snapshot::Heads::new(heads),
+            workspace.join(".harness").join("snapshot-spool"),
+            options,
+        );
+        let policy = crate::PersistPolicy {
+            on_release: self.on_release,
+            on_evict: self.on_evict,
+        };
+        Ok((snapshots, policy))
+    }
 }
 
 /// The default state directory: one per host, so uid locks are seen by every harness.

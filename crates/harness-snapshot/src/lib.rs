@@ -46,7 +46,7 @@ pub use snapshots::{Layer, Persisted, Restore, SnapshotOptions, Snapshots, scope
 #[cfg(feature = "s3")]
 pub use store::S3Config;
 pub use store::{BlobStore, StoreConfig};
-pub use unpack::{UnpackLimits, UnpackPlan, UnpackReport, unpack, unpack_main};
+pub use unpack::{PROGRESS_EVERY, PROGRESS_PREFIX, UnpackLimits, UnpackPlan, UnpackReport, unpack, unpack_main};
 
 /// Why a snapshot operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -425,16 +425,54 @@ fn unpack_inner(input: impl Read, root: &Path, plan: &UnpackPlan, report: &mut U
     Ok(())
 }
 
+/// How often [`unpack_main`] reports its progress: after each this many archive bytes read.
+pub const PROGRESS_EVERY: u64 = 1 << 20;
+
+/// The prefix of [`unpack_main`]'s progress lines (`consumed <bytes>`), which let the sender
+/// keep only a bounded window of the archive in flight.
+pub const PROGRESS_PREFIX: &str = "consumed ";
+
+/// Counts what the unpacker has read and says so on stdout every [`PROGRESS_EVERY`] bytes.
+struct Progress<R> {
+    inner: R,
+    read: u64,
+    reported: u64,
+}
+
+impl<R: Read> Read for Progress<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.read += read as u64;
+        if self.read - self.reported >= PROGRESS_EVERY {
+            self.reported = self.read;
+            let mut stdout = std::io::stdout().lock();
+            // The sender only paces itself on these lines; a failed write shows as a missing
+            // report at the end.
+            let _ = writeln!(stdout, "{PROGRESS_PREFIX}{}", self.read);
+            let _ = stdout.flush();
+        }
+        Ok(read)
+    }
+}
+
 /// The `unpack` mode of the sandbox init: reads one JSON [`UnpackPlan`] line and then the
 /// archive on stdin, unpacks into the working directory, and writes one JSON
-/// [`UnpackReport`] line on stdout. Exits 0 when the restore completed.
+/// [`UnpackReport`] line on stdout (after `consumed <bytes>` progress lines, one per
+/// [`PROGRESS_EVERY`] archive bytes read). Exits 0 when the restore completed.
 pub fn unpack_main() -> ExitCode {
     let stdin = std::io::stdin();
     let mut input = std::io::BufReader::with_capacity(1 << 20, stdin.lock());
     let mut line = Vec::new();
     let report = match input.read_until(b'\n', &mut line) {
         Ok(_) => match serde_json::from_slice::<UnpackPlan>(&line) {
-            Ok(plan) => unpack(&mut input, Path::new("."), &plan),
+            Ok(plan) => {
+                let progress = Progress {
+                    inner: &mut input,
+                    read: 0,
+                    reported: 0,
+                };
+                unpack(progress, Path::new("."), &plan)
+            }
             Err(err) => UnpackReport {
                 error: Some(format!("bad unpack plan: {err}")),
                 ..UnpackReport::default()

@@ -246,6 +246,21 @@ impl<'a> WorkspaceLoader<'a> {
             }
             let provider = section.probed_provider(&self.dir).await.map_err(refuse)?;
             builder = builder.setting(crate::sandbox::SandboxProviderSetting(provider));
+            if section.snapshots.is_some() {
+                let heads = match &config.state {
+                    Some(state) => {
+                        crate::state::open_kv(state, "sandbox")
+                            .await
+                            .map_err(|source| ConfigError::State {
+                                path: file.clone(),
+                                source,
+                            })?
+                    }
+                    None => None,
+                };
+                let heads = heads.ok_or_else(|| refuse(crate::sandbox::SNAPSHOTS_NEED_STATE.to_owned()))?;
+                builder = builder.setting(crate::sandbox::SnapshotHeads(heads));
+            }
         }
         if let Some(state) = &config.state {
             let backend = crate::state::open(state).await.map_err(|source| ConfigError::State {

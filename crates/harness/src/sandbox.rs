@@ -17,6 +17,14 @@ impl ConfigSection for SandboxSection {
 #[derive(Clone)]
 pub struct SandboxProviderSetting(pub Arc<dyn SandboxProvider>);
 
+/// Where the snapshot heads of `[sandbox.snapshots]` live: the shared state store's server.
+#[derive(Clone)]
+pub struct SnapshotHeads(pub Arc<dyn harness_store::KvStore>);
+
+/// `[sandbox.snapshots]` without a shared `[state]`.
+pub const SNAPSHOTS_NEED_STATE: &str = "[sandbox.snapshots] keeps each snapshot head in the shared state store: \
+    set [state] kind = \"redis\" or \"postgres\" (replicas that continue each other's sessions share it), or remove [sandbox.snapshots]";
+
 /// The host shell and a sandbox together: named both.
 pub const LOCAL_SHELL_CONFLICT: &str = "[filesystem] kind = \"local_shell\" and [sandbox] cannot be used together: \
     local_shell is the unconfined host shell; remove one of them ([sandbox] confines `execute`)";
@@ -46,7 +54,17 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
             let lease =
                 (setup.session_lease().cloned()).unwrap_or_else(|| Arc::new(harness_store::FileLease::new(locks)));
             let scope = setup.isolation().into();
-            Arc::new(CallBinder::new(&section, provider, lease, setup.root(), scope))
+            let mut binder = CallBinder::new(&section, provider, lease, setup.root(), scope);
+            if let Some(snapshots) = &section.snapshots {
+                let heads = setup
+                    .take::<SnapshotHeads>()
+                    .ok_or_else(|| CapabilityError::new("sandbox", SNAPSHOTS_NEED_STATE))?;
+                let (snapshots, policy) = snapshots
+                    .open(setup.root(), heads.0)
+                    .map_err(|message| CapabilityError::new("sandbox", message))?;
+                binder = binder.with_snapshots(snapshots, policy);
+            }
+            Arc::new(binder)
         }
     };
     setup.inherit(Shared(Arc::clone(&binder)));

@@ -145,6 +145,51 @@ pub async fn open(config: &StateConfig) -> Result<Option<StateBackend>, StateBac
     }
 }
 
+/// A KV store on the server `config` names, its keys under `namespace` (the sandbox
+/// snapshot heads live there, fenced like everything shared). `None` for `kind = "file"`.
+///
+/// # Errors
+/// As [`open`].
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(unused_variables))]
+pub async fn open_kv(
+    config: &StateConfig,
+    namespace: &str,
+) -> Result<Option<Arc<dyn harness_store::KvStore>>, StateBackendError> {
+    match config.kind {
+        StateKind::File => Ok(None),
+        #[cfg(feature = "redis")]
+        StateKind::Redis => {
+            let prefix = config.key_prefix.as_deref().unwrap_or(DEFAULT_REDIS_PREFIX);
+            let redis = harness_store::RedisKvConfig {
+                url: config.url.clone().unwrap_or_default(),
+                key_prefix: format!("{prefix}{namespace}:"),
+                ..harness_store::RedisKvConfig::default()
+            };
+            let kv = harness_store::RedisKv::connect(&redis)
+                .await
+                .map_err(|err| StateBackendError::Redis(harness_core::StateError::Backend(Box::new(err))))?;
+            Ok(Some(Arc::new(kv)))
+        }
+        #[cfg(feature = "postgres")]
+        StateKind::Postgres => {
+            let defaults = harness_store::PostgresConfig::default();
+            let postgres = harness_store::PostgresConfig {
+                url: config.url.clone().unwrap_or_default(),
+                table_prefix: config.key_prefix.clone().unwrap_or(defaults.table_prefix.clone()),
+                ..defaults
+            };
+            let kv = harness_store::PostgresKv::connect(&postgres, namespace)
+                .await
+                .map_err(|err| StateBackendError::Postgres(Box::new(err)))?;
+            Ok(Some(Arc::new(kv)))
+        }
+        #[cfg(not(feature = "redis"))]
+        StateKind::Redis => Err(StateBackendError::NotBuilt("redis")),
+        #[cfg(not(feature = "postgres"))]
+        StateKind::Postgres => Err(StateBackendError::NotBuilt("postgres")),
+    }
+}
+
 #[cfg(feature = "redis")]
 async fn open_redis(config: &StateConfig) -> Result<StateBackend, StateBackendError> {
     let redis = harness_store::RedisStateConfig {

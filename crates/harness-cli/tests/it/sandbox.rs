@@ -440,3 +440,88 @@ fn proxy_mode_reaches_the_allowed_host_and_names_allow_hosts_for_the_others() {
     );
     assert!(results.contains("CONNECT tunnel failed"), "{results}");
 }
+
+/// A replica directory for the snapshot test: a workspace whose sandbox snapshots go to
+/// `shared` and whose state (sessions, snapshot heads, the lease) and shared files are on
+/// Redis under `keys`, as replicas are deployed.
+fn replica(dir: &Path, name: &str, shared: &Path, keys: &harness_test_support::services::RedisPrefix) -> PathBuf {
+    let root = dir.join(name);
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    // The `harness` binary is its own init (and unpacker), as in an install.
+    let extra = format!(
+        "init = \"{}\"\n\n[sandbox.snapshots]\ndir = \"{}\"\n\n[state]\nkind = \"redis\"\nurl = \"{url}\"\nkey_prefix = \"{prefix}state:\"\n\n\
+         [filesystem]\nkind = \"composite\"\nurl = \"{url}\"\nkey_prefix = \"{prefix}kv:\"\n",
+        env!("CARGO_BIN_EXE_harness"),
+        shared.display(),
+        url = keys.url(),
+        prefix = keys.prefix()
+    );
+    workspace(&root, &extra)
+}
+
+/// Issue 25 through the binary: what a session's `execute` installs into its work tree on
+/// replica directory A is there when the same session continues on replica directory B
+/// (shared Redis `[state]`, shared snapshot directory), restored inside B's sandbox as its
+/// uid; and what B changed is back on A, whose own tree on disk had become stale.
+#[test]
+fn a_session_continued_on_another_replica_finds_its_work_tree_restored() {
+    let dir = scratch();
+    let keys = harness_test_support::services::RedisPrefix::new("sbx-snap");
+    let shared = dir.path().join("snapshots");
+    let a = replica(dir.path(), "replica-a", &shared, &keys);
+    let b = replica(dir.path(), "replica-b", &shared, &keys);
+
+    let install = "mkdir -p .local/bin && printf '#!/bin/sh\\necho tool-ok\\n' > .local/bin/mytool && \
+                   chmod 755 .local/bin/mytool && ln -s mytool .local/bin/alias && echo 'héllo' > 'ünïcode.txt' && echo installed";
+    let model = script(dir.path(), &replies(vec![execute("a1", install)]));
+    let (code, stdout, stderr) = run(&a, &model, "alice");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(tool_results(&stdout).contains("installed"), "{stdout}");
+    assert!(
+        std::fs::read_dir(&shared).is_ok_and(|mut entries| entries.next().is_some()),
+        "nothing was persisted to {}",
+        shared.display()
+    );
+
+    let model = script(
+        dir.path(),
+        &replies(vec![execute(
+            "b1",
+            ".local/bin/alias && cat 'ünïcode.txt' && test \"$(stat -c %u .local/bin/mytool)\" = \"$(id -u)\" && echo own-uid && echo from-b > b.txt",
+        )]),
+    );
+    let (code, stdout, stderr) = run(&b, &model, "alice");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let results = tool_results(&stdout);
+    assert!(results.contains("tool-ok\nhéllo\nown-uid"), "{results}\n{stderr}");
+
+    // Back on A: its tree on disk is the old head; B's change is imported over it.
+    let model = script(
+        dir.path(),
+        &replies(vec![execute("a2", "cat b.txt && .local/bin/mytool")]),
+    );
+    let (code, stdout, stderr) = run(&a, &model, "alice");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let results = tool_results(&stdout);
+    assert!(results.contains("from-b\ntool-ok"), "{results}\n{stderr}");
+
+    // Another user of the same agent has a tree of their own: nothing of alice's.
+    let model = script(dir.path(), &replies(vec![execute("c1", "ls -A; echo listed")]));
+    let (code, stdout, _) = run(&b, &model, "carol");
+    assert_eq!(code, Some(0));
+    let results = tool_results(&stdout);
+    assert!(!results.contains("b.txt") && results.contains("listed"), "{results}");
+}
+
+/// `[sandbox.snapshots]` keeps its heads in the shared state store: without a shared
+/// `[state]` the start is refused, naming what to set.
+#[test]
+fn snapshots_without_a_shared_state_are_refused_naming_state() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "\n[sandbox.snapshots]\n");
+    let model = script(dir.path(), &replies(vec![execute("x", "true")]));
+    let (code, stdout, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("[state] kind = \"redis\" or \"postgres\""), "{stderr}");
+}

@@ -10,8 +10,12 @@
 //!   the current head (its marker says so) or no snapshot exists;
 //! - **snapshot**: a new instance whose work tree is stale or empty while a head exists: the
 //!   tree is cleared and the head chain imported;
-//! - **cold**: no head and an empty tree: the caller's workspace spec is materialised (the
-//!   projection), as for every new instance.
+//! - **cold**: no head and an empty tree: the instance starts from the projection alone.
+//!
+//! Every new instance (stopped, snapshot, cold; never warm) then gets the projection
+//! ([`SnapshottingManager::with_projection`]): workspace files written through the sandbox's
+//! work-tree filesystem after any import. Retention runs after each persist, by the holder
+//! of the scope key's lease.
 //!
 //! The import runs **inside** the sandbox: the init binary's `unpack` mode, as the sandbox
 //! uid under its Landlock rules and seccomp filter, reads the plan and the archive (fetched and
@@ -25,7 +29,7 @@ use harness_snapshot::{Persisted, Restore, SnapshotError, Snapshots, UnpackPlan,
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// Where the init binary is inside every sandbox (see the namespace backend's mount view).
 const INIT_IN_SANDBOX: &str = "/.harness-init";
@@ -167,34 +171,62 @@ pub async fn restore_in_sandbox(
     Ok(reports)
 }
 
+/// Archive bytes sent to the unpacker ahead of what it reported read: the init relays stdin
+/// without flow control of its own, so the sender keeps at most this much in flight (in the
+/// init's buffer and the pipes) instead of the whole archive.
+const UNPACK_WINDOW: u64 = 16 << 20;
+
 async fn unpack_layer(sandbox: &dyn Sandbox, plan: &UnpackPlan, archive: &Path) -> Result<UnpackReport, SandboxError> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
     let io = |operation: &'static str| move |source: std::io::Error| SandboxError::Io { operation, source };
     let mut process = sandbox.spawn(SpawnRequest::new([INIT_IN_SANDBOX, "unpack"])).await?;
     let mut stdin = process.take_stdin().ok_or_else(|| SandboxError::Spawn {
         message: "the unpacker has no stdin".to_owned(),
     })?;
-    let mut stdout = process.take_stdout().ok_or_else(|| SandboxError::Spawn {
+    let stdout = process.take_stdout().ok_or_else(|| SandboxError::Spawn {
         message: "the unpacker has no stdout".to_owned(),
     })?;
     let mut line = serde_json::to_vec(plan).map_err(|err| io("encode unpack plan")(std::io::Error::other(err)))?;
     line.push(b'\n');
+    let (consumed_tx, mut consumed) = tokio::sync::watch::channel(0u64);
     let reader = async move {
-        let mut out = Vec::new();
-        let _ = stdout.read_to_end(&mut out).await;
-        out
+        let mut lines = BufReader::new(stdout).lines();
+        let mut report = None;
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(count) = line.strip_prefix(harness_snapshot::PROGRESS_PREFIX) {
+                if let Ok(count) = count.trim().parse::<u64>() {
+                    let _ = consumed_tx.send(count);
+                }
+            } else if report.is_none() && !line.trim().is_empty() {
+                report = Some(line);
+            }
+        }
+        report
     };
     let writer = async {
         stdin.write_all(&line).await?;
-        let mut file = tokio::fs::File::open(archive).await?;
-        tokio::io::copy(&mut file, &mut stdin).await?;
+        let mut file = BufReader::with_capacity(256 << 10, tokio::fs::File::open(archive).await?);
+        let mut sent = 0u64;
+        loop {
+            let chunk = file.fill_buf().await?;
+            if chunk.is_empty() {
+                break;
+            }
+            let length = chunk.len();
+            stdin.write_all(chunk).await?;
+            file.consume(length);
+            sent += length as u64;
+            while sent > consumed.borrow().saturating_add(UNPACK_WINDOW) {
+                if consumed.changed().await.is_err() {
+                    return Err(std::io::Error::other("the unpacker stopped reading"));
+                }
+            }
+        }
         stdin.shutdown().await
     };
     let (written, out) = tokio::join!(writer, reader);
     let exit = process.wait().await;
-    let report: Option<UnpackReport> = out
-        .split(|byte| *byte == b'\n')
-        .find(|line| !line.is_empty())
-        .and_then(|line| serde_json::from_slice(line).ok());
+    let report: Option<UnpackReport> = out.and_then(|line| serde_json::from_str(&line).ok());
     match report {
         Some(report) if report.error.is_none() && exit.code == Some(0) => Ok(report),
         Some(report) => Err(io("restore snapshot")(std::io::Error::other(
@@ -214,9 +246,11 @@ pub struct SnapshottingManager {
     manager: SandboxManager,
     snapshots: Snapshots,
     policy: PersistPolicy,
-    /// The instance each key was last bound to in this process (warm detection), and its work
-    /// tree.
-    seen: Mutex<HashMap<ScopeKey, (String, PathBuf)>>,
+    /// The instance each key was last bound to in this process (warm detection), and the
+    /// network it was bound with (to bind it again for a persist on eviction).
+    seen: Mutex<HashMap<ScopeKey, (String, Network)>>,
+    /// Workspace files written into every new instance's tree (after a restore, so they win).
+    projection: Vec<(harness_fs::WsPath, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for SnapshottingManager {
@@ -236,7 +270,32 @@ impl SnapshottingManager {
             snapshots,
             policy,
             seen: Mutex::new(HashMap::new()),
+            projection: Vec::new(),
         }
+    }
+
+    /// Files projected into every **new** instance (the stopped, snapshot and cold branches;
+    /// a warm instance keeps what it has): written through the sandbox's work-tree
+    /// filesystem after any import, so the workspace's current version replaces a restored
+    /// one.
+    #[must_use]
+    pub fn with_projection(mut self, files: Vec<(harness_fs::WsPath, Vec<u8>)>) -> Self {
+        self.projection = files;
+        self
+    }
+
+    async fn project(&self, bound: &BoundSandbox) -> Result<(), SandboxError> {
+        let filesystem = bound.sandbox().filesystem();
+        for (path, bytes) in &self.projection {
+            filesystem
+                .write(path, bytes, harness_fs::WriteMode::Overwrite)
+                .await
+                .map_err(|err| SandboxError::Io {
+                    operation: "project workspace file",
+                    source: std::io::Error::other(err),
+                })?;
+        }
+        Ok(())
     }
 
     /// The wrapped manager.
@@ -259,7 +318,9 @@ impl SnapshottingManager {
     }
 
     /// Acquires `key` as [`SandboxManager::acquire`] does, then reconciles the work tree with
-    /// the scope's snapshot head (the four branches of the module docs).
+    /// the scope's snapshot head (the four branches of the module docs). A live instance whose
+    /// tree is no longer the head (another replica moved it since) is not warm: its tree is
+    /// cleared and the head imported.
     ///
     /// # Errors
     /// The manager's errors; a failed import (the binding is dropped).
@@ -276,21 +337,25 @@ impl SnapshottingManager {
             .seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.clone(), (state.instance.clone(), state.work_tree.clone()));
-        if previous.is_some_and(|(instance, _)| instance == state.instance) {
+            .insert(key.clone(), (state.instance.clone(), network));
+        let scope = harness_snapshot::scope_name(key.as_str());
+        let (head, _) = self.snapshots.heads().get(&scope).await.map_err(snapshot_error)?;
+        let work_tree = state.work_tree.clone();
+        let current = match &head {
+            None => true,
+            Some(head) => read_marker(&work_tree).as_ref() == Some(&head.chain),
+        };
+        if current && previous.is_some_and(|(instance, _)| instance == state.instance) {
             return Ok(Acquired {
                 bound,
                 branch: RestoreBranch::Warm,
             });
         }
-        let scope = harness_snapshot::scope_name(key.as_str());
-        let (head, _) = self.snapshots.heads().get(&scope).await.map_err(snapshot_error)?;
-        let work_tree = state.work_tree.clone();
         let present = top_level_entries(&work_tree)?;
         let branch = match &head {
             None if present.is_empty() => RestoreBranch::Cold,
             None => RestoreBranch::Stopped,
-            Some(head) if read_marker(&work_tree).as_ref() == Some(&head.chain) => RestoreBranch::Stopped,
+            Some(_) if current => RestoreBranch::Stopped,
             Some(_) => RestoreBranch::Snapshot,
         };
         if branch == RestoreBranch::Snapshot {
@@ -303,6 +368,7 @@ impl SnapshottingManager {
             restore_in_sandbox(bound.sandbox().as_ref(), &restore, present).await?;
             write_marker(&work_tree, &restore.head.chain)?;
         }
+        self.project(&bound).await?;
         Ok(Acquired { bound, branch })
     }
 
@@ -356,12 +422,64 @@ impl SnapshottingManager {
         persisted.map(Some)
     }
 
-    /// Shuts down the idle instances. Their trees were persisted at release; the marker lets
-    /// the next acquisition on this host take the stopped branch.
+    /// Shuts down the idle instances. With [`PersistPolicy::on_evict`], each one's tree is
+    /// persisted first, under a fresh hold of its key's lease (a key another process holds
+    /// is skipped after `lease_wait`: that holder persists it). The marker lets the next
+    /// acquisition on this host take the stopped branch.
     ///
     /// # Errors
-    /// As [`SandboxManager::evict_idle`].
+    /// As [`SandboxManager::evict_idle`]; a failed persist is logged and the instance still
+    /// stops (its last persisted head stays the restore point).
     pub async fn evict_idle(&self) -> Result<(), SandboxError> {
+        self.evict_idle_within(std::time::Duration::from_secs(5)).await
+    }
+
+    /// [`evict_idle`](Self::evict_idle), waiting at most `lease_wait` for each key's lease.
+    ///
+    /// # Errors
+    /// As [`evict_idle`](Self::evict_idle).
+    pub async fn evict_idle_within(&self, lease_wait: std::time::Duration) -> Result<(), SandboxError> {
+        if self.policy.on_evict {
+            for key in self.manager.idle_keys() {
+                let network = self
+                    .seen
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&key)
+                    .map_or(Network::Offline, |(_, network)| *network);
+                if let Err(err) = self.persist_idle(&key, network, lease_wait).await {
+                    tracing::warn!(key = key.as_str(), error = %harness_core::error_chain(&err), "persist on eviction failed");
+                }
+            }
+        }
         self.manager.evict_idle().await
+    }
+
+    async fn persist_idle(
+        &self,
+        key: &ScopeKey,
+        network: Network,
+        lease_wait: std::time::Duration,
+    ) -> Result<(), SandboxError> {
+        let Some(work_tree) = self.manager.idle_work_tree(key) else {
+            return Ok(());
+        };
+        let cancel = CancellationToken::new();
+        let timer = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(lease_wait).await;
+                cancel.cancel();
+            })
+        };
+        let acquired = self.acquire(key, work_tree, network, &cancel).await;
+        timer.abort();
+        let acquired = match acquired {
+            Ok(acquired) => acquired,
+            // Another process holds the key: its holder persists the tree.
+            Err(SandboxError::Lease(harness_core::LeaseError::Cancelled)) => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        self.persist(&acquired.bound).await.map(|_| ())
     }
 }

@@ -22,8 +22,36 @@ struct Replica {
 }
 
 fn replica(scratch: &Scratch, name: &str, lease: &Arc<dyn SessionLease>, states: &Arc<dyn KvStore>) -> Replica {
+    replica_with(scratch, name, lease, states, PersistPolicy::default())
+}
+
+fn replica_with(
+    scratch: &Scratch,
+    name: &str,
+    lease: &Arc<dyn SessionLease>,
+    states: &Arc<dyn KvStore>,
+    policy: PersistPolicy,
+) -> Replica {
+    replica_on(scratch, name, lease, states, states, policy)
+}
+
+/// A replica whose instance records (`instances`) may be its own while the snapshot heads
+/// (`heads`) are shared, as in the binary (instances are process-local there).
+fn replica_on(
+    scratch: &Scratch,
+    name: &str,
+    lease: &Arc<dyn SessionLease>,
+    instances: &Arc<dyn KvStore>,
+    states: &Arc<dyn KvStore>,
+    policy: PersistPolicy,
+) -> Replica {
     let provider = Arc::new(NamespaceProvider::new(config(scratch)));
-    let manager = SandboxManager::new(provider, lease.clone(), states.clone(), format!("snapshot-test-{name}"));
+    let manager = SandboxManager::new(
+        provider,
+        lease.clone(),
+        instances.clone(),
+        format!("snapshot-test-{name}"),
+    );
     let objects = StoreConfig::Local {
         dir: scratch.join("objects"),
     }
@@ -39,7 +67,7 @@ fn replica(scratch: &Scratch, name: &str, lease: &Arc<dyn SessionLease>, states:
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
     Replica {
-        manager: SnapshottingManager::new(manager, snapshots, PersistPolicy::default()),
+        manager: SnapshottingManager::new(manager, snapshots, policy),
         work: dir.join("alice"),
     }
 }
@@ -275,4 +303,212 @@ async fn a_hostile_import_runs_inside_the_sandbox_and_leaves_canaries_intact() {
         .unwrap_err();
     assert!(format!("{err:?}").contains("expands more than 50:1"), "{err:?}");
     sandbox.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_warm_instance_whose_tree_another_replica_moved_on_is_restored_not_reused() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let own = |_: ()| -> Arc<dyn KvStore> { Arc::new(InMemoryKv::default()) };
+    let a = replica_on(
+        &scratch,
+        "replica-a",
+        &lease,
+        &own(()),
+        &states,
+        PersistPolicy::default(),
+    );
+    let b = replica_on(
+        &scratch,
+        "replica-b",
+        &lease,
+        &own(()),
+        &states,
+        PersistPolicy::default(),
+    );
+    let cancel = CancellationToken::new();
+    let key = key();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    sh(&first, "echo a1 > a.txt").await;
+    a.manager.release(first.bound).await.unwrap();
+    // A keeps its instance warm; B continues the key and moves the head.
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(on_b.branch, RestoreBranch::Snapshot);
+    sh(&on_b, "echo b1 > b.txt && rm a.txt").await;
+    b.manager.release(on_b.bound).await.unwrap();
+    let back = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(back.branch, RestoreBranch::Snapshot, "a stale warm instance was reused");
+    assert_eq!(sh(&back, "ls").await, "b.txt\n");
+    drop(back);
+    a.manager.evict_idle().await.unwrap();
+    b.manager.evict_idle().await.unwrap();
+}
+
+#[tokio::test]
+async fn persist_on_eviction_saves_what_release_did_not() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let on_evict_only = PersistPolicy {
+        on_release: false,
+        on_evict: true,
+    };
+    let a = replica_with(&scratch, "replica-a", &lease, &states, on_evict_only);
+    let b = replica(&scratch, "replica-b", &lease, &states);
+    let cancel = CancellationToken::new();
+    let key = key();
+    let scope = harness_snapshot::scope_name(key.as_str());
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    sh(&first, "echo kept > evicted.txt").await;
+    assert_eq!(a.manager.release(first.bound).await.unwrap(), None);
+    assert!(
+        a.manager.snapshots().heads().get(&scope).await.unwrap().0.is_none(),
+        "release persisted"
+    );
+    a.manager.evict_idle().await.unwrap();
+    assert!(
+        a.manager.snapshots().heads().get(&scope).await.unwrap().0.is_some(),
+        "eviction did not persist"
+    );
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(on_b.branch, RestoreBranch::Snapshot);
+    assert_eq!(sh(&on_b, "cat evicted.txt").await, "kept\n");
+    drop(on_b);
+    b.manager.evict_idle().await.unwrap();
+}
+
+#[tokio::test]
+async fn eviction_skips_a_key_another_replica_holds() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let a = replica(&scratch, "replica-a", &lease, &states);
+    let b = replica(&scratch, "replica-b", &lease, &states);
+    let cancel = CancellationToken::new();
+    let key = key();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    sh(&first, "echo one > one.txt").await;
+    a.manager.release(first.bound).await.unwrap();
+    let holder = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    // A's idle instance cannot be persisted while B holds the key: eviction still ends.
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        a.manager.evict_idle_within(Duration::from_millis(200)),
+    )
+    .await
+    .expect("eviction waited for a lease another replica holds")
+    .unwrap();
+    assert!(a.manager.manager().idle_keys().is_empty());
+    drop(holder);
+    b.manager.evict_idle().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_restore_larger_than_the_send_window_streams_through_the_init() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let a = replica(&scratch, "replica-a", &lease, &states);
+    let b = replica(&scratch, "replica-b", &lease, &states);
+    let cancel = CancellationToken::new();
+    let key = key();
+    let first = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    // 40 MiB that zstd cannot shrink: the archive is well past the 16 MiB window.
+    let digest = sh(
+        &first,
+        "head -c 41943040 /dev/urandom > big.bin && sha256sum big.bin | cut -d' ' -f1",
+    )
+    .await;
+    let persisted = a.manager.release(first.bound).await.unwrap();
+    let Some(Persisted::Written { manifest, .. }) = persisted else {
+        panic!("not persisted: {persisted:?}");
+    };
+    assert!(manifest.archive.bytes > 32 << 20, "{}", manifest.archive.bytes);
+    a.manager.evict_idle().await.unwrap();
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(on_b.branch, RestoreBranch::Snapshot);
+    assert_eq!(sh(&on_b, "sha256sum big.bin | cut -d' ' -f1").await, digest);
+    drop(on_b);
+    b.manager.evict_idle().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_projection_is_applied_to_every_new_instance_and_only_to_new_ones() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let mut a = replica(&scratch, "replica-a", &lease, &states);
+    let path = harness_fs::WsPath::parse("AGENTS.md").unwrap();
+    a.manager = a.manager.with_projection(vec![(path, b"projected v1\n".to_vec())]);
+    let cancel = CancellationToken::new();
+    let key = key();
+    let cold = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(cold.branch, RestoreBranch::Cold);
+    assert_eq!(sh(&cold, "cat AGENTS.md").await, "projected v1\n");
+    // The agent edits it; a warm reuse keeps the edit.
+    sh(&cold, "echo edited > AGENTS.md").await;
+    a.manager.release(cold.bound).await.unwrap();
+    let warm = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(warm.branch, RestoreBranch::Warm);
+    assert_eq!(sh(&warm, "cat AGENTS.md").await, "edited\n");
+    a.manager.release(warm.bound).await.unwrap();
+    a.manager.evict_idle().await.unwrap();
+    // A new instance (here: restored from its snapshot on B) gets the projection again.
+    let mut b = replica(&scratch, "replica-b", &lease, &states);
+    let path = harness_fs::WsPath::parse("AGENTS.md").unwrap();
+    b.manager = b.manager.with_projection(vec![(path, b"projected v2\n".to_vec())]);
+    let fresh = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(fresh.branch, RestoreBranch::Snapshot);
+    assert_eq!(sh(&fresh, "cat AGENTS.md").await, "projected v2\n");
+    drop(fresh);
+    b.manager.evict_idle().await.unwrap();
 }
