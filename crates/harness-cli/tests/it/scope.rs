@@ -48,21 +48,19 @@ fn problem_3_concurrent_runs_with_a_filesystem_section_take_turns() {
         roles.chunks(2).all(|turn| turn == ["user", "assistant"]),
         "turns interleaved: {roles:?}"
     );
-    let state: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(ws.join("default/agents/harness/context/shared/agent_state.json")).unwrap(),
-    )
-    .unwrap();
-    let snapshot = state["state"]["messages"].as_array().map_or(0, Vec::len);
-    let log =
-        std::fs::read_to_string(ws.join("default/agents/harness/context/shared/agent_state.log")).unwrap_or_default();
-    let logged: usize = log
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<serde_json::Value>(line).unwrap()["messages"]
-                .as_array()
-                .map_or(0, Vec::len)
-        })
-        .sum();
+    // The saved context (its inline messages and its transcript tail) holds every turn.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let context = runtime.block_on(async {
+        let reader = harness::SessionReader::open(&ws, None).await.unwrap();
+        let user = harness_core::UserId::parse("default").unwrap();
+        let session = harness_core::SessionId::parse("shared").unwrap();
+        reader.state(&user, &session).await.unwrap().unwrap()
+    });
+    let snapshot = context.messages.len();
+    let logged = 0;
     assert_eq!(snapshot + logged, 16, "every turn is in the state");
 }
 

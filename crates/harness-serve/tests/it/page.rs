@@ -366,7 +366,7 @@ async fn the_key_banner_asks_for_a_key_and_clears_once_it_is_entered() {
     let browser = Browser::launch().await;
     let mut page = browser.page().await;
     page.call("Page.navigate", json!({"url": server.url("/")})).await;
-    page.until("!document.getElementById('banner').hidden", "the key banner")
+    page.until("document.getElementById('banner')?.hidden === false", "the key banner")
         .await;
     let text = page.eval("document.getElementById('banner').textContent").await;
     assert_eq!(text, "This server needs an API key: type it in the “API key” field.");

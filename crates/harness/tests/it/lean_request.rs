@@ -34,6 +34,22 @@ fn agent(root: &std::path::Path, model: &ScriptedModel, ext: &Arc<Extensions>) -
         .unwrap()
 }
 
+fn agent_without_extraction(
+    root: &std::path::Path,
+    model: &ScriptedModel,
+    ext: &Arc<Extensions>,
+) -> harness::HarnessAgent {
+    let mut memory = harness_memory::MemoryConfig::default();
+    memory.mode = harness_memory::MemoryMode::Off;
+    harness::HarnessAgent::builder()
+        .workspace(root)
+        .model(model.clone())
+        .extensions(Arc::clone(ext))
+        .memory(memory)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_session_and_task_tools_wait_in_groups_and_one_activation_offers_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -152,11 +168,12 @@ async fn an_activation_is_kept_for_the_next_call_in_a_new_process() {
         .reply_tool_call("activate_tool_group", json!({"group": "sessions"}))
         .reply_text("active")
         .reply_text("still active");
-    agent(dir.path(), &model, &ext)
+    // No background extraction: it would take a scripted reply between the two calls.
+    agent_without_extraction(dir.path(), &model, &ext)
         .call("hi", ctx("alice", "s1"))
         .await
         .unwrap();
-    agent(dir.path(), &model, &ext)
+    agent_without_extraction(dir.path(), &model, &ext)
         .call("again", ctx("alice", "s1"))
         .await
         .unwrap();
