@@ -240,7 +240,6 @@ struct Due {
     whole: bool,
     offloads: bool,
     tool_results: bool,
-    _guard: Option<LeaseGuard>,
 }
 
 impl Maintenance {
@@ -361,7 +360,17 @@ impl Maintenance {
             };
             let live = live_tasks(ctx.fs.as_ref()).await?;
             for agent in agents(ctx.fs.as_ref()).await? {
-                self.agent(&ctx, &agent, &live, dry_run, now, &mut report).await?;
+                // The leases taken are released before the next agent (and before the process
+                // exits: a guard dropped at exit may never reach a shared backend, which would
+                // keep the session "live" for the next run until the lease expires).
+                let mut held = Vec::new();
+                let done = self
+                    .agent(&ctx, &agent, &live, dry_run, now, &mut report, &mut held)
+                    .await;
+                for guard in held {
+                    guard.release().await;
+                }
+                done?;
             }
             if target.session.is_none() {
                 self.daily_logs(&ctx, dry_run, now, &mut report).await?;
@@ -431,7 +440,7 @@ impl Maintenance {
         }
     }
 
-    #[allow(clippy::too_many_lines)] // one pass over one agent's sessions, in the order of its effects
+    #[allow(clippy::too_many_lines, clippy::too_many_arguments)] // one pass over one agent's sessions, in the order of its effects
     async fn agent(
         &self,
         ns: &Namespace,
@@ -440,6 +449,7 @@ impl Maintenance {
         dry_run: bool,
         now: jiff::Timestamp,
         report: &mut MaintenanceReport,
+        held: &mut Vec<LeaseGuard>,
     ) -> Result<(), MaintenanceError> {
         let index = read_index(ns.fs.as_ref(), agent).await?;
         let mut due: Vec<Due> = Vec::new();
@@ -481,13 +491,13 @@ impl Maintenance {
                 });
                 continue;
             };
+            held.push(guard);
             due.push(Due {
                 scope,
                 idle,
                 whole,
                 offloads,
                 tool_results,
-                _guard: Some(guard),
             });
         }
         if due.is_empty() {
