@@ -139,6 +139,32 @@ impl CompositeFs {
         })
     }
 
+    /// Mounts `fs` at directory `prefix` keeping whole paths: `prefix/x` is `prefix/x` in
+    /// `fs`, as on the local disk. Any number of prefixes can share one store this way
+    /// without their files meeting (with [`mount`](Self::mount), `a/x` and `b/x` of one store
+    /// would be the same `x`).
+    #[must_use]
+    pub fn mount_shared(self, prefix: WsPath, fs: Arc<dyn Filesystem>) -> Self {
+        self.add(Route {
+            prefix,
+            base: WsPath::root(),
+            is_file: false,
+            fs,
+        })
+    }
+
+    /// Mounts `fs` for the single file `path`, keeping its whole path (see
+    /// [`mount_shared`](Self::mount_shared)).
+    #[must_use]
+    pub fn mount_shared_file(self, path: WsPath, fs: Arc<dyn Filesystem>) -> Self {
+        self.add(Route {
+            prefix: path,
+            base: WsPath::root(),
+            is_file: true,
+            fs,
+        })
+    }
+
     fn add(mut self, route: Route) -> Self {
         if route.prefix.is_root() {
             return self;
@@ -203,11 +229,13 @@ impl CompositeFs {
                 Err(err) => return Err(route.error(err)),
             }
         } else {
-            route
-                .fs
-                .glob(&WsPath::root(), "**", MAX_ROUTE_SCAN)
-                .await
-                .map_err(|err| route.error(err))?
+            // The mount's own directory in its backend: the root for a mount that strips its
+            // prefix, the prefix itself for one that keeps whole paths.
+            match route.fs.glob(&route.inner(&route.prefix), "**", MAX_ROUTE_SCAN).await {
+                Ok(files) => files,
+                Err(FsError::NotFound { .. }) => Vec::new(),
+                Err(err) => return Err(route.error(err)),
+            }
         };
         Ok(route
             .infos(files)
@@ -353,11 +381,7 @@ impl Filesystem for CompositeFs {
                 ..options.clone()
             };
             for (index, route) in self.routes_below(base) {
-                let search_base = if route.is_file {
-                    route.inner(&route.prefix)
-                } else {
-                    WsPath::root()
-                };
+                let search_base = route.inner(&route.prefix);
                 let found = match route.fs.grep(&search_base, &unfiltered).await {
                     Ok(found) => found,
                     Err(FsError::NotFound { .. }) => Vec::new(),
@@ -455,13 +479,11 @@ impl Filesystem for CompositeFs {
         }
         let mut routed = self.clone();
         for dir in dirs {
-            // A directory a mount serves already keeps it (the configured shared prefixes,
-            // whose keys are relative to their mount).
+            // A directory a mount serves already keeps it (the configured shared prefixes).
             if self.owner(dir).is_some() {
                 continue;
             }
-            let keyed: Arc<dyn Filesystem> = Arc::new(crate::Namespaced::new(Arc::clone(replica), dir.clone()));
-            routed = routed.mount(dir.clone(), keyed);
+            routed = routed.mount_shared(dir.clone(), Arc::clone(replica));
         }
         Some(Arc::new(routed))
     }

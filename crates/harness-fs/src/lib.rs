@@ -35,6 +35,7 @@ mod error;
 mod filesystem;
 mod jail;
 mod kv_fs;
+pub mod kv_layout;
 mod local;
 mod namespace;
 mod overlay;

@@ -18,11 +18,14 @@
 //! state, so a deployment needs PostgreSQL alone.
 //!
 //! A prefix ending in `/` routes a directory, one without routes a single file; `{agent}` is
-//! replaced by the agent name. Routes apply inside every caller's namespace, so user data
-//! stays partitioned in Redis as on disk. The host shell is never exposed unless
-//! `kind = "local_shell"`.
+//! replaced by the agent name. Routes apply inside every caller's namespace, and a file's key
+//! is its whole workspace path (`alice/memory/x.md`), so user data stays partitioned in Redis
+//! as on disk and no two prefixes share a key. A store written by an older Harness (which
+//! stripped the prefixes) is upgraded when it is opened (`harness_fs::kv_layout`). The host
+//! shell is never exposed unless `kind = "local_shell"`.
 
-use harness_fs::{CompositeFs, Filesystem, FsError, KvFs, LocalFs, LocalShellConfig, WsPath};
+use harness_fs::kv_layout::{self, OldLayout};
+use harness_fs::{CompositeFs, DEFAULT_EVICTED_DIR, Filesystem, FsError, KvFs, LocalFs, LocalShellConfig, WsPath};
 use serde::Deserialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -103,6 +106,9 @@ pub enum FilesystemError {
         #[source]
         source: FsError,
     },
+    /// The shared store could not be brought to the current key layout.
+    #[error("cannot upgrade the shared store's key layout (see harness_fs::kv_layout)")]
+    Upgrade(#[source] FsError),
     /// The Redis store could not be reached.
     #[error("cannot connect to Redis at the configured url")]
     Redis(#[source] harness_core::BoxError),
@@ -141,17 +147,41 @@ pub async fn open(config: &FilesystemConfig, root: &Path, agent: &str) -> Result
             let store = connect(config).await?;
             let kv: Arc<dyn Filesystem> = Arc::new(KvFs::new(store, WsPath::root()));
             let mut composite = CompositeFs::new(Arc::new(local)).replicate_to(Arc::clone(&kv));
+            let mut old = OldLayout {
+                whole: ["agents", "plans", DEFAULT_EVICTED_DIR]
+                    .iter()
+                    .filter_map(|dir| WsPath::parse(dir).ok())
+                    .collect(),
+                // The session index (`crate::session::index_path`) marks every namespace that held a session.
+                namespace_marker: "sessions.json".to_owned(),
+                ..OldLayout::default()
+            };
             for prefix in &config.shared_prefixes {
                 let resolved = prefix.replace("{agent}", agent);
                 let path = WsPath::parse(&resolved).map_err(|source| FilesystemError::Prefix {
                     prefix: prefix.clone(),
                     source,
                 })?;
+                // Whole paths as keys: one store serves every prefix without two of them meeting.
                 composite = if resolved.ends_with('/') {
-                    composite.mount(path, Arc::clone(&kv))
+                    old.dirs.push(path.clone());
+                    composite.mount_shared(path, Arc::clone(&kv))
                 } else {
-                    composite.mount_file(path, Arc::clone(&kv))
+                    old.files.push(path.clone());
+                    composite.mount_shared_file(path, Arc::clone(&kv))
                 };
+            }
+            let upgrade = kv_layout::upgrade(kv.as_ref(), &old)
+                .await
+                .map_err(FilesystemError::Upgrade)?;
+            if upgrade.moved > 0 {
+                tracing::info!(
+                    target: "harness::filesystem",
+                    moved = upgrade.moved,
+                    copies = upgrade.copies,
+                    "the shared store was upgraded to key layout {}",
+                    kv_layout::CURRENT_LAYOUT
+                );
             }
             Ok(Arc::new(composite))
         }
