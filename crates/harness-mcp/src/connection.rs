@@ -618,7 +618,11 @@ async fn connect(
                             stderr: String::new(),
                         });
                     };
-                    (ServerChild::Host(child), Box::new(stdout) as crate::ServerRead, Box::new(stdin) as crate::ServerWrite)
+                    (
+                        ServerChild::Host(child),
+                        Box::new(stdout) as crate::ServerRead,
+                        Box::new(stdin) as crate::ServerWrite,
+                    )
                 }
             };
             match tokio::time::timeout(policy.connect_timeout, handler.serve((stdout, stdin))).await {

@@ -81,7 +81,12 @@ impl ServersSandbox {
     /// # Errors
     /// The cause and the fix: the sandbox cannot start, or `command` is not found in the
     /// sandbox's mount view (a program under `/root` or `/home` never is).
-    pub async fn spawn(&self, command: &str, args: &[String], env: &[(String, String)]) -> Result<SandboxProcess, String> {
+    pub async fn spawn(
+        &self,
+        command: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Result<SandboxProcess, String> {
         let sandbox = self.sandbox().await?;
         // A missing program would only be sh's exit 127 after the spawn; find it first so the
         // failure says what to do.

@@ -616,14 +616,26 @@ fn a_sandboxed_agents_mcp_server_runs_inside_the_sandbox() {
     assert_eq!(code, Some(0), "{events}\n{stderr}");
     let results = tool_results(&events);
     // Listed and called: the probe's report came back.
-    assert!(results.contains("every_environ"), "the tool was not called:\n{results}\n{stderr}");
+    assert!(
+        results.contains("every_environ"),
+        "the tool was not called:\n{results}\n{stderr}"
+    );
     assert!(results.contains("\"cwd\": \"/workspace\""), "{results}");
     // The configured env is passed (its value is redacted from what the model sees).
-    assert!(results.contains("\"SERVER_SETTING\": "), "the configured env is passed:\n{results}");
+    assert!(
+        results.contains("\"SERVER_SETTING\": "),
+        "the configured env is passed:\n{results}"
+    );
     assert!(!results.contains("configured-value-9d2f"), "{results}");
-    assert!(!results.contains(SECRET), "the provider key reached the server:\n{results}");
+    assert!(
+        !results.contains(SECRET),
+        "the provider key reached the server:\n{results}"
+    );
     assert!(!results.contains("uid=0"), "the server ran as root:\n{results}");
-    assert!(!results.contains("mcp-canary-3e7a"), "the server read a host file:\n{results}");
+    assert!(
+        !results.contains("mcp-canary-3e7a"),
+        "the server read a host file:\n{results}"
+    );
     for probe in ["canary", "host_environ", "loopback"] {
         assert!(
             results.contains(&format!("\"{probe}\": \"DENIED")),
@@ -638,7 +650,12 @@ fn a_sandboxed_agents_mcp_server_runs_inside_the_sandbox() {
         .flatten()
         .filter(|entry| entry.file_name().to_string_lossy().starts_with("servers-"))
         .collect();
-    assert_eq!(servers.len(), 1, "{:?}", std::fs::read_dir(&work).unwrap().collect::<Vec<_>>());
+    assert_eq!(
+        servers.len(),
+        1,
+        "{:?}",
+        std::fs::read_dir(&work).unwrap().collect::<Vec<_>>()
+    );
     // Gone with the agent, the daemonised grandchild included.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !processes_marked(&mark).is_empty() && std::time::Instant::now() < deadline {
@@ -711,14 +728,21 @@ fn a_skill_script_under_a_sandbox_runs_confined() {
             &serde_json::json!({"path": "host.sh", "content": format!("sh {} 2>&1; echo host-path-done\n", host_script.display())}),
         ),
         execute("h1", "sh host.sh"),
-        call("w1", "write_file", &serde_json::json!({"path": "probe.sh", "content": body})),
+        call(
+            "w1",
+            "write_file",
+            &serde_json::json!({"path": "probe.sh", "content": body}),
+        ),
         execute("e1", "sh probe.sh"),
     ];
     let model = script(dir.path(), &replies(calls));
     let (code, events, stderr) = run(&ws, &model, "alice");
     assert_eq!(code, Some(0), "{events}\n{stderr}");
     let results = tool_results(&events);
-    assert!(results.contains("echo script-ran"), "the skill's script was read:\n{results}");
+    assert!(
+        results.contains("echo script-ran"),
+        "the skill's script was read:\n{results}"
+    );
     assert!(results.contains("host-path-done"), "{results}");
     assert_eq!(
         results.matches("script-ran\n").count() - results.matches("echo script-ran\n").count(),
@@ -727,5 +751,8 @@ fn a_skill_script_under_a_sandbox_runs_confined() {
     );
     assert!(results.contains("script-uid="), "{results}");
     assert!(!results.contains("script-uid=0"), "the script ran as root:\n{results}");
-    assert!(!results.contains("skill-canary-61b0"), "the script read a host file:\n{results}");
+    assert!(
+        !results.contains("skill-canary-61b0"),
+        "the script read a host file:\n{results}"
+    );
 }

@@ -100,8 +100,16 @@ async fn a_spawner_starts_the_stdio_servers_with_only_their_configured_env() {
     // No host pid: the server is not a host child of the manager's.
     assert_eq!(manager.status("time").unwrap().borrow().pid, None);
     manager.shutdown().await;
-    assert_eq!(spawner.kills.load(Ordering::SeqCst), 1, "shutdown killed it through the spawner");
-    assert_eq!(spawner.shutdowns.load(Ordering::SeqCst), 1, "then shut the spawner down");
+    assert_eq!(
+        spawner.kills.load(Ordering::SeqCst),
+        1,
+        "shutdown killed it through the spawner"
+    );
+    assert_eq!(
+        spawner.shutdowns.load(Ordering::SeqCst),
+        1,
+        "then shut the spawner down"
+    );
 }
 
 #[tokio::test]
