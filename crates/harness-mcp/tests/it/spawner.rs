@@ -2,7 +2,7 @@
 //! with only their configured `env`; a server it cannot start is a failure with its message,
 //! never a host child; shutdown kills each server through it and then shuts it down.
 
-use crate::servers::{call, config, host_env, time_bin};
+use crate::servers::{call, config, host_env, time_bin, wait_for};
 use async_trait::async_trait;
 use harness_mcp::{McpManager, RestartPolicy, ServerProcess, SpawnedServer, StdioCommand, StdioSpawner};
 use serde_json::json;
@@ -17,6 +17,7 @@ struct Recording {
     refuse: Option<String>,
     kills: Arc<AtomicUsize>,
     shutdowns: AtomicUsize,
+    pids: Mutex<Vec<u32>>,
 }
 
 struct Child {
@@ -49,6 +50,7 @@ impl StdioSpawner for Recording {
             .kill_on_drop(true)
             .spawn()
             .map_err(|err| err.to_string())?;
+        self.pids.lock().unwrap().extend(child.id());
         Ok(SpawnedServer {
             stdin: Box::new(child.stdin.take().unwrap()),
             stdout: Box::new(child.stdout.take().unwrap()),
@@ -141,5 +143,40 @@ async fn a_server_the_spawner_cannot_start_fails_with_its_message_and_never_star
     );
     assert!(!marker.exists(), "the server ran on the host");
     assert_eq!(spawner.asked.lock().unwrap().len(), 1);
+    manager.shutdown().await;
+}
+
+/// A server started by the spawner that dies is restarted through the spawner again.
+#[tokio::test]
+async fn a_spawned_server_that_dies_is_restarted_through_the_spawner() {
+    let spawner = Arc::new(Recording::default());
+    let policy = RestartPolicy {
+        backoff: std::time::Duration::from_millis(50),
+        ..RestartPolicy::default()
+    };
+    let manager = McpManager::start_with(
+        config(&time_server()).mcp_servers.into_values(),
+        &host_env(),
+        Some(Arc::clone(&spawner) as Arc<dyn StdioSpawner>),
+        policy,
+    )
+    .await;
+    assert!(manager.failures().is_empty(), "{:?}", manager.failures());
+    let first = spawner.pids.lock().unwrap()[0];
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut status = manager.status("time").unwrap();
+    wait_for(&mut status, |s| {
+        s.restarts == 1 && s.phase == harness_mcp::ServerPhase::Ready
+    })
+    .await;
+    assert_eq!(spawner.asked.lock().unwrap().len(), 2, "restarted through the spawner");
+    let output = call(&manager, "mcp__time__get_current_time", json!({"timezone": "UTC"}))
+        .await
+        .unwrap();
+    assert!(output.text_content().contains("UTC"), "{}", output.text_content());
     manager.shutdown().await;
 }
