@@ -14,6 +14,7 @@
 //! it instead of sleeping.
 
 use crate::env::HostEnv;
+use crate::spawn::{ServerProcess, StdioCommand, StdioSpawner};
 use crate::tools_json::{McpServerConfig, McpTransport};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -95,6 +96,15 @@ pub enum ConnectError {
         #[source]
         source: std::io::Error,
     },
+    /// The agent's [`StdioSpawner`] (its sandbox) could not start the command; it is never
+    /// started on the host instead.
+    #[error("cannot start `{command}`: {message}")]
+    Confined {
+        /// The program.
+        command: String,
+        /// The spawner's cause and fix.
+        message: String,
+    },
     /// A header name or value is not valid HTTP.
     #[error("invalid header `{name}`")]
     Header {
@@ -149,7 +159,8 @@ pub enum ServerPhase {
 pub struct ServerStatus {
     /// The phase.
     pub phase: ServerPhase,
-    /// The stdio server's process id (= its process group), while it runs.
+    /// The stdio server's process id (= its process group), while it runs on the host
+    /// (`None` for a server in a sandbox, whose pids are the sandbox's own).
     pub pid: Option<u32>,
     /// Restarts so far.
     pub restarts: u32,
@@ -162,6 +173,7 @@ pub struct ServerStatus {
 pub(crate) struct Connection {
     config: McpServerConfig,
     env: HostEnv,
+    spawner: Option<Arc<dyn StdioSpawner>>,
     policy: RestartPolicy,
     status: watch::Sender<ServerStatus>,
     shutdown: CancellationToken,
@@ -177,13 +189,69 @@ pub(crate) struct Connection {
 /// A connected server: the client plus, for stdio, the child (owned here so it is reaped).
 struct Running {
     client: Client,
-    child: Option<GroupChild>,
+    child: Option<ServerChild>,
 }
 
 impl Running {
     fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(|child| child.pid)
+        match self.child.as_ref()? {
+            ServerChild::Host(child) => child.pid,
+            ServerChild::Spawned { .. } => None,
+        }
     }
+}
+
+/// A stdio server's process: a host child, or one a [`StdioSpawner`] started.
+enum ServerChild {
+    Host(GroupChild),
+    Spawned {
+        process: Box<dyn ServerProcess>,
+        stderr_reader: Option<JoinHandle<()>>,
+    },
+}
+
+impl ServerChild {
+    /// Kills it (with everything it started) and waits (bounded) for its stderr reader.
+    async fn kill(&mut self) {
+        match self {
+            Self::Host(child) => child.kill().await,
+            Self::Spawned { process, stderr_reader } => {
+                process.kill().await;
+                drain(stderr_reader.take()).await;
+            }
+        }
+    }
+}
+
+/// Waits (bounded) for a stderr reader to reach the end of the stream.
+async fn drain(reader: Option<JoinHandle<()>>) {
+    if let Some(reader) = reader {
+        let abort = reader.abort_handle();
+        if tokio::time::timeout(STDERR_DRAIN, reader).await.is_err() {
+            abort.abort();
+        }
+    }
+}
+
+/// Copies a server's stderr lines into `tail` (and the debug log).
+fn read_stderr(
+    stderr: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+    tail: &Arc<StdMutex<VecDeque<String>>>,
+    server: &str,
+) -> JoinHandle<()> {
+    let tail = Arc::clone(tail);
+    let server = server.to_owned();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server = %server, "{line}");
+            let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+            if tail.len() == STDERR_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    })
 }
 
 /// A stdio server's process, leader of its own group. Dropped without [`kill`](Self::kill)
@@ -208,12 +276,7 @@ impl GroupChild {
         }
         let _ = self.child.kill().await;
         self.reaped = true;
-        if let Some(reader) = self.stderr_reader.take() {
-            let abort = reader.abort_handle();
-            if tokio::time::timeout(STDERR_DRAIN, reader).await.is_err() {
-                abort.abort();
-            }
-        }
+        drain(self.stderr_reader.take()).await;
     }
 }
 
@@ -230,10 +293,11 @@ impl Connection {
     pub(crate) async fn start(
         config: McpServerConfig,
         env: HostEnv,
+        spawner: Option<Arc<dyn StdioSpawner>>,
         policy: RestartPolicy,
     ) -> Result<(Arc<Self>, Vec<rmcp::model::Tool>), ConnectError> {
         let stderr_tail = Arc::new(StdMutex::new(VecDeque::new()));
-        let running = connect(&config, &env, &policy, &stderr_tail).await?;
+        let running = connect(&config, &env, spawner.as_deref(), &policy, &stderr_tail).await?;
         let tools = match running.client.peer().list_all_tools().await {
             Ok(tools) => tools,
             Err(err) => {
@@ -253,6 +317,7 @@ impl Connection {
         let connection = Arc::new(Self {
             config,
             env,
+            spawner,
             policy,
             status,
             shutdown: CancellationToken::new(),
@@ -375,7 +440,7 @@ impl Connection {
                 () = self.shutdown.cancelled() => return None,
             }
             let attempt = tokio::select! {
-                attempt = connect(&self.config, &self.env, &self.policy, &self.stderr_tail) => attempt,
+                attempt = connect(&self.config, &self.env, self.spawner.as_deref(), &self.policy, &self.stderr_tail) => attempt,
                 () = self.shutdown.cancelled() => return None,
             };
             self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -446,7 +511,7 @@ impl Connection {
                 }
             }
             let attempt = tokio::select! {
-                attempt = connect(&self.config, &self.env, &self.policy, &self.stderr_tail) => attempt,
+                attempt = connect(&self.config, &self.env, self.spawner.as_deref(), &self.policy, &self.stderr_tail) => attempt,
                 () = self.shutdown.cancelled() => {
                     self.publish(ServerPhase::Stopped, None, restarts);
                     return;
@@ -487,6 +552,7 @@ impl Running {
 async fn connect(
     config: &McpServerConfig,
     env: &HostEnv,
+    spawner: Option<&dyn StdioSpawner>,
     policy: &RestartPolicy,
     stderr_tail: &Arc<StdMutex<VecDeque<String>>>,
 ) -> Result<Running, ConnectError> {
@@ -499,48 +565,65 @@ async fn connect(
             args,
             env: extra,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args)
-                .env_clear()
-                .envs(env.scrubbed())
-                .envs(extra)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .kill_on_drop(true);
-            let child = cmd.spawn().map_err(|source| ConnectError::Spawn {
-                command: command.clone(),
-                source,
-            })?;
-            let pid = child.id();
-            let mut child = GroupChild {
-                child,
-                pid,
-                reaped: false,
-                stderr_reader: None,
-            };
-            if let Some(stderr) = child.child.stderr.take() {
-                let tail = Arc::clone(stderr_tail);
-                let server = config.name.clone();
-                child.stderr_reader = Some(tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        tracing::debug!(server = %server, "{line}");
-                        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
-                        if tail.len() == STDERR_TAIL_LINES {
-                            tail.pop_front();
-                        }
-                        tail.push_back(line);
+            let (mut child, stdout, stdin): (ServerChild, crate::ServerRead, crate::ServerWrite) = match spawner {
+                Some(spawner) => {
+                    let request = StdioCommand {
+                        server: config.name.clone(),
+                        command: command.clone(),
+                        args: args.clone(),
+                        env: extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    };
+                    let spawned = spawner.spawn(request).await.map_err(|message| ConnectError::Confined {
+                        command: command.clone(),
+                        message,
+                    })?;
+                    let stderr_reader = spawned
+                        .stderr
+                        .map(|stderr| read_stderr(stderr, stderr_tail, &config.name));
+                    let child = ServerChild::Spawned {
+                        process: spawned.process,
+                        stderr_reader,
+                    };
+                    (child, spawned.stdout, spawned.stdin)
+                }
+                None => {
+                    let mut cmd = tokio::process::Command::new(command);
+                    cmd.args(args)
+                        .env_clear()
+                        .envs(env.scrubbed())
+                        .envs(extra)
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .process_group(0)
+                        .kill_on_drop(true);
+                    let child = cmd.spawn().map_err(|source| ConnectError::Spawn {
+                        command: command.clone(),
+                        source,
+                    })?;
+                    let pid = child.id();
+                    let mut child = GroupChild {
+                        child,
+                        pid,
+                        reaped: false,
+                        stderr_reader: None,
+                    };
+                    if let Some(stderr) = child.child.stderr.take() {
+                        child.stderr_reader = Some(read_stderr(stderr, stderr_tail, &config.name));
                     }
-                }));
-            }
-            let (Some(stdout), Some(stdin)) = (child.child.stdout.take(), child.child.stdin.take()) else {
-                child.kill().await;
-                return Err(ConnectError::Handshake {
-                    message: "the child has no stdio pipes".to_owned(),
-                    stderr: String::new(),
-                });
+                    let (Some(stdout), Some(stdin)) = (child.child.stdout.take(), child.child.stdin.take()) else {
+                        child.kill().await;
+                        return Err(ConnectError::Handshake {
+                            message: "the child has no stdio pipes".to_owned(),
+                            stderr: String::new(),
+                        });
+                    };
+                    (
+                        ServerChild::Host(child),
+                        Box::new(stdout) as crate::ServerRead,
+                        Box::new(stdin) as crate::ServerWrite,
+                    )
+                }
             };
             match tokio::time::timeout(policy.connect_timeout, handler.serve((stdout, stdin))).await {
                 Ok(Ok(client)) => Ok(Running {
@@ -605,7 +688,7 @@ fn stderr_suffix(tail: &StdMutex<VecDeque<String>>) -> String {
 }
 
 /// Kills a stdio server's process group and reaps its leader (nothing for HTTP).
-async fn kill(child: Option<&mut GroupChild>) {
+async fn kill(child: Option<&mut ServerChild>) {
     if let Some(child) = child {
         child.kill().await;
     }

@@ -10,7 +10,9 @@
 //! during the outage is an error result at once. A call whose transport fails is sent again
 //! only when the server's trusted hints say repeating it is harmless (read-only or
 //! idempotent); otherwise the model is told the call may or may not have run.
-//! [`McpManager::shutdown`] kills every group.
+//! [`McpManager::shutdown`] kills every group. A sandboxed agent passes a [`StdioSpawner`]
+//! ([`McpManager::start_with`]): its stdio servers then start inside the sandbox, and one
+//! that cannot start there fails, never falling back to a host child.
 //!
 //! This crate knows nothing of sessions or workspaces: the `harness` crate turns the tools
 //! into a capability (the caller's own `tools.json`, on-demand groups, the allow/deny filter
@@ -33,6 +35,7 @@ mod content;
 mod env;
 mod manager;
 mod naming;
+mod spawn;
 mod tool;
 pub mod tools_json;
 
@@ -42,4 +45,5 @@ pub use content::to_output;
 pub use env::{HostEnv, INHERITED_VARS};
 pub use manager::{McpManager, ServerFailure};
 pub use naming::{group_name, sanitize, tool_name};
+pub use spawn::{ServerProcess, ServerRead, ServerWrite, SpawnedServer, StdioCommand, StdioSpawner};
 pub use tool::McpTool;

@@ -3,6 +3,7 @@
 use crate::connection::{ConnectError, Connection, RestartPolicy, ServerStatus};
 use crate::env::HostEnv;
 use crate::naming::{group_name, sanitize};
+use crate::spawn::StdioSpawner;
 use crate::tool::McpTool;
 use crate::tools_json::McpServerConfig;
 use harness_core::Tool;
@@ -31,6 +32,7 @@ pub struct McpManager {
     servers: Vec<Arc<Connection>>,
     tools: Vec<Arc<McpTool>>,
     failures: Vec<ServerFailure>,
+    spawner: Option<Arc<dyn StdioSpawner>>,
 }
 
 impl std::fmt::Debug for McpManager {
@@ -44,10 +46,24 @@ impl std::fmt::Debug for McpManager {
 }
 
 impl McpManager {
-    /// Connects every enabled server at once and lists its tools.
+    /// Connects every enabled server at once and lists its tools; stdio servers are host
+    /// children.
     pub async fn start(
         servers: impl IntoIterator<Item = McpServerConfig>,
         env: &HostEnv,
+        policy: RestartPolicy,
+    ) -> Self {
+        Self::start_with(servers, env, None, policy).await
+    }
+
+    /// As [`start`](Self::start), with stdio servers started by `spawner` when given (a
+    /// sandboxed agent's sandbox): one it cannot start is a failure naming the spawner's
+    /// cause and fix, never a host child. With a spawner, nothing of `env` reaches a stdio
+    /// server: it gets the spawner's base environment plus its configured `env`.
+    pub async fn start_with(
+        servers: impl IntoIterator<Item = McpServerConfig>,
+        env: &HostEnv,
+        spawner: Option<Arc<dyn StdioSpawner>>,
         policy: RestartPolicy,
     ) -> Self {
         let mut failures = Vec::new();
@@ -66,14 +82,18 @@ impl McpManager {
         let attempts = futures::future::join_all(pending.into_iter().map(|config| {
             let name = config.name.clone();
             let on_demand = config.on_demand;
+            let spawner = spawner.clone();
             async move {
-                let result: Result<_, ConnectError> = Connection::start(config, env.clone(), policy).await;
+                let result: Result<_, ConnectError> = Connection::start(config, env.clone(), spawner, policy).await;
                 (name, on_demand, result)
             }
         }))
         .await;
 
-        let mut manager = Self::default();
+        let mut manager = Self {
+            spawner,
+            ..Self::default()
+        };
         // Sanitised server names must stay distinct, or tool names could collide across servers.
         let mut prefixes: HashMap<String, String> = HashMap::new();
         for (name, on_demand, result) in attempts {
@@ -167,8 +187,12 @@ impl McpManager {
             .map(|connection| connection.subscribe())
     }
 
-    /// Stops every server and waits until their process groups are gone.
+    /// Stops every server and waits until their process groups are gone; then shuts the
+    /// spawner down (a sandbox that hosted them).
     pub async fn shutdown(&self) {
         futures::future::join_all(self.servers.iter().map(|server| server.shutdown())).await;
+        if let Some(spawner) = &self.spawner {
+            spawner.shutdown().await;
+        }
     }
 }

@@ -52,10 +52,7 @@ impl CallBinder {
     ) -> Self {
         let states = Arc::new(harness_store::InMemoryKv::default());
         let work_root = section.work_root(workspace);
-        // Stable per work root, so a later process finds (by this tag) the instances a killed
-        // one left; a live process's instances are never orphans (their locks are held).
-        let digest = sha2::Sha256::digest(work_root.display().to_string().as_bytes());
-        let owner = format!("harness-{}", &hex::encode(digest)[..16]);
+        let owner = owner_of(&work_root);
         Self {
             started: tokio::sync::OnceCell::new(),
             manager: Lifecycle::Plain(SandboxManager::new(provider, lease, states, owner)),
@@ -157,6 +154,14 @@ impl CallBinder {
             Lifecycle::Snapshotting(managed) => managed.evict_idle().await,
         }
     }
+}
+
+/// The owner tag of the sandboxes whose work trees are under `work_root`. Stable per work
+/// root, so a later process finds (by this tag) the instances a killed one left; a live
+/// process's instances are never orphans (their locks are held).
+pub(crate) fn owner_of(work_root: &Path) -> String {
+    let digest = sha2::Sha256::digest(work_root.display().to_string().as_bytes());
+    format!("harness-{}", &hex::encode(digest)[..16])
 }
 
 /// The init binary when `[sandbox] init` is unset: `harness-sandbox-init` beside the running

@@ -39,6 +39,7 @@ mod protocol;
 mod provider;
 mod proxy;
 mod section;
+mod servers;
 mod snapshot;
 mod work_fs;
 
@@ -53,4 +54,5 @@ pub use provider::{
 };
 pub use proxy::{NetworkDenial, PROXY_LISTEN, ProxyPolicy, ProxyPolicyError};
 pub use section::{DEFAULT_STATE_DIR, LimitsSection, SandboxKind, SandboxSection};
+pub use servers::ServersSandbox;
 pub use snapshot::{Acquired, PersistPolicy, RestoreBranch, SnapshottingManager, restore_in_sandbox};

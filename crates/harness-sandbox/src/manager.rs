@@ -72,6 +72,11 @@ impl ScopeKey {
         Self(key)
     }
 
+    /// A key named by `key` itself (the MCP servers' sandbox: `sandbox/servers/<agent>`).
+    pub(crate) fn from_lease_key(key: LeaseKey) -> Self {
+        Self(key)
+    }
+
     /// The lease key.
     pub fn lease_key(&self) -> &LeaseKey {
         &self.0

@@ -93,12 +93,28 @@ impl Extensions {
         workspace_root: &Path,
         shell: bool,
     ) -> Result<Self, SkillsError> {
+        Self::start_with(config, env, workspace_root, shell, None).await
+    }
+
+    /// As [`start`](Self::start), with the stdio MCP servers started by `spawner` when given
+    /// (a sandboxed agent's [`SandboxedServers`](crate::sandbox::SandboxedServers)); see
+    /// [`McpManager::start_with`].
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub async fn start_with(
+        config: ExtensionsConfig,
+        env: &HostEnv,
+        workspace_root: &Path,
+        shell: bool,
+        spawner: Option<Arc<dyn harness_mcp::StdioSpawner>>,
+    ) -> Result<Self, SkillsError> {
         let skills = match config.skills {
             Some(skills) => Some(Arc::new(Skills::start(skills, workspace_root, shell).await?)),
             None => None,
         };
         let filter = config.tools.filter();
-        let mcp = McpManager::start(config.tools.mcp_servers.into_values(), env, config.restart).await;
+        let mcp = McpManager::start_with(config.tools.mcp_servers.into_values(), env, spawner, config.restart).await;
         let groups = ToolGroups::declared_by(&mcp.tools(), |group| {
             let tool = mcp.mcp_tools().iter().find(|tool| tool.group() == Some(group))?;
             Some(format!("tools of MCP server `{}`", tool.server()))

@@ -224,6 +224,7 @@ impl<'a> WorkspaceLoader<'a> {
                 .collect();
         builder = builder.subagent_variables(Arc::new(move |var: &str| variables.get(var).cloned()));
         let mut shell = false;
+        let mut servers = None;
         if let Some(fs_config) = &config.filesystem {
             let fs = crate::filesystem::open(fs_config, &self.dir, &name)
                 .await
@@ -245,6 +246,7 @@ impl<'a> WorkspaceLoader<'a> {
                 return Err(refuse(crate::sandbox::LOCAL_SHELL_CONFLICT.to_owned()));
             }
             let provider = section.probed_provider(&self.dir).await.map_err(refuse)?;
+            servers = Some(self.servers_sandbox(&section, Arc::clone(&provider), &name));
             builder = builder.setting(crate::sandbox::SandboxProviderSetting(provider));
             if section.snapshots.is_some() {
                 let heads = match &config.state {
@@ -341,7 +343,7 @@ impl<'a> WorkspaceLoader<'a> {
             None => None,
         };
         let extensions = if self.extensions {
-            let extensions = Arc::new(self.start_extensions(&config, shell).await?);
+            let extensions = Arc::new(self.start_extensions_with(&config, shell, servers).await?);
             builder = builder.extensions(Arc::clone(&extensions));
             Some(extensions)
         } else {
@@ -360,12 +362,48 @@ impl<'a> WorkspaceLoader<'a> {
     /// layers and connects the MCP servers (a broken server is a warning, see
     /// [`Extensions::failures`]); `shell` says whether the agent has a shell on the workspace
     /// (for `<files-root>`). [`load`](Self::load) calls this; it is public for tools that
-    /// list the extensions without building models.
+    /// list the extensions without building models. With `[sandbox]`, the stdio MCP servers
+    /// start in the agent's servers' sandbox (the host proves it can provide it first).
     ///
     /// # Errors
     /// [`ConfigError::ToolsJsonRead`], [`ConfigError::ToolsJson`] (naming the file and the
-    /// line, key or variable), [`ConfigError::Skills`].
+    /// line, key or variable), [`ConfigError::Skills`]; [`ConfigError::Value`] naming
+    /// `[sandbox]` when the host cannot provide the sandbox.
     pub async fn start_extensions(&self, config: &HarnessConfig, shell: bool) -> Result<Extensions, ConfigError> {
+        let mut servers = None;
+        if let Some(section) = config.section::<harness_sandbox::SandboxSection>()? {
+            let provider = section
+                .probed_provider(&self.dir)
+                .await
+                .map_err(|message| ConfigError::Value {
+                    path: self.dir.join(CONFIG_FILE),
+                    section: "sandbox",
+                    message,
+                })?;
+            let name = (self.name.clone().or_else(|| config.agent.name.clone()))
+                .unwrap_or_else(|| DEFAULT_AGENT_NAME.to_owned());
+            servers = Some(self.servers_sandbox(&section, provider, &name));
+        }
+        self.start_extensions_with(config, shell, servers).await
+    }
+
+    /// The spawner of the MCP stdio servers of agent `name` under `section`.
+    fn servers_sandbox(
+        &self,
+        section: &harness_sandbox::SandboxSection,
+        provider: Arc<dyn harness_sandbox::SandboxProvider>,
+        name: &str,
+    ) -> Arc<dyn harness_mcp::StdioSpawner> {
+        let sandbox = harness_sandbox::ServersSandbox::new(section, provider, &self.dir, name);
+        Arc::new(crate::sandbox::SandboxedServers(Arc::new(sandbox)))
+    }
+
+    async fn start_extensions_with(
+        &self,
+        config: &HarnessConfig,
+        shell: bool,
+        servers: Option<Arc<dyn harness_mcp::StdioSpawner>>,
+    ) -> Result<Extensions, ConfigError> {
         let path = self.dir.join(TOOLS_JSON);
         let text = match tokio::fs::read_to_string(&path).await {
             Ok(text) => Some(text),
@@ -391,7 +429,7 @@ impl<'a> WorkspaceLoader<'a> {
             skills,
             ..ExtensionsConfig::default()
         };
-        Extensions::start(extensions, &host, &self.dir, shell)
+        Extensions::start_with(extensions, &host, &self.dir, shell, servers)
             .await
             .map_err(|source| ConfigError::Skills {
                 path: self.dir.join(CONFIG_FILE),

@@ -2,11 +2,13 @@
 //! over `harness-sandbox`'s [`BindCall`] at [`Layer::Sandbox`]). Children share the parent's
 //! binder and a child's turn its parent's binding. Fails closed: the loader probes at start,
 //! an unprovidable sandbox fails the call, never a host shell; with `local_shell`, a build error.
+//! The agent's MCP stdio servers run in its [`ServersSandbox`] ([`SandboxedServers`]).
 
 use crate::capability::{Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
 use crate::facts::SandboxedShell;
 use harness_core::Middleware;
-use harness_sandbox::{BindCall, CallBinder, SandboxProvider, SandboxSection};
+use harness_mcp::{ServerProcess, ServerRead, SpawnedServer, StdioCommand, StdioSpawner};
+use harness_sandbox::{BindCall, CallBinder, SandboxProcess, SandboxProvider, SandboxSection, ServersSandbox};
 use std::sync::Arc;
 
 impl ConfigSection for SandboxSection {
@@ -90,5 +92,40 @@ impl Capability for Sandboxed {
         if let Err(err) = self.0.shutdown().await {
             tracing::warn!(error = %harness_core::error_chain(&err), "sandbox shutdown");
         }
+    }
+}
+
+/// The agent's MCP stdio servers, started in its [`ServersSandbox`] (never on the host).
+pub struct SandboxedServers(pub Arc<ServersSandbox>);
+
+#[async_trait::async_trait]
+impl StdioSpawner for SandboxedServers {
+    async fn spawn(&self, command: StdioCommand) -> Result<SpawnedServer, String> {
+        let mut process = self.0.spawn(&command.command, &command.args, &command.env).await?;
+        let (Some(stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
+            return Err("the sandboxed process has no stdio pipes".to_owned());
+        };
+        let stderr = process.take_stderr().map(|stderr| Box::new(stderr) as ServerRead);
+        Ok(SpawnedServer {
+            stdin: Box::new(stdin),
+            stdout: Box::new(stdout),
+            stderr,
+            process: Box::new(InSandbox(process)),
+        })
+    }
+
+    async fn shutdown(&self) {
+        self.0.shutdown().await;
+    }
+}
+
+/// A server process in the sandbox: killing it kills its process group there.
+struct InSandbox(SandboxProcess);
+
+#[async_trait::async_trait]
+impl ServerProcess for InSandbox {
+    async fn kill(&mut self) {
+        self.0.kill().await;
+        self.0.wait().await;
     }
 }

@@ -5,3 +5,4 @@
 mod client;
 mod resend;
 mod servers;
+mod spawner;
