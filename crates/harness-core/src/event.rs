@@ -140,6 +140,8 @@ pub struct AgentEvent {
 pub struct EventSink {
     tx: Option<mpsc::Sender<AgentEvent>>,
     source: Option<EventSource>,
+    /// Passes only [`EventKind::Warning`] (see [`warnings`](Self::warnings)).
+    warnings_only: bool,
 }
 
 impl EventSink {
@@ -153,6 +155,18 @@ impl EventSink {
         Self {
             tx: Some(tx),
             source: None,
+            warnings_only: false,
+        }
+    }
+
+    /// A sink feeding `tx` with the call's [`EventKind::Warning`]s only (its children's
+    /// too) and dropping the rest. It does not count as [`active`](Self::is_active), so
+    /// the call behaves as a plain `call` does (no streaming requests, no costly events):
+    /// for a caller that prints an answer but must not lose what was degraded.
+    pub fn warnings(tx: mpsc::Sender<AgentEvent>) -> Self {
+        Self {
+            warnings_only: true,
+            ..Self::new(tx)
         }
     }
 
@@ -165,12 +179,19 @@ impl EventSink {
 
     /// Whether anyone listens. Producers of costly events check this first.
     pub fn is_active(&self) -> bool {
-        self.tx.as_ref().is_some_and(|tx| !tx.is_closed())
+        !self.warnings_only && self.tx.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    fn passes(&self, kind: &EventKind) -> bool {
+        !self.warnings_only || matches!(kind, EventKind::Warning { .. })
     }
 
     /// Sends an event, waiting while the receiver is behind (the channel is bounded). A gone
     /// receiver is not an error: the call goes on.
     pub async fn emit(&self, kind: EventKind) {
+        if !self.passes(&kind) {
+            return;
+        }
         if let Some(tx) = &self.tx {
             let _gone = tx
                 .send(AgentEvent {
@@ -183,6 +204,9 @@ impl EventSink {
 
     /// Forwards an event produced elsewhere (a child agent), keeping its source.
     pub async fn forward(&self, event: AgentEvent) {
+        if !self.passes(&event.kind) {
+            return;
+        }
         if let Some(tx) = &self.tx {
             let _gone = tx.send(event).await;
         }
