@@ -212,3 +212,58 @@ impl EventSink {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A warnings sink passes warnings (its own and forwarded ones) and nothing else, and
+    /// does not count as active, so a call with it does not stream.
+    #[tokio::test]
+    async fn a_warnings_sink_passes_only_warnings_and_is_not_active() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let sink = EventSink::warnings(tx);
+        assert!(!sink.is_active());
+        sink.emit(EventKind::TextDelta { delta: "x".into() }).await;
+        sink.emit(EventKind::Warning {
+            code: "c".into(),
+            message: "own".into(),
+        })
+        .await;
+        let source = EventSource {
+            agent_id: "child".into(),
+            session_id: "sub.s".into(),
+            depth: 1,
+            path: "a/child".into(),
+        };
+        sink.forward(AgentEvent {
+            source: Some(source.clone()),
+            kind: EventKind::StepEnd { step: 1, usage: None },
+        })
+        .await;
+        sink.clone()
+            .with_source(source.clone())
+            .emit(EventKind::Warning {
+                code: "c".into(),
+                message: "child's".into(),
+            })
+            .await;
+        drop(sink);
+        let mut got = Vec::new();
+        while let Some(event) = rx.recv().await {
+            got.push(event);
+        }
+        let messages: Vec<(Option<String>, String)> = got
+            .into_iter()
+            .map(|event| match event.kind {
+                EventKind::Warning { message, .. } => (event.source.map(|s| s.agent_id), message),
+                other => panic!("only warnings pass: {other:?}"),
+            })
+            .collect();
+        assert_eq!(messages, [(None, "own".to_owned()), (Some("child".to_owned()), "child's".to_owned())]);
+        // A plain sink still passes everything and is active while its receiver lives.
+        let (tx, _rx) = mpsc::channel(8);
+        assert!(EventSink::new(tx).is_active());
+    }
+}

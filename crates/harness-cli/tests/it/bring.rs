@@ -145,12 +145,15 @@ fn run_with_slow_child(wait: u64, delay_ms: u64) -> (std::process::Output, tempf
     (output, dir)
 }
 
+/// How long the slow child takes: well past the short wait below, well within the long one.
+const SLOW_CHILD_MS: u64 = 5000;
+
 /// A child slower than a small wait but well within a configured larger `default_wait`
 /// finishes in the foreground: the parent gets its answer, nothing goes to the background.
+/// (The same child is promoted under a 1 s `default_wait`, below: the setting decides.)
 #[test]
 fn a_larger_default_wait_keeps_a_slow_child_in_the_foreground() {
-    // 3 s answer under a 120 s wait (the built-in default is 30 s; the margin is wide).
-    let (output, _dir) = run_with_slow_child(120, 3000);
+    let (output, _dir) = run_with_slow_child(120, SLOW_CHILD_MS);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     let result = spawn_result(&stdout);
@@ -163,8 +166,7 @@ fn a_larger_default_wait_keeps_a_slow_child_in_the_foreground() {
 /// background, and the parent is told so with the task id.
 #[test]
 fn a_short_default_wait_promotes_a_slow_child_to_the_background() {
-    // 1 s wait, 6 s answer.
-    let (output, _dir) = run_with_slow_child(1, 6000);
+    let (output, _dir) = run_with_slow_child(1, SLOW_CHILD_MS);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     let result = spawn_result(&stdout);
