@@ -257,7 +257,12 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
         );
     }
     // A server that did not start is named with why (its tools are absent; the rest run).
-    for failure in loaded.extensions.iter().flat_map(|e| e.failures()).filter(|f| !f.disabled) {
+    for failure in loaded
+        .extensions
+        .iter()
+        .flat_map(|e| e.failures())
+        .filter(|f| !f.disabled)
+    {
         eprintln!(
             "warning: MCP server `{}` offers no tools: {}; fix its entry in tools.json or .mcp.json (`harness doctor` checks it)",
             failure.server,

@@ -261,7 +261,13 @@ mod tests {
                 other => panic!("only warnings pass: {other:?}"),
             })
             .collect();
-        assert_eq!(messages, [(None, "own".to_owned()), (Some("child".to_owned()), "child's".to_owned())]);
+        assert_eq!(
+            messages,
+            [
+                (None, "own".to_owned()),
+                (Some("child".to_owned()), "child's".to_owned())
+            ]
+        );
         // A plain sink still passes everything and is active while its receiver lives.
         let (tx, _rx) = mpsc::channel(8);
         assert!(EventSink::new(tx).is_active());

@@ -819,7 +819,8 @@ impl HarnessAgent {
         ctx: RuntimeContext,
         events: EventSink,
     ) -> Result<Msg, AgentError> {
-        self.run(AgentInput(Vec::new()), with_decisions(ctx, decisions), events).await
+        self.run(AgentInput(Vec::new()), with_decisions(ctx, decisions), events)
+            .await
     }
 
     /// [`resume`](Self::resume), yielding the turn's events like [`stream`](Self::stream).

@@ -18,7 +18,8 @@ impl HarnessAgent {
         schema: &OutputSchema,
         ctx: RuntimeContext,
     ) -> Result<StructuredReply, StructuredError> {
-        self.call_structured_with_events(input, schema, ctx, EventSink::disabled()).await
+        self.call_structured_with_events(input, schema, ctx, EventSink::disabled())
+            .await
     }
 
     /// [`call_structured`](Self::call_structured), sending the turn's events to `events`

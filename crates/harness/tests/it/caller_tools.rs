@@ -144,7 +144,9 @@ async fn a_users_file_narrows_the_children_of_that_users_calls() {
         .unwrap();
     agent.call("hi", ctx("alice", "s1")).await.unwrap();
     assert!(
-        !offered(&parents.lock().unwrap()[0]).iter().any(|name| name == "write_file"),
+        !offered(&parents.lock().unwrap()[0])
+            .iter()
+            .any(|name| name == "write_file"),
         "the parent is narrowed"
     );
     let children = children.lock().unwrap().clone();
@@ -155,7 +157,8 @@ async fn a_users_file_narrows_the_children_of_that_users_calls() {
         !tools.iter().any(|name| name == "write_file"),
         "the child is narrowed by its caller's file: {tools:?}"
     );
-    let Some(Block::ToolResult { is_error, .. }) = children[1].messages.last().and_then(|msg| msg.content.first()) else {
+    let Some(Block::ToolResult { is_error, .. }) = children[1].messages.last().and_then(|msg| msg.content.first())
+    else {
         panic!("{:?}", children[1].messages.last());
     };
     assert!(*is_error, "a guessed call to the denied tool is refused");
