@@ -294,6 +294,12 @@ async fn show_turn(
         };
         let Some(event) = event else { break };
         waiting.take();
+        // Its own and its children's warnings, on stderr (the fallback notice is printed by
+        // its observer).
+        if let Some(line) = crate::progress::warning_line(&event) {
+            eprintln!("{line}");
+            continue;
+        }
         if let Some(source) = &event.source {
             // A child's activity: compact, indented, tagged with its id.
             if let Some(line) = child_line(source, &event.kind) {
@@ -328,9 +334,6 @@ async fn show_turn(
                     harness_core::excerpt(&text.join(" ").replace('\n', " "), 120)
                 ))?;
             }
-            // The fallback observer printed the switch already.
-            EventKind::Warning { code, .. } if code == harness_models::FALLBACK_NOTICE => {}
-            EventKind::Warning { message, .. } => eprintln!("warning: {}", harness_core::redact::redact(&message)),
             EventKind::Error { message, .. } => {
                 if !at_line_start {
                     out.line("")?;

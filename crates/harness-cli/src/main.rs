@@ -256,6 +256,19 @@ async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgen
             harness_core::redact::redact(&warning.to_string())
         );
     }
+    // A server that did not start is named with why (its tools are absent; the rest run).
+    for failure in loaded
+        .extensions
+        .iter()
+        .flat_map(|e| e.failures())
+        .filter(|f| !f.disabled)
+    {
+        eprintln!(
+            "warning: MCP server `{}` offers no tools: {}; fix its entry in tools.json or .mcp.json (`harness doctor` checks it)",
+            failure.server,
+            harness_core::redact::redact(&failure.reason)
+        );
+    }
     Ok((agent, spec, loaded.config))
 }
 
@@ -370,7 +383,10 @@ async fn run_turn(
     let mut out = Out::new();
     let waiting = progress::WaitingNote::start(format!("the model {spec}"));
     if let (Some(schema), false, TurnInput::Message(message)) = (schema, json, &input) {
-        let reply = agent.call_structured(message.as_str(), schema, ctx.clone()).await;
+        let reply = progress::printing_warnings(|events| {
+            agent.call_structured_with_events(message.as_str(), schema, ctx.clone(), events)
+        })
+        .await;
         drop(waiting);
         return match reply {
             Ok(reply) => Ok(out.line(&serde_json::to_string(&reply.value)?)?),
@@ -387,11 +403,15 @@ async fn run_turn(
         };
     }
     if !json {
-        // Nobody watches tokens: one non-streaming request per model call.
-        let reply = match input {
-            TurnInput::Message(message) => agent.call(message, ctx.clone()).await,
-            TurnInput::Decisions(decisions) => agent.resume(decisions, ctx.clone()).await,
-        };
+        // Nobody watches tokens: one non-streaming request per model call. Warnings (a
+        // workspace file not injected, a cut reply) still reach stderr.
+        let reply = progress::printing_warnings(|events| async {
+            match input {
+                TurnInput::Message(message) => agent.call_with_events(message, ctx.clone(), events).await,
+                TurnInput::Decisions(decisions) => agent.resume_with_events(decisions, ctx.clone(), events).await,
+            }
+        })
+        .await;
         drop(waiting);
         let reply = reply.map_err(|err| runtime(&err))?;
         let pending = agent.pending_approval(ctx.clone()).await.map_err(|err| runtime(&err))?;

@@ -38,6 +38,53 @@ pub(crate) fn fallback_observer() -> FallbackObserver {
     })
 }
 
+/// The `warning: …` line for a warning event (a child's tagged with its id), or `None` for
+/// other events and for the fallback notice the [`fallback_observer`] prints already.
+pub(crate) fn warning_line(event: &harness_core::AgentEvent) -> Option<String> {
+    let harness_core::EventKind::Warning { code, message } = &event.kind else {
+        return None;
+    };
+    if code == harness_models::FALLBACK_NOTICE {
+        return None;
+    }
+    let message = harness_core::redact::redact(message);
+    Some(match &event.source {
+        Some(source) => format!("warning: [{}] {message}", source.agent_id),
+        None => format!("warning: {message}"),
+    })
+}
+
+/// Runs `call` with a sink that takes only warnings ([`EventSink::warnings`]: the call stays
+/// non-streaming) and prints each on stderr as it comes, one `warning: …` line.
+///
+/// [`EventSink::warnings`]: harness_core::EventSink::warnings
+pub(crate) async fn printing_warnings<T, F>(call: impl FnOnce(harness_core::EventSink) -> F) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    #[allow(clippy::print_stderr)]
+    fn print(event: &harness_core::AgentEvent) {
+        if let Some(line) = warning_line(event) {
+            eprintln!("{line}");
+        }
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let call = call(harness_core::EventSink::warnings(tx));
+    tokio::pin!(call);
+    let result = loop {
+        tokio::select! {
+            result = &mut call => break result,
+            Some(event) = rx.recv() => print(&event),
+        }
+    };
+    // What arrived in the last moment (a background child may still hold a sender, so
+    // this does not wait for the channel to close).
+    while let Ok(event) = rx.try_recv() {
+        print(&event);
+    }
+    result
+}
+
 /// A one-time "waiting for the model" note, printed after [`WAITING_NOTE_AFTER`] when
 /// stderr is a terminal; dropping it cancels the note.
 pub(crate) struct WaitingNote(Option<tokio::task::JoinHandle<()>>);

@@ -140,6 +140,8 @@ pub struct AgentEvent {
 pub struct EventSink {
     tx: Option<mpsc::Sender<AgentEvent>>,
     source: Option<EventSource>,
+    /// Passes only [`EventKind::Warning`] (see [`warnings`](Self::warnings)).
+    warnings_only: bool,
 }
 
 impl EventSink {
@@ -153,6 +155,18 @@ impl EventSink {
         Self {
             tx: Some(tx),
             source: None,
+            warnings_only: false,
+        }
+    }
+
+    /// A sink feeding `tx` with the call's [`EventKind::Warning`]s only (its children's
+    /// too) and dropping the rest. It does not count as [`active`](Self::is_active), so
+    /// the call behaves as a plain `call` does (no streaming requests, no costly events):
+    /// for a caller that prints an answer but must not lose what was degraded.
+    pub fn warnings(tx: mpsc::Sender<AgentEvent>) -> Self {
+        Self {
+            warnings_only: true,
+            ..Self::new(tx)
         }
     }
 
@@ -165,12 +179,19 @@ impl EventSink {
 
     /// Whether anyone listens. Producers of costly events check this first.
     pub fn is_active(&self) -> bool {
-        self.tx.as_ref().is_some_and(|tx| !tx.is_closed())
+        !self.warnings_only && self.tx.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    fn passes(&self, kind: &EventKind) -> bool {
+        !self.warnings_only || matches!(kind, EventKind::Warning { .. })
     }
 
     /// Sends an event, waiting while the receiver is behind (the channel is bounded). A gone
     /// receiver is not an error: the call goes on.
     pub async fn emit(&self, kind: EventKind) {
+        if !self.passes(&kind) {
+            return;
+        }
         if let Some(tx) = &self.tx {
             let _gone = tx
                 .send(AgentEvent {
@@ -183,8 +204,72 @@ impl EventSink {
 
     /// Forwards an event produced elsewhere (a child agent), keeping its source.
     pub async fn forward(&self, event: AgentEvent) {
+        if !self.passes(&event.kind) {
+            return;
+        }
         if let Some(tx) = &self.tx {
             let _gone = tx.send(event).await;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A warnings sink passes warnings (its own and forwarded ones) and nothing else, and
+    /// does not count as active, so a call with it does not stream.
+    #[tokio::test]
+    async fn a_warnings_sink_passes_only_warnings_and_is_not_active() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let sink = EventSink::warnings(tx);
+        assert!(!sink.is_active());
+        sink.emit(EventKind::TextDelta { delta: "x".into() }).await;
+        sink.emit(EventKind::Warning {
+            code: "c".into(),
+            message: "own".into(),
+        })
+        .await;
+        let source = EventSource {
+            agent_id: "child".into(),
+            session_id: "sub.s".into(),
+            depth: 1,
+            path: "a/child".into(),
+        };
+        sink.forward(AgentEvent {
+            source: Some(source.clone()),
+            kind: EventKind::StepEnd { step: 1, usage: None },
+        })
+        .await;
+        sink.clone()
+            .with_source(source.clone())
+            .emit(EventKind::Warning {
+                code: "c".into(),
+                message: "child's".into(),
+            })
+            .await;
+        drop(sink);
+        let mut got = Vec::new();
+        while let Some(event) = rx.recv().await {
+            got.push(event);
+        }
+        let messages: Vec<(Option<String>, String)> = got
+            .into_iter()
+            .map(|event| match event.kind {
+                EventKind::Warning { message, .. } => (event.source.map(|s| s.agent_id), message),
+                other => panic!("only warnings pass: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                (None, "own".to_owned()),
+                (Some("child".to_owned()), "child's".to_owned())
+            ]
+        );
+        // A plain sink still passes everything and is active while its receiver lives.
+        let (tx, _rx) = mpsc::channel(8);
+        assert!(EventSink::new(tx).is_active());
     }
 }

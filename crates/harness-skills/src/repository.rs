@@ -110,12 +110,17 @@ pub enum SyncOutcome {
 #[derive(Debug, Clone)]
 pub(crate) struct SyncJob {
     pub(crate) url: String,
+    // Without the `git` feature the sync only refuses, naming `url`: the rest is not built.
+    #[cfg(feature = "git")]
     pub(crate) reference: Option<String>,
+    #[cfg(feature = "git")]
     pub(crate) git_dir: PathBuf,
+    #[cfg(feature = "git")]
     pub(crate) stage_dir: PathBuf,
     /// Set when the caller gave up: the fetch stops at its next check.
     pub(crate) interrupt: Arc<AtomicBool>,
     /// Counts connections to the remote.
+    #[cfg(feature = "git")]
     pub(crate) fetches: Arc<AtomicU64>,
 }
 
@@ -126,6 +131,8 @@ pub struct GitSkillRepository {
     /// The pinned branch, tag or commit; `None`: the remote HEAD.
     reference: Option<String>,
     source: String,
+    /// The bare clone (only a build with the `git` feature has one).
+    #[cfg(feature = "git")]
     git_dir: PathBuf,
     stage_dir: PathBuf,
     timeout: Duration,
@@ -143,6 +150,7 @@ impl GitSkillRepository {
         Self {
             url: url.into(),
             reference: None,
+            #[cfg(feature = "git")]
             git_dir: cache_root.join(".git").join(&source),
             stage_dir: cache_root.join(&source),
             source,
@@ -220,10 +228,14 @@ impl GitSkillRepository {
             .map_err(|_| timed_out())?;
         let job = SyncJob {
             url: self.url.clone(),
+            #[cfg(feature = "git")]
             reference: self.reference.clone(),
+            #[cfg(feature = "git")]
             git_dir: self.git_dir.clone(),
+            #[cfg(feature = "git")]
             stage_dir: self.stage_dir.clone(),
             interrupt: Arc::new(AtomicBool::new(false)),
+            #[cfg(feature = "git")]
             fetches: Arc::clone(&self.fetches),
         };
         let interrupt = StopOnDrop(Arc::clone(&job.interrupt));

@@ -754,6 +754,22 @@ impl HarnessAgent {
         self.run(input.into(), ctx, EventSink::disabled()).await
     }
 
+    /// [`call`](Self::call), sending the turn's events to `events`: with
+    /// [`EventSink::warnings`] a caller that prints only the answer still learns what was
+    /// degraded (a workspace file not injected, a reply cut by the length limit) without
+    /// turning on streaming. Keep receiving while it runs: the sink's channel is bounded.
+    ///
+    /// # Errors
+    /// Those of [`call`](Self::call).
+    pub async fn call_with_events(
+        &self,
+        input: impl Into<AgentInput>,
+        ctx: RuntimeContext,
+        events: EventSink,
+    ) -> Result<Msg, AgentError> {
+        self.run(input.into(), ctx, events).await
+    }
+
     /// The calls of `ctx`'s session that wait for a person's approval (empty when none).
     /// Reads the saved state without taking the session, so any process may ask.
     ///
@@ -789,12 +805,22 @@ impl HarnessAgent {
         decisions: Vec<harness_core::ApprovalDecision>,
         ctx: RuntimeContext,
     ) -> Result<Msg, AgentError> {
-        self.run(
-            AgentInput(Vec::new()),
-            with_decisions(ctx, decisions),
-            EventSink::disabled(),
-        )
-        .await
+        self.resume_with_events(decisions, ctx, EventSink::disabled()).await
+    }
+
+    /// [`resume`](Self::resume), sending the turn's events to `events` like
+    /// [`call_with_events`](Self::call_with_events).
+    ///
+    /// # Errors
+    /// Those of [`resume`](Self::resume).
+    pub async fn resume_with_events(
+        &self,
+        decisions: Vec<harness_core::ApprovalDecision>,
+        ctx: RuntimeContext,
+        events: EventSink,
+    ) -> Result<Msg, AgentError> {
+        self.run(AgentInput(Vec::new()), with_decisions(ctx, decisions), events)
+            .await
     }
 
     /// [`resume`](Self::resume), yielding the turn's events like [`stream`](Self::stream).

@@ -3,7 +3,7 @@
 
 use crate::HarnessAgent;
 use crate::structured::{OutputSchema, StructuredCall, StructuredError, StructuredReply};
-use harness_core::{AgentInput, AgentStream, RuntimeContext};
+use harness_core::{AgentInput, AgentStream, EventSink, RuntimeContext};
 
 impl HarnessAgent {
     /// Runs one turn whose final answer must match `schema` (see the [module
@@ -16,10 +16,29 @@ impl HarnessAgent {
         &self,
         input: impl Into<AgentInput>,
         schema: &OutputSchema,
+        ctx: RuntimeContext,
+    ) -> Result<StructuredReply, StructuredError> {
+        self.call_structured_with_events(input, schema, ctx, EventSink::disabled())
+            .await
+    }
+
+    /// [`call_structured`](Self::call_structured), sending the turn's events to `events`
+    /// like [`call_with_events`](Self::call_with_events).
+    ///
+    /// # Errors
+    /// Those of [`call_structured`](Self::call_structured).
+    pub async fn call_structured_with_events(
+        &self,
+        input: impl Into<AgentInput>,
+        schema: &OutputSchema,
         mut ctx: RuntimeContext,
+        events: EventSink,
     ) -> Result<StructuredReply, StructuredError> {
         ctx.insert(StructuredCall(schema.clone()));
-        let message = self.call(input, ctx).await.map_err(StructuredError::from_agent)?;
+        let message = self
+            .call_with_events(input, ctx, events)
+            .await
+            .map_err(StructuredError::from_agent)?;
         // A turn ends on a reply with tool calls only when they wait for a person.
         if message.has_tool_calls() {
             return Err(StructuredError::AwaitingApproval {

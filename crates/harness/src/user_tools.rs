@@ -47,6 +47,12 @@ pub async fn caller_tool_filter(ctx: &RuntimeContext) -> Result<Option<ToolFilte
     ToolsConfig::parse_user_layer(&text, &origin).map(Some)
 }
 
+/// The caller's filter in force for a call, passed to the children it spawns (a child's
+/// layer holds no `tools.json` of the caller's, and a model-written agent file must not get
+/// back what the caller's file took away).
+#[derive(Debug, Clone)]
+pub(crate) struct InheritedCallerFilter(pub(crate) ToolFilter);
+
 /// Narrows every step's tools by the caller's `tools.json`. See the module docs.
 #[derive(Debug, Default)]
 pub struct CallerToolsLayer;
@@ -62,15 +68,23 @@ impl Middleware for CallerToolsLayer {
     }
 
     async fn reasoning(&self, turn: &mut Turn, next: ReasoningNext<'_>) -> Result<(), AgentError> {
-        let filter = caller_tool_filter(turn.ctx())
+        let own = caller_tool_filter(turn.ctx())
             .await
             .map_err(|err| AgentError::Capability {
                 capability: "tools.json",
                 source: Box::new(err),
             })?;
+        // A child's layer is its own: its caller's file reaches it through the spawn.
+        let filter = match (turn.ctx().get::<InheritedCallerFilter>(), own) {
+            (Some(inherited), Some(own)) => Some(inherited.0.narrow(&own)),
+            (Some(inherited), None) => Some(inherited.0.clone()),
+            (None, own) => own,
+        };
         let Some(filter) = filter.filter(|filter| !filter.is_open()) else {
             return next.run(turn).await;
         };
+        // What the children this step spawns are narrowed by.
+        turn.ctx_mut().insert(InheritedCallerFilter(filter.clone()));
         if turn.tools().iter().all(|spec| filter.permits(&spec.name)) {
             return next.run(turn).await;
         }

@@ -240,7 +240,8 @@ impl WorkspaceManager {
         }
         if info.size > MAX_INJECTED_BYTES {
             return Err(format!(
-                "{} bytes is over the {MAX_INJECTED_BYTES}-byte limit for injected files",
+                "{} bytes is over the {MAX_INJECTED_BYTES}-byte limit for injected files; \
+                 shorten it below the limit (move detail into other files the agent reads when it needs them)",
                 info.size
             ));
         }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
 mod approval_cli;
+mod bring;
 mod cli;
 mod compat;
 mod doctor;

@@ -196,6 +196,10 @@ impl Runtime {
             child_ctx.insert(inherited.clone());
         }
         child_ctx.insert(lineage);
+        // The caller's own tools.json narrows its children too.
+        if let Some(filter) = ctx.get::<crate::user_tools::InheritedCallerFilter>() {
+            child_ctx.insert(filter.clone());
+        }
         // A sandboxed parent's children run in its sandbox (the binding is held while they run).
         if let Some(sandboxed) = ctx.get::<crate::facts::SandboxedCall>() {
             child_ctx.insert(sandboxed.clone());
