@@ -86,7 +86,7 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
         .ok()
         .and_then(|mut addrs| addrs.next())
         .ok_or_else(|| usage(format!("--bind {bind}: expected HOST:PORT, e.g. 127.0.0.1:8080")))?;
-    let takeover = schedule_takeover(&agents, &config);
+    let served_agents = agents.clone();
     let gateway = Gateway::new(agents, options).map_err(|err| usage(err.to_string()))?;
     gateway.check_bind(addr).map_err(|err| usage(err.to_string()))?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -96,6 +96,7 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
     eprintln!("listening on http://{local}");
     // What the isolation scope still shares, in one line.
     eprintln!("sharing: {}", gateway.sharing_notice());
+    let takeover = schedule_takeover(&served_agents, &config);
     let _handling = interrupts.handling();
     let maintenance = schedule_maintenance(&root, &config).await?;
     let served = gateway
