@@ -117,7 +117,10 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
 /// A workspace that spans replicas (composite filesystem, shared `[state]`): each served
 /// agent's background tasks carry the `[state]` lease, and a claim loop takes over those of
 /// a replica that died. The returned token stops the loops.
-fn schedule_takeover(agents: &[harness::HarnessAgent], config: &harness::HarnessConfig) -> harness_core::CancellationToken {
+fn schedule_takeover(
+    agents: &[harness::HarnessAgent],
+    config: &harness::HarnessConfig,
+) -> harness_core::CancellationToken {
     let stop = harness_core::CancellationToken::new();
     let lease = config.state.clone().unwrap_or_default().lease_ttl;
     for agent in agents {

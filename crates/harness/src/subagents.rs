@@ -36,7 +36,7 @@ pub(crate) mod runtime;
 mod settings;
 pub(crate) mod spawn;
 pub(crate) mod spawn_error;
-mod takeover;
+pub(crate) mod takeover;
 mod task;
 mod tools;
 

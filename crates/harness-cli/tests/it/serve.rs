@@ -827,9 +827,9 @@ fn await_task(runtime: &tokio::runtime::Runtime, url: &str, what: &str, done: im
 
 /// How many messages of `request` contain `needle`.
 fn mentions(request: &Value, needle: &str) -> usize {
-    request["messages"]
-        .as_array()
-        .map_or(0, |messages| messages.iter().filter(|m| m.to_string().contains(needle)).count())
+    request["messages"].as_array().map_or(0, |messages| {
+        messages.iter().filter(|m| m.to_string().contains(needle)).count()
+    })
 }
 
 const TAKEOVER_CONFIG: &str = "\n[permissions]\nallow = [\"agent_spawn\"]\n";
@@ -853,7 +853,10 @@ fn a_killed_replicas_background_task_is_taken_over_and_delivered_once() {
         child_calls.load(std::sync::atomic::Ordering::SeqCst) == 1
     });
     assert_eq!(started["status"], "running", "{started}");
-    assert!(started["lease_ms"].as_u64().is_some(), "a served task carries a lease: {started}");
+    assert!(
+        started["lease_ms"].as_u64().is_some(),
+        "a served task carries a lease: {started}"
+    );
     a.child.kill().unwrap();
     a.child.wait().unwrap();
     let done = await_task(&runtime, &b.url, "replica B never completed the task", |task| {
@@ -882,7 +885,11 @@ fn a_killed_replicas_background_task_is_taken_over_and_delivered_once() {
     let parent: Vec<&Value> = seen.iter().filter(|r| mentions(r, "start the job") > 0).collect();
     let next_step = parent[parent.len() - 2];
     assert!(mentions(next_step, "what came back") == 1, "{next_step}");
-    assert_eq!(mentions(next_step, "CHILD-RESULT-7"), 1, "delivered to the next step: {next_step}");
+    assert_eq!(
+        mentions(next_step, "CHILD-RESULT-7"),
+        1,
+        "delivered to the next step: {next_step}"
+    );
     let after = parent[parent.len() - 1];
     assert_eq!(mentions(after, "CHILD-RESULT-7"), 1, "delivered once: {after}");
     let delivered = session_tasks(&runtime, &b.url);
@@ -902,7 +909,15 @@ fn a_killed_one_shot_runs_task_is_lost_never_taken_over() {
     let mut run = harness()
         .env("OPENAI_API_KEY", "sk-test")
         .env("OPENAI_BASE_URL", &deployment.base)
-        .args(["run", "--wait-tasks", "--model", "openai:fake", "--session", "s", "--workspace"])
+        .args([
+            "run",
+            "--wait-tasks",
+            "--model",
+            "openai:fake",
+            "--session",
+            "s",
+            "--workspace",
+        ])
         .arg(&deployment.replicas[0])
         .arg("start the job")
         .stdout(Stdio::null())
@@ -912,7 +927,10 @@ fn a_killed_one_shot_runs_task_is_lost_never_taken_over() {
     let started = await_task(&runtime, &b.url, "the child's model call never started", |_| {
         child_calls.load(std::sync::atomic::Ordering::SeqCst) == 1
     });
-    assert!(started["lease_ms"].is_null(), "a one-shot run's task has no lease: {started}");
+    assert!(
+        started["lease_ms"].is_null(),
+        "a one-shot run's task has no lease: {started}"
+    );
     run.kill().unwrap();
     run.wait().unwrap();
     // The sweep's signal: the record's heartbeat is older than the stale limit (30 s).
@@ -940,7 +958,11 @@ fn a_killed_one_shot_runs_task_is_lost_never_taken_over() {
     assert_eq!(lost["status"], "lost", "{lost}");
     let reason = lost["result"].as_str().unwrap_or_default();
     assert!(reason.contains("one-shot `harness run`"), "{reason}");
-    assert_eq!(child_calls.load(std::sync::atomic::Ordering::SeqCst), 1, "the child never ran again");
+    assert_eq!(
+        child_calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the child never ran again"
+    );
     let seen = deployment.seen.lock().unwrap().clone();
     let last = seen.last().unwrap();
     assert!(mentions(last, "status: lost") == 1, "{last}");

@@ -1178,7 +1178,11 @@ async fn a_task_with_a_lease_is_lost_only_after_twice_its_lease() {
     let agent = parent(dir.path(), &model);
     agent.call("next", ctx("u1", "s1")).await.unwrap();
     let file = task_file(dir.path(), "u1", "s1");
-    assert_eq!(file.tasks["task-held"].status, TaskStatus::Running, "within twice its lease");
+    assert_eq!(
+        file.tasks["task-held"].status,
+        TaskStatus::Running,
+        "within twice its lease"
+    );
     let lost = &file.tasks["task-expired"];
     assert_eq!(lost.status, TaskStatus::Lost);
     assert!(
