@@ -414,7 +414,7 @@ impl HarnessAgent {
                 runtime.unindex(&entry.task_id).await;
                 return Ok(());
             }
-            Claim::Taken(record) => record,
+            Claim::Taken(record) => *record,
         };
         let declaration = match handle.declarations.resolve(&ctx, &record.agent_id).await {
             Ok(declaration) => declaration,

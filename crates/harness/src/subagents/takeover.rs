@@ -43,7 +43,7 @@ pub(crate) enum Claim {
     /// Its runner's lease holds.
     Held,
     /// This runner holds it now.
-    Taken(TaskRecord),
+    Taken(Box<TaskRecord>),
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -120,7 +120,7 @@ impl Runtime {
                     Some(lease) if !record.is_run_by(instance) && now.saturating_sub(record.heartbeat_ms) > lease => {
                         record.runner.clone_from(instance);
                         record.heartbeat_ms = now;
-                        (true, Claim::Taken(record.clone()))
+                        (true, Claim::Taken(Box::new(record.clone())))
                     }
                     Some(_) => (false, Claim::Held),
                     None => (false, Claim::Gone),
