@@ -841,8 +841,19 @@ const TAKEOVER_CONFIG: &str = "\n[permissions]\nallow = [\"agent_spawn\"]\n";
 /// parent's next step on B receives the result exactly once.
 #[test]
 fn a_killed_replicas_background_task_is_taken_over_and_delivered_once() {
+    taken_over_and_delivered_once(StateKind::Redis);
+}
+
+/// The same on PostgreSQL alone (state, leases and shared files).
+#[cfg(feature = "postgres")]
+#[test]
+fn a_killed_replicas_background_task_on_postgres_is_taken_over_and_delivered_once() {
+    taken_over_and_delivered_once(StateKind::Postgres);
+}
+
+fn taken_over_and_delivered_once(state: StateKind) {
     let (server, child_calls) = takeover_model();
-    let deployment = Deployment::with_server(StateKind::Redis, "2s", TAKEOVER_CONFIG, server);
+    let deployment = Deployment::with_server(state, "2s", TAKEOVER_CONFIG, server);
     let runtime = runtime();
     let client = reqwest::Client::new();
     let mut a = Serve::start(&deployment.replicas[0], &deployment.base);
