@@ -20,6 +20,7 @@
 //! ```
 
 pub mod claude;
+pub mod records;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -86,6 +86,7 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
         .ok()
         .and_then(|mut addrs| addrs.next())
         .ok_or_else(|| usage(format!("--bind {bind}: expected HOST:PORT, e.g. 127.0.0.1:8080")))?;
+    let served_agents = agents.clone();
     let gateway = Gateway::new(agents, options).map_err(|err| usage(err.to_string()))?;
     gateway.check_bind(addr).map_err(|err| usage(err.to_string()))?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -95,6 +96,7 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
     eprintln!("listening on http://{local}");
     // What the isolation scope still shares, in one line.
     eprintln!("sharing: {}", gateway.sharing_notice());
+    let takeover = schedule_takeover(&served_agents, &config);
     let _handling = interrupts.handling();
     let maintenance = schedule_maintenance(&root, &config).await?;
     let served = gateway
@@ -108,7 +110,31 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
         stop.cancel();
         let _ = task.await;
     }
+    takeover.cancel();
     served
+}
+
+/// A workspace that spans replicas (composite filesystem, shared `[state]`): each served
+/// agent's background tasks carry the `[state]` lease, and a claim loop takes over those of
+/// a replica that died. The returned token stops the loops.
+fn schedule_takeover(
+    agents: &[harness::HarnessAgent],
+    config: &harness::HarnessConfig,
+) -> harness_core::CancellationToken {
+    let stop = harness_core::CancellationToken::new();
+    let lease = config.state.clone().unwrap_or_default().lease_ttl;
+    for agent in agents {
+        if agent.enable_task_takeover(lease) {
+            eprintln!(
+                "takeover: background tasks of agent {} carry a {} lease; another replica continues them if this one dies",
+                agent.workspace().agent(),
+                harness_memory::format_duration(lease)
+            );
+            let (agent, shutdown) = (agent.clone(), stop.clone());
+            tokio::spawn(async move { agent.run_task_takeover(shutdown).await });
+        }
+    }
+    stop
 }
 
 /// `[retention]` naming anything: maintenance every `interval` on the replica that holds the

@@ -20,6 +20,8 @@ use std::time::Duration;
 pub struct Reply {
     text: String,
     delay: Duration,
+    /// A tool call (name, JSON arguments) instead of text.
+    call: Option<(String, String)>,
 }
 
 impl Reply {
@@ -28,6 +30,15 @@ impl Reply {
         Self {
             text: text.into(),
             delay: Duration::ZERO,
+            call: None,
+        }
+    }
+
+    /// An assistant message calling the tool `name` with `arguments` (id `call_1`).
+    pub fn tool_call(name: &str, arguments: &Value) -> Self {
+        Self {
+            call: Some((name.to_owned(), arguments.to_string())),
+            ..Self::text("")
         }
     }
 
@@ -140,19 +151,34 @@ async fn completions(State((seen, respond)): State<(Seen, Responder)>, body: Str
     }
     tokio::time::sleep(reply.delay).await;
     let usage = json!({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15});
+    let calls = reply.call.as_ref().map(|(name, arguments)| {
+        json!([{"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": name, "arguments": arguments}}])
+    });
     let (content_type, body) = if stream {
+        let (delta, finish) = match &calls {
+            Some(calls) => (json!({"role": "assistant", "tool_calls": calls}), "tool_calls"),
+            None => (json!({"role": "assistant", "content": reply.text}), "stop"),
+        };
         let chunks = [
             json!({"id": "c1", "object": "chat.completion.chunk", "choices": [
-                {"index": 0, "delta": {"role": "assistant", "content": reply.text}}]}),
+                {"index": 0, "delta": delta}]}),
             json!({"id": "c1", "object": "chat.completion.chunk", "choices": [
-                {"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+                {"index": 0, "delta": {}, "finish_reason": finish}]}),
             json!({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": usage}),
         ];
         let frames: String = chunks.iter().map(|chunk| format!("data: {chunk}\n\n")).collect();
         ("text/event-stream", frames + "data: [DONE]\n\n")
     } else {
+        let (message, finish) = match &calls {
+            Some(calls) => (
+                json!({"role": "assistant", "content": null, "tool_calls": calls}),
+                "tool_calls",
+            ),
+            None => (json!({"role": "assistant", "content": reply.text}), "stop"),
+        };
         let body = json!({"id": "c1", "object": "chat.completion", "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop"}],
+            {"index": 0, "message": message, "finish_reason": finish}],
             "usage": usage});
         ("application/json", body.to_string())
     };

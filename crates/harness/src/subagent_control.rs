@@ -8,6 +8,7 @@ use crate::subagents::records::{TaskRecord, TaskStatus};
 use crate::subagents::runtime::{Runtime, Waited};
 use crate::subagents::spawn::{ChildInput, ResumeChild};
 use crate::subagents::spawn_error::SpawnError;
+use crate::subagents::takeover::{Claim, Takeover};
 use crate::subagents::{SpawnOutcome, SpawnRequest, TaskEvents};
 use std::sync::Arc;
 use std::time::Duration;
@@ -321,5 +322,128 @@ impl HarnessAgent {
         self.provided::<crate::subagents::Handle>()
             .map(|handle| handle.declarations.warnings.clone())
             .unwrap_or_default()
+    }
+}
+
+/// Takeover of a dead replica's background tasks (the design is in `subagents/takeover.rs`).
+impl HarnessAgent {
+    /// Makes this agent's background tasks takeable: each carries `lease` and is listed in
+    /// the shared store, so another replica continues it when this one dies (`harness serve`
+    /// calls it with the `[state]` lease). Returns `false`, changing nothing, when subagents
+    /// are off or the workspace does not span replicas (no composite filesystem with a shared
+    /// store). Call it once, before serving.
+    pub fn enable_task_takeover(&self, lease: Duration) -> bool {
+        let Some(handle) = self.provided::<crate::subagents::Handle>() else {
+            return false;
+        };
+        let Ok(dir) = harness_fs::WsPath::parse(&format!("agents/{}/takeover", self.workspace().agent())) else {
+            return false;
+        };
+        let Some(shared) = self.workspace().filesystem().replicated(std::slice::from_ref(&dir)) else {
+            return false;
+        };
+        let Ok(path) = dir.join("running.json") else {
+            return false;
+        };
+        let index = crate::subagents::TaskStore::new(shared, path);
+        handle.runtime.takeover.set(Takeover { index, lease }).is_ok()
+    }
+
+    /// The claim loop: every half lease, takes over the listed tasks whose runner's lease
+    /// expired (see [`enable_task_takeover`](Self::enable_task_takeover)) until `shutdown`.
+    /// Returns at once when takeover is not enabled.
+    pub async fn run_task_takeover(&self, shutdown: harness_core::CancellationToken) {
+        let Some(handle) = self.provided::<crate::subagents::Handle>() else {
+            return;
+        };
+        let Some(takeover) = handle.runtime.takeover.get() else {
+            return;
+        };
+        let period = (takeover.lease / 2).max(Duration::from_millis(50));
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+            let listed = match takeover.index.load().await {
+                Ok(listed) => listed,
+                Err(err) => {
+                    tracing::warn!(error = %harness_core::error_chain(&err), "running tasks not read");
+                    continue;
+                }
+            };
+            for entry in listed.tasks.into_values() {
+                if handle.runtime.live_task(&entry.task_id).is_none()
+                    && let Err(err) = self.take_over(handle, &entry).await
+                {
+                    tracing::warn!(task = %entry.task_id, error = %harness_core::error_chain(&err), "task not taken over");
+                }
+            }
+        }
+    }
+
+    /// Claims the listed task `entry` when its lease expired, and continues it; what cannot
+    /// be continued ends `lost` with the reason.
+    async fn take_over(&self, handle: &crate::subagents::Handle, entry: &TaskRecord) -> Result<(), SpawnError> {
+        let runtime = &handle.runtime;
+        let bad = |err: harness_core::IdError| SpawnError::Bind(format!("task {}: {err}", entry.task_id));
+        let bound = harness_core::SessionId::parse(entry.parent_session.clone().unwrap_or_default())
+            .map_err(bad)
+            .and_then(|session| {
+                let user = match &entry.user {
+                    Some(user) => harness_core::UserId::parse(user.clone()).map_err(bad)?,
+                    None => harness_core::DEFAULT_USER_ID,
+                };
+                let ctx = harness_core::RuntimeContext::default()
+                    .with_session(session)
+                    .with_user(user);
+                self.bind(ctx).map_err(|err| SpawnError::Bind(err.to_string()))
+            });
+        let ctx = match bound {
+            Ok(ctx) => ctx,
+            Err(err) => {
+                // A listed pointer naming no valid scope is never claimable.
+                runtime.unindex(&entry.task_id).await;
+                return Err(err);
+            }
+        };
+        let store = Runtime::store_for(&ctx)?;
+        let record = match runtime.claim(&store, entry).await? {
+            Claim::Held => return Ok(()),
+            Claim::Gone => {
+                runtime.unindex(&entry.task_id).await;
+                return Ok(());
+            }
+            Claim::Taken(record) => *record,
+        };
+        let declaration = match handle.declarations.resolve(&ctx, &record.agent_id).await {
+            Ok(declaration) => declaration,
+            Err(message) => {
+                let reason = format!("its replica died and the task cannot be continued: {message}");
+                return runtime.give_up(&store, &record.task_id, reason).await;
+            }
+        };
+        let Some(message) = record.input.clone().filter(|_| declaration.url.is_none()) else {
+            let reason = if declaration.url.is_some() {
+                "its replica died while it ran on the remote server; a remote child is not taken over (its turn may have gone on there)"
+            } else {
+                "its replica died while it continued after an approval; such a task is not taken over"
+            };
+            return runtime.give_up(&store, &record.task_id, reason.to_owned()).await;
+        };
+        let input = ChildInput::Continue {
+            task_id: record.task_id.clone(),
+            instance: record.label.clone().unwrap_or_else(|| record.task_id.clone()),
+            message,
+        };
+        tracing::info!(task = %record.task_id, from = %entry.runner, "taking over a background task whose replica died");
+        if let Err(err) = runtime
+            .start(&ctx, &declaration, input, record.label.as_deref(), None)
+            .await
+        {
+            let reason = format!("its replica died and the task could not be continued: {err}");
+            runtime.give_up(&store, &record.task_id, reason).await?;
+        }
+        Ok(())
     }
 }

@@ -29,13 +29,14 @@ mod factory;
 pub(crate) mod limits;
 mod lineage;
 mod pushback;
-pub mod records;
+pub use harness_agents::records;
 mod remote;
 mod roster;
 pub(crate) mod runtime;
 mod settings;
 pub(crate) mod spawn;
 pub(crate) mod spawn_error;
+pub(crate) mod takeover;
 mod task;
 mod tools;
 

@@ -72,7 +72,18 @@ impl Deployment {
 
     /// [`new`](Self::new) with `extra` appended to the harness.toml of both replicas.
     pub(super) fn configured(state: StateKind, lease_ttl: &str, extra: &str) -> Self {
-        let (base, seen, server) = server::start();
+        let (_, _, server) = server::start();
+        Self::with_server(state, lease_ttl, extra, server)
+    }
+
+    /// [`configured`](Self::configured) against `server` instead of the shared fake.
+    pub(super) fn with_server(
+        state: StateKind,
+        lease_ttl: &str,
+        extra: &str,
+        server: harness_test_support::openai::FakeOpenAi,
+    ) -> Self {
+        let (base, seen) = (server.base_url().to_owned(), server.seen());
         let dir = tempfile::tempdir().unwrap();
         let (keys, tables) = (RedisPrefix::new("replicas"), PgPrefix::new("replicas"));
         let (redis, redis_prefix) = (keys.url(), keys.prefix());

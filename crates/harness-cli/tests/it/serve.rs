@@ -758,3 +758,223 @@ fn model_vision_declares_whether_image_parts_are_taken() {
     assert!(message.contains("takes no images"), "{message}");
     assert!(!sent);
 }
+
+/// The model of the takeover tests: the parent's `start the job` spawns a background child
+/// (`CHILD-TASK`), whose first model call hangs (its process is killed during it) and whose
+/// next one answers `CHILD-RESULT-7`. Returns the server and the count of child calls.
+fn takeover_model() -> (
+    harness_test_support::openai::FakeOpenAi,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use harness_test_support::openai::{FakeOpenAi, Reply};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let child_calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&child_calls);
+    let server = FakeOpenAi::start(move |request| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let last_user = messages
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default();
+        if last_user.contains("CHILD-TASK") {
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Reply::text("never sent").after(std::time::Duration::from_secs(600));
+            }
+            return Reply::text("CHILD-RESULT-7");
+        }
+        if messages.last().is_some_and(|m| m["role"] == "tool") {
+            return Reply::text("spawned it");
+        }
+        if last_user.contains("start the job") {
+            return Reply::tool_call(
+                "agent_spawn",
+                &json!({"agent_id": "general-purpose", "task": "CHILD-TASK: count the files", "timeout_seconds": 0}),
+            );
+        }
+        Reply::text("parent answer")
+    });
+    (server, child_calls)
+}
+
+/// The task records of session `s` through replica `url`'s native API.
+fn session_tasks(runtime: &tokio::runtime::Runtime, url: &str) -> Vec<Value> {
+    runtime.block_on(async {
+        let response = reqwest::get(format!("{url}/api/agents/harness/sessions/s/tasks"))
+            .await
+            .unwrap();
+        let body: Value = response.json().await.unwrap_or_default();
+        body["tasks"].as_array().cloned().unwrap_or_default()
+    })
+}
+
+/// Polls `url`'s task records of session `s` until `done` holds for the one task (a
+/// generous liveness bound, not a performance assertion).
+fn await_task(runtime: &tokio::runtime::Runtime, url: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let tasks = session_tasks(runtime, url);
+        if let [task] = tasks.as_slice()
+            && done(task)
+        {
+            return task.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {tasks:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// How many messages of `request` contain `needle`.
+fn mentions(request: &Value, needle: &str) -> usize {
+    request["messages"].as_array().map_or(0, |messages| {
+        messages.iter().filter(|m| m.to_string().contains(needle)).count()
+    })
+}
+
+const TAKEOVER_CONFIG: &str = "\n[permissions]\nallow = [\"agent_spawn\"]\n";
+
+/// Issue 29: two `harness serve` replicas on one Redis `[state]` and composite filesystem.
+/// The parent's turn on A spawns a background child whose model call hangs; A is killed
+/// with SIGKILL; after the task's lease expired B claims it, continues the child's turn from
+/// its shared session (the task's message is not added twice), completes it, and the
+/// parent's next step on B receives the result exactly once.
+#[test]
+fn a_killed_replicas_background_task_is_taken_over_and_delivered_once() {
+    taken_over_and_delivered_once(StateKind::Redis);
+}
+
+/// The same on PostgreSQL alone (state, leases and shared files).
+#[cfg(feature = "postgres")]
+#[test]
+fn a_killed_replicas_background_task_on_postgres_is_taken_over_and_delivered_once() {
+    taken_over_and_delivered_once(StateKind::Postgres);
+}
+
+fn taken_over_and_delivered_once(state: StateKind) {
+    let (server, child_calls) = takeover_model();
+    let deployment = Deployment::with_server(state, "2s", TAKEOVER_CONFIG, server);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let mut a = Serve::start(&deployment.replicas[0], &deployment.base);
+    let b = Serve::start(&deployment.replicas[1], &deployment.base);
+    let reply = runtime.block_on(send(&client, &a.url, "s", "start the job"));
+    assert_eq!(reply["text"], "spawned it", "{reply}");
+    let started = await_task(&runtime, &a.url, "the child's model call never started", |_| {
+        child_calls.load(std::sync::atomic::Ordering::SeqCst) == 1
+    });
+    assert_eq!(started["status"], "running", "{started}");
+    assert!(
+        started["lease_ms"].as_u64().is_some(),
+        "a served task carries a lease: {started}"
+    );
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let done = await_task(&runtime, &b.url, "replica B never completed the task", |task| {
+        task["status"] != "running"
+    });
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"], "CHILD-RESULT-7", "{done}");
+    assert_ne!(done["runner"], started["runner"], "B ran it: {done}");
+    assert_eq!(done["delivered"], false, "{done}");
+    assert!(b.log().contains("takeover:"), "{}", b.log());
+    assert_eq!(child_calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // The continued turn sent the task's message once.
+    let child_requests: Vec<Value> = deployment
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| mentions(r, "CHILD-TASK") > 0 && mentions(r, "start the job") == 0)
+        .cloned()
+        .collect();
+    assert_eq!(child_requests.len(), 2, "{child_requests:?}");
+    assert_eq!(mentions(&child_requests[1], "CHILD-TASK: count the files"), 1);
+    runtime.block_on(send(&client, &b.url, "s", "what came back"));
+    runtime.block_on(send(&client, &b.url, "s", "and now"));
+    let seen = deployment.seen.lock().unwrap().clone();
+    let parent: Vec<&Value> = seen.iter().filter(|r| mentions(r, "start the job") > 0).collect();
+    let next_step = parent[parent.len() - 2];
+    assert!(mentions(next_step, "what came back") == 1, "{next_step}");
+    assert_eq!(
+        mentions(next_step, "CHILD-RESULT-7"),
+        1,
+        "delivered to the next step: {next_step}"
+    );
+    let after = parent[parent.len() - 1];
+    assert_eq!(mentions(after, "CHILD-RESULT-7"), 1, "delivered once: {after}");
+    let delivered = session_tasks(&runtime, &b.url);
+    assert_eq!(delivered[0]["delivered"], true, "{delivered:?}");
+}
+
+/// Issue 29: a one-shot `harness run` (here waiting for its task) killed with SIGKILL while
+/// its background child runs lists nothing for takeover: the replica serving the workspace
+/// never runs the child again, and the parent's next step receives it `lost`, with the reason.
+#[test]
+fn a_killed_one_shot_runs_task_is_lost_never_taken_over() {
+    let (server, child_calls) = takeover_model();
+    let deployment = Deployment::with_server(StateKind::Redis, "2s", TAKEOVER_CONFIG, server);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let b = Serve::start(&deployment.replicas[1], &deployment.base);
+    let mut run = harness()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &deployment.base)
+        .args([
+            "run",
+            "--wait-tasks",
+            "--model",
+            "openai:fake",
+            "--session",
+            "s",
+            "--workspace",
+        ])
+        .arg(&deployment.replicas[0])
+        .arg("start the job")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = await_task(&runtime, &b.url, "the child's model call never started", |_| {
+        child_calls.load(std::sync::atomic::Ordering::SeqCst) == 1
+    });
+    assert!(
+        started["lease_ms"].is_null(),
+        "a one-shot run's task has no lease: {started}"
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+    // The sweep's signal: the record's heartbeat is older than the stale limit (30 s).
+    let heartbeat = started["heartbeat_ms"].as_u64().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let now = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        let record = &session_tasks(&runtime, &b.url)[0];
+        assert_eq!(record["status"], "running", "nothing ended it: {record}");
+        assert_eq!(record["runner"], started["runner"], "never claimed: {record}");
+        if now.saturating_sub(heartbeat) > 31_000 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    runtime.block_on(send(&client, &b.url, "s", "what came back"));
+    let lost = &session_tasks(&runtime, &b.url)[0];
+    assert_eq!(lost["status"], "lost", "{lost}");
+    let reason = lost["result"].as_str().unwrap_or_default();
+    assert!(reason.contains("one-shot `harness run`"), "{reason}");
+    assert_eq!(
+        child_calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the child never ran again"
+    );
+    let seen = deployment.seen.lock().unwrap().clone();
+    let last = seen.last().unwrap();
+    assert!(mentions(last, "status: lost") == 1, "{last}");
+}

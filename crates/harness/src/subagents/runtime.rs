@@ -36,6 +36,9 @@ pub(crate) struct Runtime {
     pub(crate) programmatic: Mutex<HashMap<WsPath, Arc<SpawnCounter>>>,
     pub(crate) tracker: TaskTracker,
     pub(crate) shutdown: CancellationToken,
+    /// Set by `harness serve` in a workspace that spans replicas (`takeover.rs`): this
+    /// runner's tasks carry a lease and are listed for takeover.
+    pub(crate) takeover: std::sync::OnceLock<super::takeover::Takeover>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -69,6 +72,7 @@ impl Runtime {
             programmatic: Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
+            takeover: std::sync::OnceLock::new(),
         }
     }
 
@@ -216,7 +220,8 @@ impl Runtime {
     }
 
     /// Turns the session's running records whose runner is gone into `lost`: ours but not
-    /// live here (the runner task died), or another runner's with a stale heartbeat.
+    /// live here (the runner task died), or another runner's with a stale heartbeat (for a
+    /// task with a lease, which another replica takes over, twice the lease).
     pub(crate) fn sweep_lost(&self, record: &mut TaskRecord, now: u64) -> bool {
         if record.status != TaskStatus::Running {
             return false;
@@ -227,12 +232,20 @@ impl Runtime {
             }
             format!("its runner ({}) ended without recording a result", record.runner)
         } else {
-            let stale = u64::try_from(HEARTBEAT_STALE.as_millis()).unwrap_or(u64::MAX);
+            let stale = record.lease_ms.map_or_else(
+                || u64::try_from(HEARTBEAT_STALE.as_millis()).unwrap_or(u64::MAX),
+                |lease| lease.saturating_mul(2),
+            );
             if now.saturating_sub(record.heartbeat_ms) <= stale {
                 return false;
             }
+            let taken = if record.lease_ms.is_some() {
+                "; no replica took it over within twice its lease"
+            } else {
+                " (a one-shot `harness run` or a single-host workspace: nothing takes its tasks over)"
+            };
             format!(
-                "its runner ({}) stopped: no heartbeat for {} s (the process ended or was killed)",
+                "its runner ({}) stopped: no heartbeat for {} s (the process ended or was killed){taken}",
                 record.runner,
                 now.saturating_sub(record.heartbeat_ms) / 1000
             )

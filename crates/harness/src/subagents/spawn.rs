@@ -38,6 +38,16 @@ pub(crate) enum ChildInput {
     Task(String),
     /// A person's decisions on the child's pending calls.
     Resume(ResumeChild),
+    /// A task taken over from a replica that died: its message again, which the child's
+    /// session recognises as the unfinished turn's and continues (`takeover.rs`).
+    Continue {
+        /// The task (the record is reused).
+        task_id: String,
+        /// The child's instance key (its session).
+        instance: String,
+        /// The message the task was started with.
+        message: String,
+    },
 }
 
 impl Runtime {
@@ -74,13 +84,30 @@ impl Runtime {
             cancel_requested: false,
             progress: Some(TaskProgress::default()),
             pending: Vec::new(),
+            lease_ms: self.lease_ms(),
+            user: ctx.user_id.as_ref().map(|user| user.as_str().to_owned()),
+            input: match &input {
+                ChildInput::Task(message) | ChildInput::Continue { message, .. } if self.lease_ms().is_some() => {
+                    Some(message.clone())
+                }
+                _ => None,
+            },
         };
-        store
+        let continued = matches!(input, ChildInput::Continue { .. });
+        let written = store
             .update(|file| {
+                // A taken-over task is written only while this runner still holds its claim.
+                if continued && !file.tasks.get(&task_id).is_some_and(|r| r.is_run_by(&self.instance)) {
+                    return (false, false);
+                }
                 file.tasks.insert(record.task_id.clone(), record.clone());
-                (true, ())
+                (true, true)
             })
             .await?;
+        if !written {
+            return Err(SpawnError::Claimed(task_id));
+        }
+        self.index_running(&record).await;
         let source = EventSource {
             agent_id: declaration.id.clone(),
             session_id: child_session.to_string(),
@@ -123,10 +150,9 @@ impl Runtime {
     ) -> Result<SessionId, SpawnError> {
         let file = store.load().await?;
         let recorded = match input {
-            ChildInput::Resume(resume) => file
-                .tasks
-                .get(&resume.task_id)
-                .map(|record| record.child_session.clone()),
+            ChildInput::Resume(ResumeChild { task_id, .. }) | ChildInput::Continue { task_id, .. } => {
+                file.tasks.get(task_id).map(|record| record.child_session.clone())
+            }
             ChildInput::Task(_) => super::lineage::recorded_session(&file, &declaration.id, instance),
         };
         let bad_id = |err: harness_core::IdError| SpawnError::Build {
@@ -239,7 +265,11 @@ impl Runtime {
                 (ChildTarget::Local(child), ChildInput::Resume(resume)) => {
                     child.resume_stream(resume.decisions, child_ctx).boxed()
                 }
-                (ChildTarget::Remote(target), ChildInput::Task(task)) => {
+                (ChildTarget::Local(child), ChildInput::Continue { message, .. }) => {
+                    child.stream(message.into(), child_ctx).boxed()
+                }
+                // Never taken over (`takeover.rs` marks a remote child lost): sent as a task.
+                (ChildTarget::Remote(target), ChildInput::Task(task) | ChildInput::Continue { message: task, .. }) => {
                     super::remote::events(*target, super::remote::Send::Task(task), cancel.clone(), source.clone())
                 }
                 // The parent's person decided what the remote child asked: the decisions go
@@ -299,6 +329,12 @@ fn task_and_instance(input: &ChildInput, label: Option<&str>) -> Result<(String,
                 return Err(SpawnError::Label(resume.instance.clone()));
             }
             Ok((resume.task_id.clone(), resume.instance.clone()))
+        }
+        ChildInput::Continue { task_id, instance, .. } => {
+            if !super::declaration::valid_id(instance) {
+                return Err(SpawnError::Label(instance.clone()));
+            }
+            Ok((task_id.clone(), instance.clone()))
         }
         ChildInput::Task(_) => {
             let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());

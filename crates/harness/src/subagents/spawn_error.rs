@@ -76,4 +76,7 @@ pub enum SpawnError {
         "task `{0}` is not awaiting approval in this session (see the session's tasks: only a task with status awaiting_approval can be resumed)"
     )]
     NotWaiting(String),
+    /// Another runner claimed a task this replica was taking over.
+    #[error("task `{0}` was claimed by another replica first; it runs there")]
+    Claimed(String),
 }

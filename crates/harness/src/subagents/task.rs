@@ -100,10 +100,12 @@ impl Runtime {
         let attached = task.attached.lock().await;
         let delivered = attached.is_some();
         let task_id = task.record.task_id.clone();
+        let runner = &task.record.runner;
         let written = task
             .store
             .update(|file| match file.tasks.get_mut(&task_id) {
-                Some(record) if !record.status.is_terminal() => {
+                // Fenced: a task another replica took over is that runner's to end.
+                Some(record) if !record.status.is_terminal() && record.is_run_by(runner) => {
                     record.status = outcome.status;
                     record.result = Some(outcome.result.clone());
                     record.delivered = delivered;
@@ -113,13 +115,17 @@ impl Runtime {
                     } else {
                         Vec::new()
                     };
-                    (true, ())
+                    (true, true)
                 }
-                _ => (false, ()),
+                _ => (false, false),
             })
             .await;
-        if let Err(err) = written {
-            tracing::warn!(task = %task_id, error = %harness_core::error_chain(&err), "task result not recorded");
+        match written {
+            Ok(true) => self.unindex(&task_id).await,
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!(task = %task_id, error = %harness_core::error_chain(&err), "task result not recorded");
+            }
         }
         done.send_replace(Some(outcome));
         drop(attached);
@@ -146,7 +152,8 @@ pub(crate) async fn run_child(
 ) -> Outcome {
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
-    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + CANCEL_POLL, CANCEL_POLL);
+    let every = CANCEL_POLL.min(beat(&live.record));
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_beat = tokio::time::Instant::now();
     let mut timed_out = false;
@@ -175,35 +182,52 @@ pub(crate) async fn run_child(
     outcome_of(live, last, timed_out, limit)
 }
 
-/// The heartbeat (every [`HEARTBEAT`]) and a look for a cancel request from another process
+/// How often `record`'s runner beats: every [`HEARTBEAT`], with a lease at least three times
+/// per lease period.
+fn beat(record: &TaskRecord) -> Duration {
+    record
+        .lease_ms
+        .map_or(HEARTBEAT, |lease| HEARTBEAT.min(Duration::from_millis(lease / 3)))
+}
+
+/// The heartbeat (every [`beat`]) and a look for a cancel request from another process
 /// (every [`CANCEL_POLL`]) of the running task `live`.
 async fn poll_record(live: &LiveTask, last_beat: &mut tokio::time::Instant) {
     let task_id = live.record.task_id.clone();
-    let cancel_requested = if last_beat.elapsed() >= HEARTBEAT {
+    let runner = &live.record.runner;
+    let beat = beat(&live.record);
+    // What the record says: (a cancel was requested, another runner took the task over).
+    let seen = if last_beat.elapsed() >= beat {
         *last_beat = tokio::time::Instant::now();
         let progress = live.log.progress();
         live.store
             .update(|file| match file.tasks.get_mut(&task_id) {
-                Some(record) if record.status == TaskStatus::Running => {
+                Some(record) if record.status == TaskStatus::Running && record.is_run_by(runner) => {
                     record.heartbeat_ms = now_ms();
                     record.progress = Some(progress.clone());
-                    (true, record.cancel_requested)
+                    (true, (record.cancel_requested, false))
                 }
-                _ => (false, false),
+                Some(record) => (false, (false, !record.is_run_by(runner))),
+                None => (false, (false, false)),
             })
             .await
     } else {
-        live.store
-            .load()
-            .await
-            .map(|file| file.tasks.get(&task_id).is_some_and(|record| record.cancel_requested))
+        live.store.load().await.map(|file| {
+            file.tasks.get(&task_id).map_or((false, false), |record| {
+                (record.cancel_requested, !record.is_run_by(runner))
+            })
+        })
     };
-    match cancel_requested {
-        Ok(true) => live.stop(Outcome {
+    match seen {
+        Ok((_, true)) => live.stop(Outcome {
+            status: TaskStatus::Lost,
+            result: "taken over by another replica after this runner's lease expired".to_owned(),
+        }),
+        Ok((true, false)) => live.stop(Outcome {
             status: TaskStatus::Cancelled,
             result: "cancelled by task_cancel (requested from another process)".to_owned(),
         }),
-        Ok(false) => {}
+        Ok((false, false)) => {}
         Err(err) => {
             tracing::warn!(task = %task_id, error = %harness_core::error_chain(&err), "task record not read or written");
         }

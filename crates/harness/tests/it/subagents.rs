@@ -1146,3 +1146,74 @@ async fn a_per_user_declaration_cannot_name_a_url_headers_variables_or_a_model_u
         "no request may reach {url}"
     );
 }
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// A task with a lease (one another replica takes over) is swept `lost` only after twice its
+/// lease, with a reason saying no replica took it over; one without a lease after 30 s.
+#[tokio::test]
+async fn a_task_with_a_lease_is_lost_only_after_twice_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_models, model) = Models::new(|_| Reply::text("unused"));
+    let tasks = dir.path().join("u1/agents/harness/tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let record = |id: &str, lease: u64, age: u64| {
+        json!({"task_id": id, "agent_id": "researcher", "child_session": format!("sub.s1.researcher.{id}"),
+            "status": "running", "runner": "runner-elsewhere", "delivered": false,
+            "heartbeat_ms": now_ms() - age, "lease_ms": lease})
+    };
+    let file = json!({"v": 1, "tasks": {
+        "task-held": record("task-held", 60_000, 100_000),
+        "task-expired": record("task-expired", 20_000, 100_000),
+    }});
+    std::fs::write(tasks.join("s1.json"), file.to_string()).unwrap();
+    let agent = parent(dir.path(), &model);
+    agent.call("next", ctx("u1", "s1")).await.unwrap();
+    let file = task_file(dir.path(), "u1", "s1");
+    assert_eq!(
+        file.tasks["task-held"].status,
+        TaskStatus::Running,
+        "within twice its lease"
+    );
+    let lost = &file.tasks["task-expired"];
+    assert_eq!(lost.status, TaskStatus::Lost);
+    assert!(
+        lost.result.as_deref().unwrap().contains("no replica took it over"),
+        "{lost:?}"
+    );
+}
+
+/// The runner-id fence: once another runner claimed a task's record, the runner that started
+/// it stops its child and writes nothing more to the record.
+#[tokio::test(start_paused = true)]
+async fn a_runner_whose_task_was_claimed_elsewhere_writes_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let (models, model) = Models::new(|_| Reply::text("never").delayed(Duration::from_secs(1_000)));
+    models.then(calls(&[(
+        "agent_spawn",
+        json!({"agent_id": "researcher", "task": "t", "timeout_seconds": 0}),
+    )]));
+    let agent = parent(dir.path(), &model);
+    agent.call("go", ctx("u1", "s1")).await.unwrap();
+    let path = dir.path().join("u1/agents/harness/tasks/s1.json");
+    let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let (id, record) = file["tasks"].as_object_mut().unwrap().iter_mut().next().unwrap();
+    let id = id.clone();
+    assert_eq!(record["status"], "running");
+    record["runner"] = json!("runner-other-replica");
+    record["heartbeat_ms"] = json!(7);
+    std::fs::write(&path, file.to_string()).unwrap();
+    agent.wait_for_tasks().await;
+    let claimed = &task_file(dir.path(), "u1", "s1").tasks[&id];
+    assert_eq!(claimed.status, TaskStatus::Running, "{claimed:?}");
+    assert_eq!(claimed.runner, "runner-other-replica");
+    assert_eq!(claimed.heartbeat_ms, 7, "no heartbeat over the claim");
+}

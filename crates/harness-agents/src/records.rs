@@ -2,9 +2,13 @@
 //! (`<ns>/agents/<agent>/tasks/<session>.json`, [`CallScope::task_records_path`]), every
 //! change a compare-and-set write ([`WriteMode::IfMatch`]) retried on conflict, so two
 //! writers (the runner finishing a task, the parent delivering results, a second process)
-//! never lose each other's changes.
+//! never lose each other's changes. A runner's own writes (heartbeat, progress, the end) are
+//! also fenced by its runner id ([`TaskRecord::is_run_by`]): once another replica took the
+//! task over, the old runner changes nothing of it.
 //!
 //! [`CallScope::task_records_path`]: harness_fs::CallScope::task_records_path
+//!
+//! (Used by the `harness` crate's subagents capability, which re-exports this module.)
 
 use harness_fs::{FileVersion, Filesystem, FsError, WriteMode, WsPath};
 use serde::{Deserialize, Serialize};
@@ -28,19 +32,22 @@ pub enum TaskStatus {
     Timeout,
     /// `task_cancel`, or the agent shut down before the task finished.
     Cancelled,
-    /// Its runner ended (the process exited or crashed) before the task finished.
+    /// Its runner ended (the process exited or crashed) before the task finished and nothing
+    /// could take it over: a one-shot `harness run`'s task, a remote child, a vanished
+    /// declaration, a grandchild, a child continuing after an approval, or a listed task no
+    /// replica claimed within twice its lease (the `harness` crate's `subagents/takeover.rs` says which are taken over).
     Lost,
     /// The child's turn ended waiting for a person's approval (its pending calls are in
     /// [`TaskRecord::pending`]); nothing runs until a person decides. A sync child's ask
     /// is the parent's pending approval; a background child is resumed with
-    /// [`HarnessAgent::resume_task`](crate::HarnessAgent::resume_task).
+    /// `HarnessAgent::resume_task` (crate `harness`).
     AwaitingApproval,
 }
 
 impl TaskStatus {
     /// Every status, in the order of the type (for messages that list them; a unit test
     /// keeps it complete).
-    pub(crate) const ALL: [Self; 7] = [
+    pub const ALL: [Self; 7] = [
         Self::Running,
         Self::Completed,
         Self::Failed,
@@ -120,6 +127,28 @@ pub struct TaskRecord {
     /// The child's calls waiting for a person (status `awaiting_approval`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<harness_core::PendingCall>,
+    /// The runner's lease in ms, set when the runner is a `harness serve` replica of a
+    /// workspace that spans replicas: once `heartbeat_ms` is older than this, another replica
+    /// may claim the task (compare-and-set on this record) and continue it. `None`: nothing
+    /// takes the task over (a one-shot `harness run`, a single-host workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// The parent's caller (user id), so a replica taking the task over binds the same scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The message the child's turn was started with (kept with a lease): a replica taking
+    /// the task over sends it again, and the child's session continues that unfinished turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+}
+
+impl TaskRecord {
+    /// Whether `runner` may write this record's run state: the fence of every write a runner
+    /// makes (heartbeat, progress, the end), so a runner whose task was taken over by another
+    /// replica changes nothing of it.
+    pub fn is_run_by(&self, runner: &str) -> bool {
+        self.runner == runner
+    }
 }
 
 /// A persisted summary of a task's activity: what another process can know of a child it
