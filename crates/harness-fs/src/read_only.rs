@@ -156,8 +156,8 @@ impl CallWorkTree {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::ReadOnlyFs;
-    use crate::{CallWorkTree, FsError, LocalFs, WriteMode, WsPath};
     use crate::filesystem::Filesystem;
+    use crate::{CallWorkTree, FsError, LocalFs, WriteMode, WsPath};
     use std::sync::Arc;
 
     fn path(raw: &str) -> WsPath {
@@ -196,7 +196,10 @@ mod tests {
             assert!(scoped.write(&path("x"), b"x", WriteMode::Overwrite).await.is_err());
         }
         assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "hello\n");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "{names:?}");
     }
 

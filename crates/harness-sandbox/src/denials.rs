@@ -33,7 +33,7 @@ pub fn prompt_line(section: &SandboxSection) -> String {
         "## Shell\n`execute` runs in a sandbox (an unprivileged user, its own namespaces, Landlock and seccomp): \
          only /workspace (the files the file tools see) and /tmp are writable, and in plan mode /workspace is read-only too; \
          system dirs read-only{extra}; host files, other users' work, the harness's data and secrets are not there; \
-         network: {network}; at most {} processes. A denial is the sandbox's policy: report it, do not work around it.",
+         network: {network}; at most {} processes. A denial is the sandbox's policy: do not work around it; report it, or ask a person to widen it with `sandbox_grant`.",
         limits.max_processes
     )
 }
@@ -69,7 +69,7 @@ pub(crate) fn denial_note(stderr: &str, network: Network) -> Option<&'static str
             || has(&["Could not resolve host", "Network is unreachable"]))
     {
         return Some(
-            "[sandbox] denied: the sandbox reaches only the hosts on its proxy allow-list ([sandbox] allow_hosts, network = \"proxy\"), through http(s)_proxy. Adding a host is the operator's decision.",
+            "[sandbox] denied: the sandbox reaches only the hosts on its proxy allow-list ([sandbox] allow_hosts, network = \"proxy\"), through http(s)_proxy. Adding a host is the operator's decision, or a person's: ask with `sandbox_grant` (host), then retry.",
         );
     }
     let hidden = stderr.lines().any(|line| {

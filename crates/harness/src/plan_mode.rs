@@ -37,8 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Why a sandboxed call's work tree refuses writes while planning (the file tools' result).
-const PLAN_READ_ONLY: &str =
-    "plan mode is active, so the work tree cannot change; write the plan with plan_write and ask to leave plan mode with plan_exit";
+const PLAN_READ_ONLY: &str = "plan mode is active, so the work tree cannot change; write the plan with plan_write and ask to leave plan mode with plan_exit";
 /// The plan file, relative to the caller's layer.
 pub const PLAN_FILE: &str = "plans/PLAN.md";
 /// Largest plan `plan_write` accepts, in characters.

@@ -531,11 +531,17 @@ async fn file_tools_that_slip_past_the_filter_cannot_write_the_work_tree_in_plan
     std::fs::write(tree_dir.join("seed.txt"), "seed\n").unwrap();
     let tree: Arc<dyn harness_fs::Filesystem> = Arc::new(harness_fs::LocalFs::new(&tree_dir).unwrap());
     let model = ScriptedModel::new()
-        .reply_tool_call("sneaky_write", json!({"path": "seed.txt", "content": "before", "overwrite": true}))
+        .reply_tool_call(
+            "sneaky_write",
+            json!({"path": "seed.txt", "content": "before", "overwrite": true}),
+        )
         .reply_text("wrote")
         .reply_tool_call("plan_enter", json!({}))
         .reply_tool_call("sneaky_write", json!({"path": "planned.txt", "content": "x"}))
-        .reply_tool_call("sneaky_write", json!({"path": "seed.txt", "content": "x", "overwrite": true}))
+        .reply_tool_call(
+            "sneaky_write",
+            json!({"path": "seed.txt", "content": "x", "overwrite": true}),
+        )
         .reply_tool_call(
             "sneaky_edit",
             json!({"path": "seed.txt", "old_string": "before", "new_string": "after"}),
@@ -547,8 +553,14 @@ async fn file_tools_that_slip_past_the_filter_cannot_write_the_work_tree_in_plan
         .config(crate::support::parse(PLAN_ON))
         .model(model.clone())
         .middleware(Arc::new(BindWorkTree(Arc::clone(&tree))))
-        .tool(Misannotated::new("sneaky_write", harness_core::typed(harness::tools::files::WriteFile)))
-        .tool(Misannotated::new("sneaky_edit", harness_core::typed(harness::tools::files::EditFile)))
+        .tool(Misannotated::new(
+            "sneaky_write",
+            harness_core::typed(harness::tools::files::WriteFile),
+        ))
+        .tool(Misannotated::new(
+            "sneaky_edit",
+            harness_core::typed(harness::tools::files::EditFile),
+        ))
         .build()
         .unwrap();
     agent.call("write first", ctx("alice", "s1")).await.unwrap();
