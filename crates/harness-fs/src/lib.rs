@@ -40,6 +40,7 @@ mod local;
 mod namespace;
 mod overlay;
 mod path;
+mod read_only;
 mod scope;
 mod search;
 mod shared;
@@ -56,6 +57,7 @@ pub use local::LocalFs;
 pub use namespace::{IsolationScope, Namespaced, RESERVED_NAMES};
 pub use overlay::OverlayFs;
 pub use path::{MAX_PATH_LEN, WsPath};
+pub use read_only::ReadOnlyFs;
 pub use scope::{CallScope, DEFAULT_EVICTED_DIR, SHARED_MEMORY_KEY, SHARED_NAMESPACE_ID, ScopeError, state_layout};
 pub use shared::{SHARED_ENTRIES, SharedLayer, is_shared_path};
 pub use shell::{

@@ -228,6 +228,8 @@ impl Middleware for BindCall {
                 (self.0.bind(scope, &cancel).await.map_err(refused)?, true)
             }
         };
+        // The hosts a person granted this session hold for every sandbox it binds.
+        crate::grants::apply_session_grants(turn.session(), &bound);
         let ctx = turn.ctx_mut();
         ctx.insert(CallShell(self.0.shell(&bound)));
         ctx.insert(CallReadOnlyShell(self.0.read_only_shell(&bound)));

@@ -29,11 +29,19 @@ pub fn prompt_line(section: &SandboxSection) -> String {
         format!(", {} host toolchain dir(s) read-only", section.read_only.len())
     };
     let limits = section.namespace_config(std::path::Path::new("")).limits;
+    let widen = match (section.network == Network::Proxy, section.allow_unsandboxed) {
+        (true, true) => {
+            "report it, or ask a person with `sandbox_grant` for one host or one command run outside the sandbox"
+        }
+        (true, false) => "report it, or ask a person with `sandbox_grant` for one host",
+        (false, true) => "report it, or ask a person with `sandbox_grant` to run one command outside the sandbox",
+        (false, false) => "report it",
+    };
     format!(
         "## Shell\n`execute` runs in a sandbox (an unprivileged user, its own namespaces, Landlock and seccomp): \
          only /workspace (the files the file tools see) and /tmp are writable, and in plan mode /workspace is read-only too; \
          system dirs read-only{extra}; host files, other users' work, the harness's data and secrets are not there; \
-         network: {network}; at most {} processes. A denial is the sandbox's policy: report it, do not work around it.",
+         network: {network}; at most {} processes. A denial is the sandbox's policy: do not work around it; {widen}.",
         limits.max_processes
     )
 }
@@ -69,7 +77,7 @@ pub(crate) fn denial_note(stderr: &str, network: Network) -> Option<&'static str
             || has(&["Could not resolve host", "Network is unreachable"]))
     {
         return Some(
-            "[sandbox] denied: the sandbox reaches only the hosts on its proxy allow-list ([sandbox] allow_hosts, network = \"proxy\"), through http(s)_proxy. Adding a host is the operator's decision.",
+            "[sandbox] denied: the sandbox reaches only the hosts on its proxy allow-list ([sandbox] allow_hosts, network = \"proxy\"), through http(s)_proxy. Adding a host is the operator's decision, or a person's: ask with `sandbox_grant` (host), then retry.",
         );
     }
     let hidden = stderr.lines().any(|line| {
@@ -131,6 +139,15 @@ mod tests {
         );
         assert!(proxy.contains("1 host toolchain dir(s) read-only"), "{proxy}");
         assert!(proxy.contains("at most 64 processes"), "{proxy}");
+        assert!(proxy.contains("`sandbox_grant` for one host"), "{proxy}");
+        assert!(!offline.contains("sandbox_grant"), "nothing to ask for: {offline}");
+        let unsandboxed = prompt_line(&section(
+            serde_json::json!({"kind": "namespace", "allow_unsandboxed": true}),
+        ));
+        assert!(
+            unsandboxed.contains("`sandbox_grant` to run one command outside the sandbox"),
+            "{unsandboxed}"
+        );
         let empty = prompt_line(&section(serde_json::json!({"kind": "namespace", "network": "proxy"})));
         assert!(empty.contains("allow-list is empty: no host is reachable"), "{empty}");
         let full = prompt_line(&section(serde_json::json!({"kind": "namespace", "network": "full"})));

@@ -31,6 +31,7 @@ mod binder;
 mod client;
 mod confine;
 mod denials;
+mod grants;
 mod init;
 mod manager;
 mod namespace;
@@ -45,6 +46,7 @@ mod work_fs;
 
 pub use binder::{BindCall, CallBinder, CallSandbox, default_init};
 pub use denials::{explaining, prompt_line};
+pub use grants::{CommandGrant, GRANT_TOOL, GrantTool, HostGrant, SandboxGrants, grant_tool};
 pub use init::init_main;
 pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 pub use namespace::{DEFAULT_INHERITED_ENV, Limits, NamespaceConfig, NamespaceProvider};

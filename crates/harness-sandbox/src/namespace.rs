@@ -614,6 +614,16 @@ impl Sandbox for NamespaceSandbox {
         self.proxy.as_ref().map(ProxyServer::denials).unwrap_or_default()
     }
 
+    fn allow_host(&self, entry: &str) -> Result<(), SandboxError> {
+        let Some(proxy) = &self.proxy else {
+            return Err(SandboxError::Unsupported {
+                backend: "namespace",
+                what: "a network grant without network = \"proxy\"",
+            });
+        };
+        Ok(proxy.allow(entry)?)
+    }
+
     async fn spawn(&self, request: SpawnRequest) -> Result<SandboxProcess, SandboxError> {
         SandboxProcess::start(self.connection.clone(), &self.settings, request).await
     }

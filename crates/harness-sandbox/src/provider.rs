@@ -264,6 +264,9 @@ pub enum SandboxError {
     /// The scope key's lease could not be taken.
     #[error("sandbox lease")]
     Lease(#[source] harness_core::LeaseError),
+    /// A grant names something that is not a host.
+    #[error(transparent)]
+    Grant(#[from] crate::proxy::ProxyPolicyError),
     /// Host IO failed.
     #[error("{operation} failed")]
     Io {
@@ -359,6 +362,19 @@ pub trait Sandbox: Send + Sync + 'static {
     /// `network = "proxy"`).
     fn network_denials(&self) -> Vec<crate::proxy::NetworkDenial> {
         Vec::new()
+    }
+
+    /// Adds `entry` (a host, wildcard or address, optionally with `:port`) to the sandbox's
+    /// network allow-list until it ends: a grant a person approved.
+    ///
+    /// # Errors
+    /// [`SandboxError::Unsupported`] when the sandbox has no proxy (`network` is not
+    /// `"proxy"`); [`SandboxError::Grant`] when `entry` is not a host.
+    fn allow_host(&self, _entry: &str) -> Result<(), SandboxError> {
+        Err(SandboxError::Unsupported {
+            backend: "this",
+            what: "a network grant without network = \"proxy\"",
+        })
     }
 
     /// Starts a long-running process with piped stdio (MCP stdio servers, skill scripts).

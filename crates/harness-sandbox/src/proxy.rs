@@ -100,6 +100,18 @@ impl ProxyPolicy {
         Ok(Self { rules })
     }
 
+    /// Adds `entry` (a grant: one host a person approved) to the list.
+    ///
+    /// # Errors
+    /// [`ProxyPolicyError`] when `entry` is not a host, wildcard or address.
+    pub fn allow(&mut self, entry: &str) -> Result<(), ProxyPolicyError> {
+        let rule = parse_rule(entry)?;
+        if !self.rules.contains(&rule) {
+            self.rules.push(rule);
+        }
+        Ok(())
+    }
+
     /// Whether no entry is allowed.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
@@ -335,7 +347,7 @@ pub(crate) fn refusal_response(host: &str, port: u16, refusal: &Refusal) -> Vec<
         Refusal::NotAllowed => (
             format!("Forbidden: {host} is not on the sandbox network allow-list"),
             format!(
-                "The harness sandbox refused a connection to {host}:{port}: the host is not on this sandbox's network allow-list.\nTo allow it, an operator adds \"{host}\" (or \"{host}:{port}\") to the sandbox's proxy allow-list ([sandbox] allow_hosts), or approves a grant for this host.\n"
+                "The harness sandbox refused a connection to {host}:{port}: the host is not on this sandbox's network allow-list.\nTo allow it, an operator adds \"{host}\" (or \"{host}:{port}\") to the sandbox's proxy allow-list ([sandbox] allow_hosts), or a person approves a grant for this host (the sandbox_grant tool).\n"
             ),
         ),
         Refusal::NotPublic(addresses) => {
@@ -471,6 +483,9 @@ fn parse_head(head: &[u8]) -> Result<Target, String> {
 pub(crate) struct ProxyServer {
     task: tokio::task::JoinHandle<()>,
     denials: Arc<Mutex<Vec<NetworkDenial>>>,
+    /// The allow-list, widened by grants while the sandbox lives; each connection decides
+    /// on the list as it is when its request head arrives.
+    policy: Arc<std::sync::RwLock<ProxyPolicy>>,
 }
 
 impl ProxyServer {
@@ -481,7 +496,8 @@ impl ProxyServer {
 
     pub(crate) fn start_with(listener: UnixListener, policy: ProxyPolicy, resolver: Arc<dyn Resolver>) -> Self {
         let denials: Arc<Mutex<Vec<NetworkDenial>>> = Arc::default();
-        let policy = Arc::new(policy);
+        let policy = Arc::new(std::sync::RwLock::new(policy));
+        let shared_policy = policy.clone();
         let record = denials.clone();
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
@@ -507,7 +523,22 @@ impl ProxyServer {
                 }
             }
         });
-        Self { task, denials }
+        Self {
+            task,
+            denials,
+            policy: shared_policy,
+        }
+    }
+
+    /// Adds `entry` to this proxy's allow-list until the sandbox ends (a grant).
+    ///
+    /// # Errors
+    /// [`ProxyPolicyError`] when `entry` is not a host, wildcard or address.
+    pub(crate) fn allow(&self, entry: &str) -> Result<(), ProxyPolicyError> {
+        self.policy
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .allow(entry)
     }
 
     /// The connections refused so far (the newest last).
@@ -549,7 +580,7 @@ async fn read_head(stream: &mut UnixStream) -> Result<(Vec<u8>, Vec<u8>), String
 
 async fn serve(
     mut stream: UnixStream,
-    policy: Arc<ProxyPolicy>,
+    policy: Arc<std::sync::RwLock<ProxyPolicy>>,
     resolver: Arc<dyn Resolver>,
     denials: Arc<Mutex<Vec<NetworkDenial>>>,
 ) {
@@ -569,6 +600,8 @@ async fn serve(
             return;
         }
     };
+    // A snapshot of the list (a grant made meanwhile applies to the next connection).
+    let policy = policy.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     let address = match decide(&policy, resolver.as_ref(), &target.host, target.port).await {
         Ok(address) => address,
         Err(refusal) => {

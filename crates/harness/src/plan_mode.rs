@@ -10,7 +10,9 @@
 //! gets an error result saying plan mode is active and what is allowed, and does not run.
 //! What passes runs with the call's read-only shell when it has one
 //! ([`harness_fs::CallReadOnlyShell`]: a sandbox's, whose work tree is read-only at the
-//! Landlock level), so a command the filter cannot judge (`sh -c 'echo x > f'`) cannot write.
+//! Landlock level), so a command the filter cannot judge (`sh -c 'echo x > f'`) cannot write,
+//! and with its work tree (a sandbox's [`harness_fs::CallWorkTree`]) behind a
+//! [`harness_fs::ReadOnlyFs`], so a file tool that slips past the filter cannot write either.
 //! A banner in the volatile tail of the system prompt says the same (nothing when inactive).
 //!
 //! The state is per session (the [`PlanState`] session slot), so it survives restarts.
@@ -34,6 +36,8 @@ use harness_fs::{CallWorkspace, WriteMode, WsPath};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// Why a sandboxed call's work tree refuses writes while planning (the file tools' result).
+const PLAN_READ_ONLY: &str = "plan mode is active, so the work tree cannot change; write the plan with plan_write and ask to leave plan mode with plan_exit";
 /// The plan file, relative to the caller's layer.
 pub const PLAN_FILE: &str = "plans/PLAN.md";
 /// Largest plan `plan_write` accepts, in characters.
@@ -360,6 +364,10 @@ impl Middleware for PlanGate {
         // at the kernel level) runs with it, so a command the filter cannot judge cannot write.
         let mut confined = ctx.clone();
         harness_fs::CallReadOnlyShell::apply(&mut confined.runtime);
+        // The same for the file tools: a sandboxed call's work tree is read-only in the
+        // filesystem layer, so a writing tool that slipped past the filter (misannotated, or
+        // called by a user middleware) is refused there and the work tree stays unchanged.
+        harness_fs::CallWorkTree::read_only(&mut confined.runtime, PLAN_READ_ONLY);
         let ctx = &confined;
         if call.name == PLAN_EXIT && inherited(&ctx.runtime) {
             // Refused before the permissions layer would ask a person for it: only the

@@ -72,15 +72,28 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     setup.inherit(Shared(Arc::clone(&binder)));
     let prompt = harness_sandbox::prompt_line(&section);
     setup.provide(SandboxedShell(prompt));
-    Ok(Some(Arc::new(Sandboxed(binder))))
+    Ok(Some(Arc::new(Sandboxed(binder, section.allow_unsandboxed))))
 }
 
-struct Sandboxed(Arc<CallBinder>);
+/// The binder, and `[sandbox] allow_unsandboxed` (for `sandbox_grant`).
+struct Sandboxed(Arc<CallBinder>, bool);
 
 #[async_trait::async_trait]
 impl Capability for Sandboxed {
     fn name(&self) -> &'static str {
         "sandbox"
+    }
+
+    /// `sandbox_grant`: widening the sandbox (one host, one unsandboxed command) is an
+    /// approval through the durable approval flow.
+    fn tools(&self) -> Vec<Arc<dyn harness_core::Tool>> {
+        vec![harness_sandbox::grant_tool(self.1)]
+    }
+
+    fn session_slots(&self) -> &'static [crate::capability::SlotKey] {
+        const SLOTS: &[crate::capability::SlotKey] =
+            &[crate::capability::SlotKey::of::<harness_sandbox::SandboxGrants>()];
+        SLOTS
     }
 
     fn middleware(&self, _: &crate::capability::Assembly) -> Vec<(Layer, Arc<dyn Middleware>)> {

@@ -756,3 +756,260 @@ fn a_skill_script_under_a_sandbox_runs_confined() {
         "the script read a host file:\n{results}"
     );
 }
+
+/// `harness approve --json` for alice's session `s1`, with `flags` (e.g. `--deny`).
+fn approve(ws: &Path, flags: &[&str]) -> (Option<i32>, String, String) {
+    let output = harness()
+        .args(["approve", "--json", "--user", "alice", "--session", "s1"])
+        .args(flags)
+        .arg("--workspace")
+        .arg(ws)
+        .env("OPENAI_API_KEY", SECRET)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    (output.status.code(), stdout, stderr)
+}
+
+/// The text of every file under `dir` that contains `needle` (the saved session state).
+fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if let Ok(content) = std::fs::read_to_string(&path)
+            && content.contains(needle)
+        {
+            found.push(content);
+        }
+    }
+    found
+}
+
+fn grant(id: &str, arguments: &serde_json::Value) -> serde_json::Value {
+    call(id, "sandbox_grant", arguments)
+}
+
+/// Widening is an approval: a host the proxy refused, asked for with `sandbox_grant`, waits
+/// for a person (exit 3, the refusal shown as evidence); approved, it is on the allow-list
+/// for the rest of the session — the next request in the same turn reaches it, and so does
+/// one in a later run (a new sandbox) — and the grant is recorded in the session's state.
+#[test]
+fn a_refused_host_becomes_an_approval_and_once_granted_is_reached() {
+    let (port, hits) = http_server("granted-body-9a2f");
+    let host = format!("127.0.0.1:{port}");
+    let curl = |id: &str, marker: &str| {
+        execute(
+            id,
+            &format!("curl -sS --noproxy '' http://{host}/; echo; echo {marker}"),
+        )
+    };
+    let dir = scratch();
+    let ws = workspace(dir.path(), "network = \"proxy\"\n");
+    let model = script(
+        dir.path(),
+        &serde_json::json!({"replies": [
+            {"tool_calls": [curl("c1", "first-done")]},
+            {"tool_calls": [grant("g1", &serde_json::json!({"host": host, "why": "fetch the fixture"}))]},
+        ]})
+        .to_string(),
+    );
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(3), "the grant waits for a person:\n{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(
+        results.contains("first-done") && results.contains("not on this sandbox's network allow-list"),
+        "{results}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "refused before the grant");
+    let asked: Vec<serde_json::Value> = events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["type"] == "approval_required")
+        .collect();
+    assert_eq!(asked.len(), 1, "{events}");
+    let reason = asked[0]["calls"][0]["reason"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(asked[0]["calls"][0]["id"], "g1", "{events}");
+    assert!(
+        reason.contains(&format!("allow {host}")) && reason.contains("the proxy refused 127.0.0.1"),
+        "the request shows the refusal as evidence: {reason}"
+    );
+
+    // Approved (a new process: the script replays from its start): the grant applies, and
+    // the next request to that host, in the same turn, succeeds.
+    script(
+        dir.path(),
+        &serde_json::json!({"replies": [
+            {"tool_calls": [curl("c2", "second-done")]},
+            {"text": "fetched"}
+        ]})
+        .to_string(),
+    );
+    let (code, events, stderr) = approve(&ws, &[]);
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(
+        results.contains("Granted by a person") && results.contains(&host),
+        "{results}"
+    );
+    assert!(
+        results.contains("granted-body-9a2f"),
+        "the granted host answered:\n{results}"
+    );
+    assert!(hits.load(Ordering::SeqCst) >= 1);
+    let recorded = files_containing(&ws, "sandbox_grants");
+    assert!(
+        recorded
+            .iter()
+            .any(|state| state.contains(&host) && state.contains("g1")),
+        "the grant is recorded in the session's state: {recorded:?}"
+    );
+
+    // A later run of the same session binds a new sandbox: the grant still holds.
+    let before = hits.load(Ordering::SeqCst);
+    let model = script(dir.path(), &replies(vec![curl("c3", "third-done")]));
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(
+        results.contains("granted-body-9a2f"),
+        "the grant holds for the session:\n{results}"
+    );
+    assert!(hits.load(Ordering::SeqCst) > before);
+}
+
+/// A denied grant comes back as a person's refusal, grants nothing and records nothing: the
+/// host stays refused.
+#[test]
+fn a_denied_host_grant_is_a_clear_refusal_and_the_host_stays_refused() {
+    let (port, hits) = http_server("never-body-55e0");
+    let host = format!("127.0.0.1:{port}");
+    let dir = scratch();
+    let ws = workspace(dir.path(), "network = \"proxy\"\n");
+    let model = script(
+        dir.path(),
+        &replies(vec![grant("g1", &serde_json::json!({"host": host, "why": "try"}))]),
+    );
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(3), "{events}\n{stderr}");
+    script(
+        dir.path(),
+        &replies(vec![execute(
+            "c1",
+            &format!("curl -sS --noproxy '' http://{host}/; echo; echo after-deny"),
+        )]),
+    );
+    let (code, events, stderr) = approve(&ws, &["--deny", "--note", "not this host"]);
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(
+        results.contains("A person refused this call") && results.contains("not this host"),
+        "{results}"
+    );
+    assert!(
+        results.contains("after-deny") && results.contains("[sandbox] allow_hosts"),
+        "{results}"
+    );
+    assert!(!results.contains("never-body-55e0"), "{results}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "the host stayed refused");
+    assert!(
+        files_containing(&ws, "sandbox_grants")
+            .iter()
+            .all(|state| !state.contains(&host)),
+        "nothing was recorded"
+    );
+}
+
+/// One command outside the sandbox: without `[sandbox] allow_unsandboxed` the request is
+/// refused at once naming the key (nobody is asked, nothing runs); with it, the request waits
+/// for a person and, approved, runs once on the host (as the harness's own user, not the
+/// sandbox uid) in the work tree, and is recorded.
+#[test]
+fn an_unsandboxed_command_needs_the_key_and_an_approval() {
+    let dir = scratch();
+    let command = "id -u > host-uid.txt; echo ran-on-host";
+    let ws = workspace(dir.path(), "");
+    let model = script(
+        dir.path(),
+        &replies(vec![grant(
+            "u1",
+            &serde_json::json!({"command": command, "why": "needs the host"}),
+        )]),
+    );
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "refused at once, no approval:\n{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(results.contains("[sandbox] allow_unsandboxed = true"), "{results}");
+    assert!(!results.contains("ran-on-host"), "{results}");
+    let ran = std::fs::read_dir(ws.join(".harness/work"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|tree| tree.path().join("host-uid.txt").exists());
+    assert!(!ran, "nothing ran");
+
+    let other = scratch();
+    let ws = workspace(other.path(), "allow_unsandboxed = true\n");
+    let model = script(
+        other.path(),
+        &serde_json::json!({"replies": [
+            {"tool_calls": [grant("u1", &serde_json::json!({"command": command, "why": "needs the host"}))]},
+        ]})
+        .to_string(),
+    );
+    let (code, events, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(3), "{events}\n{stderr}");
+    assert!(
+        !tool_results(&events).contains("ran-on-host"),
+        "nothing ran before the approval"
+    );
+    assert!(
+        !ws.join(".harness/work").exists()
+            || std::fs::read_dir(ws.join(".harness/work"))
+                .unwrap()
+                .flatten()
+                .all(|tree| !tree.path().join("host-uid.txt").exists()),
+        "nothing ran before the approval"
+    );
+    assert!(
+        events.contains("OUTSIDE the sandbox"),
+        "the request says what it is: {events}"
+    );
+    script(
+        other.path(),
+        &serde_json::json!({"replies": [{"text": "done"}]}).to_string(),
+    );
+    let (code, events, stderr) = approve(&ws, &[]);
+    assert_eq!(code, Some(0), "{events}\n{stderr}");
+    let results = tool_results(&events);
+    assert!(
+        results.contains("ran-on-host") && results.contains("run once outside the sandbox"),
+        "{results}"
+    );
+    let work = ws.join(".harness/work");
+    let trees: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let host_uid = std::fs::read_to_string(trees[0].join("host-uid.txt")).unwrap();
+    assert_eq!(
+        host_uid.trim(),
+        rustix_uid().to_string(),
+        "it ran as the harness's user, outside the sandbox"
+    );
+    let recorded = files_containing(&ws, "sandbox_grants");
+    assert!(
+        recorded
+            .iter()
+            .any(|state| state.contains("ran-on-host") || state.contains("host-uid.txt")),
+        "the command is recorded: {recorded:?}"
+    );
+}
+
+/// This process's uid (the harness's own user in these tests).
+fn rustix_uid() -> u32 {
+    let output = std::process::Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&output.stdout).trim().parse().unwrap()
+}

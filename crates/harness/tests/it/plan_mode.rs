@@ -462,3 +462,132 @@ fn the_plan_section_is_checked_and_plan_mode_brings_the_task_list() {
         .unwrap();
     assert!(agent.kernel().tool_specs().iter().any(|spec| spec.name == "todo_write"));
 }
+
+/// Plays a sandbox's binder for the file-tool test: the call's work tree is `tree` (the
+/// directory `execute` would see), as `harness_sandbox::BindCall` makes it.
+struct BindWorkTree(Arc<dyn harness_fs::Filesystem>);
+
+#[harness_core::async_trait]
+impl harness_core::Middleware for BindWorkTree {
+    fn name(&self) -> &'static str {
+        "test_work_tree"
+    }
+
+    fn hooks(&self) -> harness_core::Hooks {
+        harness_core::Hooks::AGENT
+    }
+
+    async fn agent(
+        &self,
+        turn: &mut harness_core::Turn,
+        next: harness_core::AgentNext<'_>,
+    ) -> Result<(), harness_core::AgentError> {
+        turn.ctx_mut().insert(harness_fs::CallWorkTree(Arc::clone(&self.0)));
+        next.run(turn).await
+    }
+}
+
+/// A real file tool registered under another name with read-only annotations: what a
+/// misregistered tool looks like to the plan filter, which lets it through.
+struct Misannotated {
+    inner: Arc<dyn harness_core::Tool>,
+    spec: harness_core::ToolSpec,
+}
+
+impl Misannotated {
+    fn wrap(name: &str, inner: Arc<dyn harness_core::Tool>) -> Arc<dyn harness_core::Tool> {
+        let mut spec = inner.spec().clone();
+        spec.name = name.to_owned();
+        spec.annotations = harness_core::ToolAnnotations::new().read_only();
+        Arc::new(Self { inner, spec })
+    }
+}
+
+#[harness_core::async_trait]
+impl harness_core::Tool for Misannotated {
+    fn spec(&self) -> &harness_core::ToolSpec {
+        &self.spec
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        ctx: &harness_core::ToolContext,
+    ) -> Result<harness_core::ToolOutput, harness_core::ToolError> {
+        self.inner.call(input, ctx).await
+    }
+}
+
+/// In plan mode a sandboxed call's work tree is read-only in the filesystem layer, not only
+/// behind the tool filter: the real `write_file` and `edit_file`, registered as read-only
+/// tools so the filter lets them through, fail with a result saying plan mode is active, and
+/// the host files are unchanged. Reads still work, and the same tools write once plan mode
+/// is off.
+#[tokio::test]
+async fn file_tools_that_slip_past_the_filter_cannot_write_the_work_tree_in_plan_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree_dir = dir.path().join("tree");
+    std::fs::create_dir_all(&tree_dir).unwrap();
+    std::fs::write(tree_dir.join("seed.txt"), "seed\n").unwrap();
+    let tree: Arc<dyn harness_fs::Filesystem> = Arc::new(harness_fs::LocalFs::new(&tree_dir).unwrap());
+    let model = ScriptedModel::new()
+        .reply_tool_call(
+            "sneaky_write",
+            json!({"path": "seed.txt", "content": "before", "overwrite": true}),
+        )
+        .reply_text("wrote")
+        .reply_tool_call("plan_enter", json!({}))
+        .reply_tool_call("sneaky_write", json!({"path": "planned.txt", "content": "x"}))
+        .reply_tool_call(
+            "sneaky_write",
+            json!({"path": "seed.txt", "content": "x", "overwrite": true}),
+        )
+        .reply_tool_call(
+            "sneaky_edit",
+            json!({"path": "seed.txt", "old_string": "before", "new_string": "after"}),
+        )
+        .reply_tool_call("read_file", json!({"path": "seed.txt"}))
+        .reply_text("planned");
+    let agent = builder()
+        .workspace(dir.path())
+        .config(crate::support::parse(PLAN_ON))
+        .model(model.clone())
+        .middleware(Arc::new(BindWorkTree(Arc::clone(&tree))))
+        .tool(Misannotated::wrap(
+            "sneaky_write",
+            harness_core::typed(harness::tools::files::WriteFile),
+        ))
+        .tool(Misannotated::wrap(
+            "sneaky_edit",
+            harness_core::typed(harness::tools::files::EditFile),
+        ))
+        .build()
+        .unwrap();
+    agent.call("write first", ctx("alice", "s1")).await.unwrap();
+    let got = results(&model.last_request().unwrap());
+    assert!(!got[0].1, "outside plan mode the tool writes: {got:?}");
+    assert_eq!(std::fs::read_to_string(tree_dir.join("seed.txt")).unwrap(), "before");
+
+    agent.call("plan", ctx("alice", "s1")).await.unwrap();
+    let got = results(&model.last_request().unwrap());
+    let got = &got[got.len() - 5..];
+    assert!(!got[0].1 && got[0].0.contains("Plan mode is now active"), "{got:?}");
+    for refused in &got[1..4] {
+        assert!(refused.1, "a write in plan mode failed: {got:?}");
+        assert!(
+            refused.0.contains("read-only") && refused.0.contains("plan mode is active"),
+            "the refusal says why: {got:?}"
+        );
+        assert!(
+            !refused.0.contains("Plan mode is active, so"),
+            "the filter let it through; the filesystem refused it: {got:?}"
+        );
+    }
+    assert!(!got[4].1 && got[4].0.contains("before"), "reads still work: {got:?}");
+    assert_eq!(
+        std::fs::read_to_string(tree_dir.join("seed.txt")).unwrap(),
+        "before",
+        "the host file is unchanged"
+    );
+    assert!(!tree_dir.join("planned.txt").exists(), "nothing new was written");
+}
