@@ -36,7 +36,9 @@
 # ≤ 45 MB, W3 ≤ 10 ms, CLI ≤ 3×, turn-1 request ≤ 8 KB.
 #
 # Environment: REPS (5), W1_TURNS (50), W2_SESSIONS (200), W2_TURNS (5), CLI_TURNS (20),
-# SKIP_BUILD (0), CARGO_TARGET_DIR (the build's target, default ./target),
+# SKIP_BUILD (0), CARGO_TARGET_DIR (the build's target, default ./target), BIN_DIR (where the
+# harness binaries are taken from, default $CARGO_TARGET_DIR/release; a debug directory only
+# checks that the script works, its numbers mean nothing),
 # REFAGENT_DIR (default ../shared/bench/refagent or /work/shared/bench/refagent),
 # REFAGENT_TARGET (its own target dir, default $CARGO_TARGET_DIR/refagent),
 # BENCH_WORKLOAD_DIR (the workload inputs, default $REFAGENT_DIR/../workload),
@@ -65,9 +67,10 @@ if [ "${SKIP_BUILD:-0}" != "1" ]; then
     cargo build --release --manifest-path "$REFAGENT_DIR/Cargo.toml" --target-dir "$REFAGENT_TARGET"
 fi
 
-export BENCH_HARNESS_DRIVER="$TARGET/release/bench-driver"
-export BENCH_HARNESS_CLI="$TARGET/release/harness"
-export BENCH_MOCK="$TARGET/release/mock-llm"
+BIN_DIR="${BIN_DIR:-$TARGET/release}"
+export BENCH_HARNESS_DRIVER="$BIN_DIR/bench-driver"
+export BENCH_HARNESS_CLI="$BIN_DIR/harness"
+export BENCH_MOCK="$BIN_DIR/mock-llm"
 export BENCH_REFAGENT="$REFAGENT_TARGET/release/refagent"
 for bin in "$BENCH_HARNESS_DRIVER" "$BENCH_HARNESS_CLI" "$BENCH_MOCK" "$BENCH_REFAGENT"; do
     [ -x "$bin" ] || { echo "bench-compare: missing $bin (run without SKIP_BUILD=1)" >&2; exit 1; }
