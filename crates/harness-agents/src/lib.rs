@@ -492,28 +492,55 @@ pub fn substitute_headers(
     Ok(())
 }
 
-/// The `${VAR}` names used in the files of `dir` (for a loader that snapshots them).
-pub fn referenced_variables(dir: &Path) -> Vec<String> {
-    let mut names = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return names;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let Ok(text) = std::fs::read_to_string(entry.path()) else {
-            continue;
+/// The `*.md` files of one declarations directory, read once: what [`load_files`] parses
+/// and [`DeclarationFiles::referenced_variables`] scans.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclarationFiles {
+    /// `(stem, text or the read error)`, in file-name order.
+    files: Vec<(String, Result<String, String>)>,
+}
+
+impl DeclarationFiles {
+    /// Reads every `<dir>/*.md` (not recursive). A missing directory holds no files.
+    pub fn read(dir: &Path) -> Self {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Self::default();
         };
-        let mut rest = text.as_str();
-        while let Some(start) = rest.find("${") {
-            let after = &rest[start + 2..];
-            let Some(end) = after.find('}') else { break };
-            let name = &after[..end];
-            names.push(name.split_once(":-").map_or(name, |(name, _)| name).to_owned());
-            rest = &after[end + 1..];
-        }
+        let mut paths: Vec<_> = entries.filter_map(Result::ok).map(|entry| entry.path()).collect();
+        paths.sort();
+        let files = paths
+            .into_iter()
+            .filter_map(|path| {
+                let (Some(stem), Some("md")) = (
+                    path.file_stem().and_then(|stem| stem.to_str()),
+                    path.extension().and_then(|ext| ext.to_str()),
+                ) else {
+                    return None;
+                };
+                let text = std::fs::read_to_string(&path).map_err(|err| err.to_string());
+                Some((stem.to_owned(), text))
+            })
+            .collect();
+        Self { files }
     }
-    names.sort();
-    names.dedup();
-    names
+
+    /// The `${VAR}` names the files use (for a loader that snapshots them).
+    pub fn referenced_variables(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for text in self.files.iter().filter_map(|(_, text)| text.as_ref().ok()) {
+            let mut rest = text.as_str();
+            while let Some(start) = rest.find("${") {
+                let after = &rest[start + 2..];
+                let Some(end) = after.find('}') else { break };
+                let name = &after[..end];
+                names.push(name.split_once(":-").map_or(name, |(name, _)| name).to_owned());
+                rest = &after[end + 1..];
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
 }
 
 /// Every `<dir>/*.md` (not recursive), parsed, by id; with a warning for each file skipped
@@ -525,23 +552,21 @@ pub fn load_dir(
     shown_as: &str,
     options: &ParseOptions,
 ) -> (BTreeMap<String, SubagentDeclaration>, Vec<DeclarationWarning>) {
+    load_files(&DeclarationFiles::read(dir), shown_as, options)
+}
+
+/// [`load_dir`] on files already read.
+pub fn load_files(
+    files: &DeclarationFiles,
+    shown_as: &str,
+    options: &ParseOptions,
+) -> (BTreeMap<String, SubagentDeclaration>, Vec<DeclarationWarning>) {
     let mut found: BTreeMap<String, SubagentDeclaration> = BTreeMap::new();
     let mut warnings = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return (found, warnings);
-    };
-    let mut paths: Vec<_> = entries.filter_map(Result::ok).map(|entry| entry.path()).collect();
-    paths.sort();
-    for path in paths {
-        let (Some(stem), Some("md")) = (
-            path.file_stem().and_then(|stem| stem.to_str()),
-            path.extension().and_then(|ext| ext.to_str()),
-        ) else {
-            continue;
-        };
+    for (stem, text) in &files.files {
         let file = format!("{shown_as}/{stem}.md");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => match parse_spec(stem, &file, &text, options) {
+        match text {
+            Ok(text) => match parse_spec(stem, &file, text, options) {
                 Ok(parsed) => {
                     if let Some(earlier) = found.get(&parsed.declaration.id) {
                         warnings.push(DeclarationWarning::skipped(
@@ -560,7 +585,7 @@ pub fn load_dir(
                 }
                 Err(warning) => warnings.push(warning),
             },
-            Err(err) => warnings.push(DeclarationWarning::skipped(&file, "file", err.to_string())),
+            Err(err) => warnings.push(DeclarationWarning::skipped(&file, "file", err.clone())),
         }
     }
     (found, warnings)

@@ -9,7 +9,7 @@ use crate::{AgentArgs, WorkspaceArgs, env_lookup, parse_session, runtime, usage,
 use anyhow::Context as _;
 use harness::{HarnessAgent, WorkspaceLoader};
 use harness_core::{RuntimeContext, SessionId, UserId};
-use harness_memory::{ConsolidationOutcome, FlushOutcome};
+use harness_memory::{ConsolidationOutcome, FlushOutcome, Memory, NamespaceKey};
 use std::sync::Arc;
 
 #[derive(clap::Subcommand)]
@@ -299,33 +299,126 @@ async fn memory_agent(args: &AgentArgs, need_model: bool) -> anyhow::Result<Opti
 }
 
 pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
-    let (args, need_model) = match &command {
-        MemoryCommand::Search { ws, .. } | MemoryCommand::Review { ws, .. } => (
-            AgentArgs {
-                ws: ws.clone(),
-                session: None,
-                model: None,
-                max_iters: None,
-            },
-            false,
-        ),
-        MemoryCommand::Extract { agent } | MemoryCommand::Consolidate { agent } => (agent.clone(), true),
+    match command {
+        MemoryCommand::Search { ws, limit, query } => memory_search(&ws, limit, &query).await,
+        MemoryCommand::Review { ws, release, delete } => memory_review(&ws, release, delete).await,
+        MemoryCommand::Extract { agent } => memory_run(agent, MemoryWork::Extract).await,
+        MemoryCommand::Consolidate { agent } => memory_run(agent, MemoryWork::Consolidate).await,
+    }
+}
+
+/// The caller's files and the workspace's memory, read without an agent or a model (the
+/// workspace's model spec is never built); `None` when the default workspace does not exist.
+async fn memory_files(ws: &WorkspaceArgs) -> anyhow::Result<Option<(harness_fs::CallWorkspace, NamespaceKey, Memory)>> {
+    let Some(reader) = reader(ws).await? else {
+        return Ok(None);
     };
+    let memory = reader
+        .memory()
+        .ok_or_else(|| usage("memory is disabled ([memory] enabled = false)"))?;
+    let (scope, files) = reader
+        .call_files(&user_of(ws), None)
+        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+    Ok(Some((files, NamespaceKey::for_scope(&scope), memory)))
+}
+
+/// `harness memory search`: the caller's layer with the shared files (the workspace's
+/// MEMORY.md) showing through, as the prompt and `memory_search` see it.
+async fn memory_search(ws: &WorkspaceArgs, limit: usize, query: &str) -> anyhow::Result<()> {
     let mut out = Out::new();
-    let Some(harness) = memory_agent(&args, need_model).await? else {
-        return match command {
-            MemoryCommand::Search { .. } => out.line("no matches").map_err(Into::into),
-            MemoryCommand::Review {
-                release: None,
-                delete: None,
-                ..
-            } => out.line("no quarantined memory entries").map_err(Into::into),
-            MemoryCommand::Review { release, delete, .. } => Err(usage(format!(
-                "no quarantined memory entry {}: the workspace does not exist",
-                release.or(delete).unwrap_or_default()
+    let Some((call, namespace, memory)) = memory_files(ws).await? else {
+        return out.line("no matches").map_err(Into::into);
+    };
+    let results = memory.search(Arc::clone(&call.layered), &namespace, query, limit).await;
+    if let Some(note) = &results.note {
+        eprintln!("note: {note}");
+    }
+    if results.hits.is_empty() {
+        out.line("no matches")?;
+    }
+    let best = results.hits.iter().map(|h| h.score).fold(0.0_f64, f64::max);
+    for hit in &results.hits {
+        let relative = if best > 0.0 { hit.score / best } else { 1.0 };
+        out.line(&format!("{}:{}\t{relative:.2}\t{}", hit.path, hit.line, hit.snippet))?;
+        if out.closed() {
+            break;
+        }
+    }
+    memory.shutdown(std::time::Duration::from_secs(5)).await;
+    Ok(())
+}
+
+/// `harness memory review`: lists, releases or deletes quarantined entries.
+async fn memory_review(ws: &WorkspaceArgs, release: Option<String>, delete: Option<String>) -> anyhow::Result<()> {
+    let mut out = Out::new();
+    let Some((call, _, _)) = memory_files(ws).await? else {
+        return match release.or(delete) {
+            None => out.line("no quarantined memory entries").map_err(Into::into),
+            Some(id) => Err(usage(format!(
+                "no quarantined memory entry {id}: the workspace does not exist"
             ))),
-            MemoryCommand::Extract { .. } => out.line("nothing to extract: no sessions").map_err(Into::into),
-            MemoryCommand::Consolidate { .. } => out.line("nothing to consolidate").map_err(Into::into),
+        };
+    };
+    let fs = &*call.user;
+    let not_found = |err: harness_memory::MemoryError| match err {
+        harness_memory::MemoryError::NotQuarantined { .. } => usage(err.to_string()),
+        other => runtime(&other),
+    };
+    if let Some(id) = release {
+        match harness_memory::release_quarantined(fs, &id).await.map_err(not_found)? {
+            harness_memory::Released::Written { path } => {
+                out.line(&format!("released {id}: appended to {path}"))?;
+            }
+            _ => out.line(&format!(
+                "released {id}: the fact was already in memory; nothing appended"
+            ))?,
+        }
+    } else if let Some(id) = delete {
+        let entry = harness_memory::delete_quarantined(fs, &id).await.map_err(not_found)?;
+        out.line(&format!("deleted {id}: {}", shown(&entry.text)))?;
+    } else {
+        let entries = harness_memory::quarantined(fs).await.map_err(|err| runtime(&err))?;
+        if entries.is_empty() {
+            out.line("no quarantined memory entries")?;
+        }
+        for entry in &entries {
+            let session = entry
+                .session
+                .as_deref()
+                .map(|s| format!(", session {s}"))
+                .unwrap_or_default();
+            out.line(&format!(
+                "{}\t{}\t{}{session}",
+                entry.id,
+                entry.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                entry.source
+            ))?;
+            out.line(&format!("  text:   {}", shown(&entry.text)))?;
+            out.line(&format!("  reason: {}", entry.reason))?;
+            if out.closed() {
+                break;
+            }
+        }
+        if !entries.is_empty() {
+            out.line("release one with `harness memory review --release ID`, or `--delete ID`")?;
+        }
+    }
+    Ok(())
+}
+
+/// What `memory extract|consolidate` does with the configured model.
+enum MemoryWork {
+    Extract,
+    Consolidate,
+}
+
+/// `harness memory extract|consolidate`: these ask a model, so they build the agent.
+async fn memory_run(args: AgentArgs, work: MemoryWork) -> anyhow::Result<()> {
+    let mut out = Out::new();
+    let Some(harness) = memory_agent(&args, true).await? else {
+        return match work {
+            MemoryWork::Extract => out.line("nothing to extract: no sessions").map_err(Into::into),
+            MemoryWork::Consolidate => out.line("nothing to consolidate").map_err(Into::into),
         };
     };
     let memory = harness
@@ -341,75 +434,8 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         .get::<harness_fs::CallWorkspace>()
         .ok_or_else(|| anyhow::anyhow!("internal: the call has no workspace bound"))?;
     let namespace = harness_memory::NamespaceKey::for_call(&ctx).context("call scope not bound")?;
-    match command {
-        MemoryCommand::Search { limit, query, .. } => {
-            // The caller's layer with the shared files (the workspace's MEMORY.md) showing
-            // through, as the prompt and `memory_search` see it.
-            let results = memory
-                .search(Arc::clone(&call.layered), &namespace, &query, limit)
-                .await;
-            if let Some(note) = &results.note {
-                eprintln!("note: {note}");
-            }
-            if results.hits.is_empty() {
-                out.line("no matches")?;
-            }
-            let best = results.hits.iter().map(|h| h.score).fold(0.0_f64, f64::max);
-            for hit in &results.hits {
-                let relative = if best > 0.0 { hit.score / best } else { 1.0 };
-                out.line(&format!("{}:{}\t{relative:.2}\t{}", hit.path, hit.line, hit.snippet))?;
-                if out.closed() {
-                    break;
-                }
-            }
-        }
-        MemoryCommand::Review { release, delete, .. } => {
-            let fs = &*call.user;
-            let not_found = |err: harness_memory::MemoryError| match err {
-                harness_memory::MemoryError::NotQuarantined { .. } => usage(err.to_string()),
-                other => runtime(&other),
-            };
-            if let Some(id) = release {
-                match harness_memory::release_quarantined(fs, &id).await.map_err(not_found)? {
-                    harness_memory::Released::Written { path } => {
-                        out.line(&format!("released {id}: appended to {path}"))?;
-                    }
-                    _ => out.line(&format!(
-                        "released {id}: the fact was already in memory; nothing appended"
-                    ))?,
-                }
-            } else if let Some(id) = delete {
-                let entry = harness_memory::delete_quarantined(fs, &id).await.map_err(not_found)?;
-                out.line(&format!("deleted {id}: {}", shown(&entry.text)))?;
-            } else {
-                let entries = harness_memory::quarantined(fs).await.map_err(|err| runtime(&err))?;
-                if entries.is_empty() {
-                    out.line("no quarantined memory entries")?;
-                }
-                for entry in &entries {
-                    let session = entry
-                        .session
-                        .as_deref()
-                        .map(|s| format!(", session {s}"))
-                        .unwrap_or_default();
-                    out.line(&format!(
-                        "{}\t{}\t{}{session}",
-                        entry.id,
-                        entry.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        entry.source
-                    ))?;
-                    out.line(&format!("  text:   {}", shown(&entry.text)))?;
-                    out.line(&format!("  reason: {}", entry.reason))?;
-                    if out.closed() {
-                        break;
-                    }
-                }
-                if !entries.is_empty() {
-                    out.line("release one with `harness memory review --release ID`, or `--delete ID`")?;
-                }
-            }
-        }
-        MemoryCommand::Extract { .. } => {
+    match work {
+        MemoryWork::Extract => {
             let scope = ctx
                 .get::<harness_fs::CallScope>()
                 .context("call scope not bound")?
@@ -438,7 +464,7 @@ pub(crate) async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        MemoryCommand::Consolidate { .. } => {
+        MemoryWork::Consolidate => {
             let outcome = memory
                 .consolidate(Arc::clone(&call.user), &namespace)
                 .await

@@ -206,6 +206,15 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 /// After this long the wait is announced on stderr.
 const SHUTDOWN_ANNOUNCE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The `harness.toml` sections the CLI accepts: the built-in ones, `[serve]`, `[telemetry]`
+/// and `[retention]` (what every loader of the CLI registers).
+pub(crate) fn sections() -> harness::capability::Sections {
+    harness::capability::Sections::builtin()
+        .with(harness_serve::SECTION)
+        .with(harness_ops::SECTION)
+        .with(harness_ops::RETENTION)
+}
+
 /// Builds the agent: the library resolves harness.toml, flags go on top.
 /// A `--user` or `--session` the agent cannot use (a reserved name, an unsafe id) is a
 /// usage error (exit 2), found before anything runs.
@@ -223,10 +232,15 @@ async fn build_agent(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String)>
 async fn build_agent_configured(args: &AgentArgs) -> anyhow::Result<(HarnessAgent, String, harness::HarnessConfig)> {
     let workspace = workspace::resolve_for_agent(args.ws.workspace.clone())?;
     let env = env_lookup;
-    let loaded = WorkspaceLoader::new(&workspace.dir, &env)
+    let mut loader = WorkspaceLoader::new(&workspace.dir, &env)
         .register(harness_serve::SECTION)
         .register(harness_ops::SECTION)
-        .register(harness_ops::RETENTION)
+        .register(harness_ops::RETENTION);
+    // The file as the telemetry setup parsed it (with the same sections): not parsed again.
+    if let Some(config) = telemetry::take_parsed(&workspace.dir) {
+        loader = loader.parsed(config);
+    }
+    let loaded = loader
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .on_retry(Some(progress::retry_observer()))

@@ -23,14 +23,37 @@ fn workspace_of(command: &Command) -> Option<PathBuf> {
     Some(explicit.unwrap_or_else(|| PathBuf::from(harness::DEFAULT_WORKSPACE)))
 }
 
-/// `[telemetry]` of the workspace's harness.toml, when both exist. The loader checks the whole
-/// file again later; this reads only the one section.
+/// The harness.toml parsed for `[telemetry]`, kept for the agent's loader, so the file is
+/// read and parsed once per process ([`take_parsed`]).
+static PARSED: std::sync::Mutex<Option<(PathBuf, harness::HarnessConfig)>> = std::sync::Mutex::new(None);
+
+/// The workspace `dir`'s harness.toml as [`install`] parsed it (with [`crate::sections`]),
+/// once; `None` for another workspace or when it did not parse (the loader then reports why).
+pub(crate) fn take_parsed(dir: &Path) -> Option<harness::HarnessConfig> {
+    let mut parsed = PARSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match parsed.take() {
+        Some((parsed_dir, config)) if parsed_dir == dir => Some(config),
+        other => {
+            *parsed = other;
+            None
+        }
+    }
+}
+
+/// `[telemetry]` of the workspace's harness.toml, when both exist. The whole file is parsed
+/// here, once, and kept for the agent's loader ([`take_parsed`]).
 fn section(workspace: &Path) -> anyhow::Result<Option<TelemetrySection>> {
     let path = workspace.join(harness::CONFIG_FILE);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(None);
     };
-    // A file that does not parse is reported by the loader, with its caret diagram.
+    if let Ok(config) = harness::HarnessConfig::parse_with(&text, &path, &crate::sections()) {
+        let section = config.section::<TelemetrySection>().ok().flatten();
+        *PARSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((workspace.to_owned(), config));
+        return Ok(section);
+    }
+    // A file the loader will refuse (it reports why, with its caret diagram): `[telemetry]`
+    // alone, so that a bad one is reported here, before anything starts.
     let Ok(table) = text.parse::<toml::Table>() else {
         return Ok(None);
     };

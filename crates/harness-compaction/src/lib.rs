@@ -166,25 +166,36 @@ impl harness_core::SessionSlot for CompactionState {
     const KEY: &'static str = STATE_KEY;
 }
 
+/// The boundary alone, read every step without decoding the history: a read-only view of
+/// [`CompactionState`]'s slot (the same key and format; never updated through this type).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct BoundaryView {
+    #[serde(default)]
+    boundary: Option<String>,
+}
+
+impl harness_core::SessionSlot for BoundaryView {
+    const KEY: &'static str = STATE_KEY;
+}
+
 impl CompactionState {
+    /// The slot of a saved state (a hand-edited value that does not decode is no state).
     fn load(state: &AgentState) -> Self {
         state
             .extensions
-            .get(STATE_KEY)
-            .and_then(|value| serde_json::from_value(value.clone()).ok())
+            .get(<Self as harness_core::SessionSlot>::KEY)
+            .and_then(|value| Self::deserialize(value).ok())
             .unwrap_or_default()
     }
 
-    /// Just the boundary, read without decoding the history (this runs every step).
-    fn boundary(state: &AgentState) -> Option<String> {
-        let value = state.extensions.get(STATE_KEY)?.get("boundary")?;
-        value.as_str().map(str::to_owned)
+    /// Compactions done in the session.
+    pub fn compactions(&self) -> u64 {
+        self.compactions
     }
 
-    fn store(&self, state: &mut AgentState) {
-        if let Ok(value) = serde_json::to_value(self) {
-            state.extensions.insert(STATE_KEY.to_owned(), value);
-        }
+    /// The most recent summary records, oldest first.
+    pub fn history(&self) -> &[SummaryRecord] {
+        &self.history
     }
 }
 
@@ -289,7 +300,7 @@ impl Compaction {
     /// The pre-pass: cut oversized arguments when triggered (always when `forced`). Returns
     /// the context size afterwards.
     async fn truncate_pass(&self, turn: &mut Turn, forced: bool) -> u64 {
-        let boundary = CompactionState::boundary(turn.state());
+        let boundary = turn.session().get::<BoundaryView>().unwrap_or_default().boundary;
         let size = context_size(&turn.state().messages, boundary.as_deref(), self.estimator);
         let Some(config) = &self.config.truncate_args else {
             return size.tokens;
@@ -362,7 +373,8 @@ impl Compaction {
     /// # Errors
     /// [`AgentError::Cancelled`] when the call was cancelled during the summary.
     async fn compact(&self, turn: &mut Turn, reason: CompactionReason, tokens_before: u64) -> Result<bool, AgentError> {
-        let mut state = CompactionState::load(turn.state());
+        // The typed slot: what this turn's tools see and the kernel saves.
+        let mut state = turn.session().get::<CompactionState>().unwrap_or_default();
         let total = turn.state().messages.len();
         let Some(plan) = plan(&turn.state().messages, self.keep(total, reason), self.estimator) else {
             tracing::debug!(
@@ -475,9 +487,12 @@ impl Compaction {
         state.history.push(record.clone());
         let excess = state.history.len().saturating_sub(HISTORY_LIMIT);
         state.history.drain(..excess);
-        state.store(turn.state_mut());
+        let boundary = state.boundary.clone();
+        if let Err(err) = turn.session().update::<CompactionState, _>(|slot| *slot = state) {
+            tracing::warn!(error = %err, "the compaction state could not be kept");
+        }
 
-        let after = context_size(&turn.state().messages, state.boundary.as_deref(), self.estimator);
+        let after = context_size(&turn.state().messages, boundary.as_deref(), self.estimator);
         tracing::info!(
             ?reason,
             sequence,
@@ -641,17 +656,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn state_round_trips_through_extensions() {
-        let mut agent_state = AgentState::default();
-        assert!(compaction_history(&agent_state).is_empty());
+    fn the_slot_keeps_the_saved_format_and_the_boundary_view_reads_it() {
         let state = CompactionState {
             compactions: 3,
             boundary: Some("m9".into()),
             history: Vec::new(),
         };
-        state.store(&mut agent_state);
+        let session = harness_core::SessionState::default();
+        session
+            .update::<CompactionState, _>(|slot| *slot = state)
+            .unwrap_or_default();
+        let mut agent_state = AgentState::default();
+        assert!(compaction_history(&agent_state).is_empty());
+        session.write_into(&mut agent_state.extensions);
+        // The key and the shape are those every earlier release saved.
+        assert_eq!(
+            agent_state.extensions.get("compaction"),
+            Some(&serde_json::json!({"compactions": 3, "boundary": "m9"}))
+        );
         let back = CompactionState::load(&agent_state);
-        assert_eq!((back.compactions, back.boundary), (3, Some("m9".to_owned())));
-        assert_eq!(CompactionState::boundary(&agent_state), Some("m9".to_owned()));
+        assert_eq!((back.compactions(), back.boundary), (3, Some("m9".to_owned())));
+        let view = harness_core::SessionState::from_extensions(&agent_state.extensions);
+        assert_eq!(
+            view.get::<BoundaryView>().unwrap_or_default().boundary,
+            Some("m9".to_owned())
+        );
     }
 }

@@ -146,6 +146,28 @@ impl std::fmt::Debug for Memory {
     }
 }
 
+/// The model of a [`Memory::for_search`]: every request fails, naming the fix.
+struct NoModel;
+
+#[async_trait::async_trait]
+impl ChatModel for NoModel {
+    fn name(&self) -> &str {
+        "none"
+    }
+
+    async fn stream(
+        &self,
+        _request: harness_core::ChatRequest,
+    ) -> Result<harness_core::ModelStream, harness_core::ModelError> {
+        Err(harness_core::ModelError::InvalidRequest {
+            status: 0,
+            message: "this memory was opened for search only; extraction and consolidation need a model \
+                      (the agent's, or `[memory] model`)"
+                .to_owned(),
+        })
+    }
+}
+
 const _: fn() = || {
     fn shared<T: Send + Sync + 'static>() {}
     shared::<Memory>();
@@ -182,6 +204,14 @@ impl Memory {
                 consolidation_calls: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Memory for reading only (`harness memory search`, a quarantine review): searches and
+    /// the index work as with [`new`](Self::new), but no model is configured, so an
+    /// extraction or consolidation fails with a message saying so. Nothing starts until the
+    /// first call.
+    pub fn for_search(config: MemoryConfig, index_dir: PathBuf) -> Self {
+        Self::new(config, Arc::new(NoModel), index_dir)
     }
 
     /// Uses `lease` for "one consolidator per namespace" (e.g. a Redis lease shared by all

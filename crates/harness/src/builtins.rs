@@ -177,6 +177,11 @@ impl HarnessAgentBuilder {
         self.setting(crate::subagents::VariablesSetting(lookup))
     }
 
+    /// The workspace's `subagents/` files, already read (by the loader).
+    pub(crate) fn subagent_files(self, root: std::path::PathBuf, files: harness_agents::DeclarationFiles) -> Self {
+        self.setting(crate::subagents::FilesSetting(root, Arc::new(files)))
+    }
+
     /// Declares a subagent (replaces a workspace file or the built-in of the same id).
     pub fn subagent(mut self, declaration: crate::subagents::SubagentDeclaration) -> Self {
         self.settings_mut()

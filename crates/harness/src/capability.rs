@@ -160,8 +160,9 @@ impl Assembly {
 }
 
 /// A capability's `harness.toml` section: a serde type that refuses unknown keys
-/// (`#[serde(deny_unknown_fields)]`) under its own key.
-pub trait ConfigSection: DeserializeOwned + Send + Sync + 'static {
+/// (`#[serde(deny_unknown_fields)]`) under its own key. It is decoded once, when the file is
+/// parsed; each reader gets a clone of that value.
+pub trait ConfigSection: DeserializeOwned + Clone + Send + Sync + 'static {
     /// The section's key, e.g. `tool_result_eviction`.
     const KEY: &'static str;
 }
@@ -169,8 +170,12 @@ pub trait ConfigSection: DeserializeOwned + Send + Sync + 'static {
 /// Builds a registered capability for one agent, or `None` when it is turned off.
 pub type BuildFn = fn(&mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, CapabilityError>;
 
-/// A section check: parses the value, reports the parser's message.
-pub type SectionCheck = fn(toml::Value) -> Result<(), String>;
+/// A section as its type decoded it (kept by the parsed file, see
+/// [`HarnessConfig::section`](crate::HarnessConfig::section)).
+pub type DecodedSection = Arc<dyn std::any::Any + Send + Sync>;
+
+/// A section check: decodes the value, or reports the parser's message.
+pub type SectionCheck = fn(toml::Value) -> Result<DecodedSection, String>;
 
 /// How a capability is made for one agent: its name, the `harness.toml` section it owns
 /// (checked when the file is parsed) and its build function. Built-in capabilities and a
@@ -178,7 +183,7 @@ pub type SectionCheck = fn(toml::Value) -> Result<(), String>;
 ///
 /// ```
 /// use harness::capability::{Capability, ConfigSection, Registration};
-/// #[derive(serde::Deserialize)]
+/// #[derive(Clone, serde::Deserialize)]
 /// #[serde(deny_unknown_fields)]
 /// struct Greeting { text: String }
 /// impl ConfigSection for Greeting { const KEY: &'static str = "greeting"; }
@@ -251,8 +256,11 @@ impl Registration {
     }
 }
 
-fn check_section<T: ConfigSection>(value: toml::Value) -> Result<(), String> {
-    value.try_into::<T>().map(drop).map_err(|err| err.message().to_owned())
+fn check_section<T: ConfigSection>(value: toml::Value) -> Result<DecodedSection, String> {
+    value
+        .try_into::<T>()
+        .map(|section| Arc::new(section) as DecodedSection)
+        .map_err(|err| err.message().to_owned())
 }
 
 /// The `harness.toml` sections a parse accepts beside the agent's own (`[agent]`,
@@ -613,10 +621,7 @@ impl Setup<'_> {
     /// [`CapabilityError`] naming the section when it does not parse.
     pub fn section<T: ConfigSection>(&self) -> Result<Option<T>, CapabilityError> {
         self.config
-            .capability_section(T::KEY)
-            .cloned()
-            .map(toml::Value::try_into::<T>)
-            .transpose()
+            .decoded_section::<T>()
             .map_err(|err| CapabilityError::new(T::KEY, err.message().to_owned()))
     }
 

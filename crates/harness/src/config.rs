@@ -21,6 +21,7 @@ use harness_fs::IsolationScope;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The file name looked up at the workspace root.
 pub const CONFIG_FILE: &str = "harness.toml";
@@ -142,6 +143,29 @@ pub struct HarnessConfig {
     /// with only the workspace's and the user's `skills/`, when absent).
     #[serde(default)]
     pub skills: Option<harness_skills::SkillsSection>,
+    /// The capability sections as the parse decoded them.
+    #[serde(skip)]
+    decoded: Decoded,
+}
+
+/// The capability sections decoded by the parse, by key, each with the raw value it was
+/// decoded from: [`HarnessConfig::section`] hands out a clone while
+/// [`capabilities`](HarnessConfig::capabilities) still holds that value, and decodes an
+/// edited one again.
+#[derive(Clone, Default)]
+struct Decoded(BTreeMap<String, (toml::Value, crate::capability::DecodedSection)>);
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+/// A cache of what `capabilities` holds: it never makes two files differ.
+impl PartialEq for Decoded {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// `[agent]`.
@@ -193,7 +217,7 @@ impl HarnessConfig {
             path: path.to_owned(),
             message,
         };
-        let config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().to_owned()))?;
+        let mut config: Self = toml::from_str(text).map_err(|err| invalid(err.to_string().trim().to_owned()))?;
         if let Some(sections) = sections {
             if let Some(clash) = sections.clash() {
                 return Err(invalid(clash.to_string()));
@@ -205,7 +229,8 @@ impl HarnessConfig {
                         sections.keys().join(", ")
                     ))
                 })?;
-                check(value.clone()).map_err(|message| invalid(format!("[{key}]: {message}")))?;
+                let decoded = check(value.clone()).map_err(|message| invalid(format!("[{key}]: {message}")))?;
+                config.decoded.0.insert(key.clone(), (value.clone(), decoded));
             }
         }
         config.check(path)?;
@@ -217,21 +242,55 @@ impl HarnessConfig {
         self.capabilities.get(key)
     }
 
-    /// `T`'s section, parsed (`None` when absent).
+    /// `T`'s section, parsed (`None` when absent): a clone of the value the parse decoded,
+    /// while [`capabilities`](Self::capabilities) holds what it was decoded from.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] when it does not parse as `T` (a file checked by
     /// [`parse_with`](Self::parse_with) with `T`'s registration always does).
     pub fn section<T: ConfigSection>(&self) -> Result<Option<T>, ConfigError> {
-        self.capabilities
-            .get(T::KEY)
-            .cloned()
-            .map(toml::Value::try_into::<T>)
-            .transpose()
-            .map_err(|err| ConfigError::Invalid {
-                path: PathBuf::from(CONFIG_FILE),
-                message: format!("[{}]: {}", T::KEY, err.message()),
-            })
+        self.decoded_section::<T>().map_err(|err| ConfigError::Invalid {
+            path: PathBuf::from(CONFIG_FILE),
+            message: format!("[{}]: {}", T::KEY, err.message()),
+        })
+    }
+
+    /// [`section`](Self::section) with the decoder's error.
+    pub(crate) fn decoded_section<T: ConfigSection>(&self) -> Result<Option<T>, toml::de::Error> {
+        let raw = self.capabilities.get(T::KEY);
+        if let (Some(raw), Some((from, decoded))) = (raw, self.decoded.0.get(T::KEY))
+            && raw == from
+            && let Some(section) = decoded.downcast_ref::<T>()
+        {
+            return Ok(Some(section.clone()));
+        }
+        raw.cloned().map(toml::Value::try_into::<T>).transpose()
+    }
+
+    /// Sets `field` of `T`'s raw section (when it is a table) to `value`, and edits the
+    /// decoded section with `edit` to match, so that the section is not decoded again.
+    pub(crate) fn set_section_field<T: ConfigSection>(
+        &mut self,
+        field: &str,
+        value: toml::Value,
+        edit: impl FnOnce(&mut T),
+    ) {
+        let decoded = match (self.capabilities.get(T::KEY), self.decoded.0.get(T::KEY)) {
+            (Some(raw), Some((from, decoded))) if raw == from => decoded.downcast_ref::<T>().cloned(),
+            _ => None,
+        };
+        let Some(toml::Value::Table(table)) = self.capabilities.get_mut(T::KEY) else {
+            return;
+        };
+        table.insert(field.to_owned(), value);
+        let raw = toml::Value::Table(table.clone());
+        match decoded {
+            Some(mut section) => {
+                edit(&mut section);
+                self.decoded.0.insert(T::KEY.to_owned(), (raw, Arc::new(section)));
+            }
+            None => drop(self.decoded.0.remove(T::KEY)),
+        }
     }
 
     /// Values that parse but cannot be used (`max_iters = 0`, a zero idle timeout).

@@ -51,6 +51,7 @@ pub struct WorkspaceLoader<'a> {
     extensions: bool,
     sections: Sections,
     registrations: Vec<Registration>,
+    parsed: Option<HarnessConfig>,
 }
 
 impl std::fmt::Debug for WorkspaceLoader<'_> {
@@ -117,7 +118,17 @@ impl<'a> WorkspaceLoader<'a> {
             extensions: true,
             sections: Sections::builtin(),
             registrations: Vec::new(),
+            parsed: None,
         }
+    }
+
+    /// The workspace's harness.toml as the caller already parsed it, with the sections this
+    /// loader accepts (the built-in ones and those [registered](Self::register), e.g.
+    /// [`HarnessConfig::load_with`]): [`load`](Self::load) uses it instead of reading and
+    /// parsing the file again.
+    pub fn parsed(mut self, config: HarnessConfig) -> Self {
+        self.parsed = Some(config);
+        self
     }
 
     /// Registers a capability (or a section-only registration such as `harness-serve`'s
@@ -177,16 +188,11 @@ impl<'a> WorkspaceLoader<'a> {
     /// # Errors
     /// [`ConfigError`]: an unreadable or invalid file, a value out of range, a model spec
     /// that cannot be used (naming where it came from), a filesystem that cannot be opened.
-    pub async fn load(self) -> Result<LoadedWorkspace, ConfigError> {
+    pub async fn load(mut self) -> Result<LoadedWorkspace, ConfigError> {
         let file = self.dir.join(CONFIG_FILE);
-        let text = match std::fs::read_to_string(&file) {
-            Ok(text) => Some(text),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => return Err(ConfigError::Read { path: file, source }),
-        };
-        let mut config = match &text {
-            Some(text) => HarnessConfig::parse_with(text, &file, &self.sections)?,
-            None => HarnessConfig::default(),
+        let mut config = match self.parsed.take() {
+            Some(config) => config,
+            None => HarnessConfig::load_with(&self.dir, &self.sections)?,
         };
         let window = config.model.as_ref().and_then(|model| model.context_window);
         let transport = config
@@ -217,12 +223,16 @@ impl<'a> WorkspaceLoader<'a> {
                 .map_err(|err| err.to_string())
         }));
         // `${VAR}` in remote subagents' headers: snapshot the variables their files name.
-        let variables: std::collections::HashMap<String, String> =
-            crate::subagents::declaration::referenced_variables(&self.dir.join("subagents"))
-                .into_iter()
-                .filter_map(|var| (self.env)(&var).map(|value| (var, value)))
-                .collect();
-        builder = builder.subagent_variables(Arc::new(move |var: &str| variables.get(var).cloned()));
+        // The files are read once here; the build parses these texts.
+        let files = crate::subagents::declaration::DeclarationFiles::read(&self.dir.join("subagents"));
+        let variables: std::collections::HashMap<String, String> = files
+            .referenced_variables()
+            .into_iter()
+            .filter_map(|var| (self.env)(&var).map(|value| (var, value)))
+            .collect();
+        builder = builder
+            .subagent_variables(Arc::new(move |var: &str| variables.get(var).cloned()))
+            .subagent_files(self.dir.clone(), files);
         let mut shell = false;
         let mut servers = None;
         if let Some(fs_config) = &config.filesystem {
@@ -330,12 +340,18 @@ impl<'a> WorkspaceLoader<'a> {
                     // The operator's word on the agent's model, fallbacks included.
                     model = Arc::new(WithVision::new(model, vision));
                 }
-                if !sets_token_trigger(text.as_deref())
-                    && let (Some(toml::Value::Table(section)), Some(tokens)) =
-                        (config.capabilities.get_mut("compaction"), model.context_window())
-                {
-                    let tokens = i64::try_from(window_trigger(tokens)).unwrap_or(i64::MAX);
-                    section.insert("trigger_tokens".to_owned(), toml::Value::Integer(tokens));
+                // Whether the file sets `trigger_tokens` itself (the decoded section cannot
+                // tell an explicit value from the default; the raw one can).
+                let explicit = config
+                    .capability_section("compaction")
+                    .and_then(|section| section.get("trigger_tokens"))
+                    .is_some();
+                if !explicit && let Some(tokens) = model.context_window() {
+                    let tokens = window_trigger(tokens);
+                    let raw = toml::Value::Integer(i64::try_from(tokens).unwrap_or(i64::MAX));
+                    config.set_section_field::<crate::compaction::CompactionConfig>("trigger_tokens", raw, |section| {
+                        section.trigger_tokens = tokens;
+                    });
                 }
                 builder = builder.shared_model(model);
                 Some((spec, source))
@@ -445,14 +461,6 @@ pub const WINDOW_TRIGGER_PERCENT: u64 = 80;
 /// [`WINDOW_TRIGGER_PERCENT`] of `window` tokens (at least 1).
 fn window_trigger(window: u64) -> u64 {
     (window / 100 * WINDOW_TRIGGER_PERCENT + window % 100 * WINDOW_TRIGGER_PERCENT / 100).max(1)
-}
-
-/// Whether the file's `[compaction]` section sets `trigger_tokens` itself (the parsed
-/// section cannot tell an explicit value from the default). The text has parsed already.
-fn sets_token_trigger(text: Option<&str>) -> bool {
-    text.and_then(|text| text.parse::<toml::Table>().ok())
-        .and_then(|table| table.get("compaction")?.get("trigger_tokens").cloned())
-        .is_some()
 }
 
 /// One `[model] fallback` entry: built like the main model (an operator's spec: its own

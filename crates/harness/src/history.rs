@@ -65,6 +65,11 @@ pub struct SessionReader {
     isolation: IsolationScope,
     agent: AgentId,
     state: Option<Arc<dyn StateStore>>,
+    /// The local workspace directory when `fs` is not the local disk (its shared files show
+    /// through, as for the agent).
+    template: Option<Arc<dyn Filesystem>>,
+    /// `[memory]` and where its index lives, when [`open`](Self::open) read a workspace.
+    memory: Option<(harness_memory::MemoryConfig, std::path::PathBuf)>,
 }
 
 impl std::fmt::Debug for SessionReader {
@@ -84,6 +89,8 @@ impl SessionReader {
             isolation,
             agent,
             state: None,
+            template: None,
+            memory: None,
         }
     }
 
@@ -141,7 +148,49 @@ impl SessionReader {
                 harness_fs::state_layout(),
             )),
         };
-        Ok(Self::new(fs, scope, agent).with_state_store(store))
+        let template = match config.filesystem {
+            Some(_) => harness_fs::LocalFs::new(dir)
+                .ok()
+                .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>),
+            None => None,
+        };
+        let memory = config.memory.unwrap_or_default();
+        let index = memory
+            .index
+            .dir
+            .clone()
+            .unwrap_or_else(|| dir.join(".harness").join("index"));
+        Ok(Self {
+            template,
+            memory: Some((memory, index)),
+            ..Self::new(fs, scope, agent).with_state_store(store)
+        })
+    }
+
+    /// The files of `user`'s calls (of `session` under session isolation; the default
+    /// session when `None`) as a bound call of the agent sees them, with the call's scope.
+    ///
+    /// # Errors
+    /// [`HistoryError::Id`] for an unsafe id.
+    pub fn call_files(
+        &self,
+        user: &UserId,
+        session: Option<&SessionId>,
+    ) -> Result<(CallScope, harness_fs::CallWorkspace), HistoryError> {
+        let session = session.cloned().unwrap_or(harness_core::DEFAULT_SESSION_ID);
+        let scope =
+            CallScope::new(self.isolation, self.agent.clone(), user.clone(), session).map_err(HistoryError::Id)?;
+        let files = harness_fs::CallWorkspace::new(&self.fs, &scope, self.template.as_ref());
+        Ok((scope, files))
+    }
+
+    /// The workspace's memory for searching and reviewing, as `[memory]` configures it (no
+    /// model: extraction and consolidation fail, see [`harness_memory::Memory::for_search`]).
+    /// `None` when memory is disabled or the reader was not [opened](Self::open) on a
+    /// workspace.
+    pub fn memory(&self) -> Option<harness_memory::Memory> {
+        let (config, index) = self.memory.as_ref().filter(|(config, _)| config.enabled)?;
+        Some(harness_memory::Memory::for_search(config.clone(), index.clone()))
     }
 
     /// The saved state of `user`'s `session`, its `messages` the whole context (the inline

@@ -53,7 +53,7 @@ pub use records::{TaskFile, TaskProgress, TaskRecord, TaskStatus, TaskStore, Tas
 use roster::Declarations;
 use runtime::Runtime;
 pub(crate) use settings::parse_spec_from;
-pub(crate) use settings::{ConfigOverride, Declared, ResolverSetting, VariablesSetting};
+pub(crate) use settings::{ConfigOverride, Declared, FilesSetting, ResolverSetting, VariablesSetting};
 pub use settings::{ModelResolver, SubagentsConfig, VariableLookup};
 pub use spawn_error::SpawnError;
 use std::collections::HashMap;
@@ -97,12 +97,18 @@ fn build(setup: &mut Setup<'_>) -> Result<Option<Arc<dyn Capability>>, Capabilit
     setup.inherit(declared.clone());
     setup.inherit(ResolverSetting(Arc::clone(&resolver)));
     setup.inherit(VariablesSetting(Arc::clone(&variables)));
+    let files = setup.take::<FilesSetting>();
+    if let Some(files) = &files {
+        setup.inherit(files.clone());
+    }
     check(&config)?;
     if !config.enabled || depth >= config.max_depth {
         return Ok(None);
     }
+    let files = files.filter(|FilesSetting(root, _)| root == setup.root());
     let declarations = Declarations::load(
         setup.root(),
+        files.as_ref().map(|FilesSetting(_, files)| &**files),
         declared.0,
         &config.parse_options(),
         &*variables,

@@ -293,6 +293,63 @@ fn memory_search_finds_a_users_facts_in_cjk_and_latin() {
     }
 }
 
+/// `memory search|review` and `sessions list|show|search` read what the agent wrote without
+/// building an agent: a harness.toml whose model cannot be built (no key) does not stop them.
+#[test]
+fn inspection_commands_work_when_the_workspace_model_cannot_be_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("default/memory")).unwrap();
+    std::fs::write(ws.join("default/memory/2026-11-01.md"), "- The user likes green tea.\n").unwrap();
+    let model = script(
+        dir.path(),
+        r#"{"replies": [{"text": "noted the tea"}], "fallback": "echo"}"#,
+    );
+    std::fs::write(
+        ws.join("harness.toml"),
+        "[agent]\nmodel = \"anthropic:claude-sonnet-4-5\"\n[memory]\nmode = \"off\"\n",
+    )
+    .unwrap();
+    let turn = harness()
+        .args(["run", "--session", "s1", "--model", &model, "--workspace"])
+        .arg(&ws)
+        .arg("remember the oolong")
+        .output()
+        .unwrap();
+    assert!(turn.status.success(), "{:?}", text(&turn));
+    // The file's own model cannot be built here: an agent command fails naming the key.
+    let refused = harness()
+        .args(["run", "--workspace"])
+        .arg(&ws)
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(text(&refused).1.contains("ANTHROPIC_API_KEY"), "{:?}", text(&refused));
+    let cases: [(&[&str], &str); 5] = [
+        (&["memory", "search"], "memory/2026-11-01.md:1"),
+        // What it lists depends on what the run's consolidation of the scripted echo left in
+        // quarantine; it has to work, and print its listing.
+        (&["memory", "review"], "consolidation output"),
+        (&["sessions", "list"], "s1"),
+        (&["sessions", "show", "s1"], "noted the tea"),
+        (&["sessions", "search"], "s1:1"),
+    ];
+    for (args, expected) in cases {
+        let mut command = harness();
+        command.args(args).arg("--workspace").arg(&ws);
+        match args {
+            ["memory", "search"] => command.arg("tea"),
+            ["sessions", "search"] => command.arg("oolong"),
+            _ => &mut command,
+        };
+        let output = command.output().unwrap();
+        let (stdout, stderr) = text(&output);
+        assert!(output.status.success(), "{args:?}: {stderr}");
+        assert!(stdout.contains(expected), "{args:?}: {stdout}");
+    }
+}
+
 #[test]
 fn memory_consolidate_needs_a_model() {
     let dir = tempfile::tempdir().unwrap();

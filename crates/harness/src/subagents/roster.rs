@@ -30,13 +30,15 @@ impl std::fmt::Debug for Declarations {
 
 impl Declarations {
     /// The merged declarations of an agent at `root`: the built-in `general-purpose`, then
-    /// the workspace's `subagents/<id>.md` files (a malformed one is skipped with a warning),
+    /// the workspace's `subagents/<id>.md` files (`files` when the loader read them; a
+    /// malformed one is skipped with a warning),
     /// then `declared` on the builder; a later one of the same id replaces an earlier one.
     ///
     /// # Errors
     /// A declared id that cannot be part of a session id.
     pub(crate) fn load(
         root: &std::path::Path,
+        files: Option<&declaration::DeclarationFiles>,
         declared: Vec<SubagentDeclaration>,
         options: &declaration::ParseOptions,
         variables: &(dyn Fn(&str) -> Option<String> + Send + Sync),
@@ -45,7 +47,11 @@ impl Declarations {
         let mut shared = BTreeMap::new();
         let builtin = SubagentDeclaration::general_purpose();
         shared.insert(builtin.id.clone(), builtin);
-        let (mut files, mut warnings) = declaration::load_dir(&root.join("subagents"), "subagents", options);
+        // The files the loader read, else the directory now.
+        let (mut files, mut warnings) = match files {
+            Some(files) => declaration::load_files(files, "subagents", options),
+            None => declaration::load_dir(&root.join("subagents"), "subagents", options),
+        };
         files.retain(
             |_, declaration| match declaration::substitute_headers(declaration, variables) {
                 Ok(()) => true,

@@ -143,3 +143,11 @@ pub type VariableLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// The builder's variable lookup.
 #[derive(Clone)]
 pub(crate) struct VariablesSetting(pub(crate) VariableLookup);
+
+/// The `subagents/` files of the workspace at `.0`, as the loader read them (so the build
+/// does not read them again).
+#[derive(Clone)]
+pub(crate) struct FilesSetting(
+    pub(crate) std::path::PathBuf,
+    pub(crate) Arc<harness_agents::DeclarationFiles>,
+);

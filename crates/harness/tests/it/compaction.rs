@@ -750,3 +750,75 @@ async fn retention_over_two_hundred_turns() {
     assert!(compactions >= 5, "{compactions} compactions");
     assert_eq!(compactions, summaries.request_count());
 }
+
+/// Reports the compactions the session's typed slot holds, as the tool sees it.
+struct SlotReader(harness_core::ToolSpec);
+
+#[async_trait]
+impl Tool for SlotReader {
+    fn spec(&self) -> &harness_core::ToolSpec {
+        &self.0
+    }
+
+    async fn call(
+        &self,
+        _: serde_json::Value,
+        ctx: &harness_core::ToolContext,
+    ) -> Result<harness_core::ToolOutput, harness_core::ToolError> {
+        let state = ctx
+            .session
+            .get::<harness::compaction::CompactionState>()
+            .map_err(|err| harness_core::ToolError::failed(err.to_string()))?;
+        Ok(harness_core::ToolOutput::text(format!(
+            "compactions={} records={}",
+            state.compactions(),
+            state.history().len()
+        )))
+    }
+}
+
+#[tokio::test]
+async fn a_compaction_is_kept_in_the_typed_slot_the_turns_tools_read() {
+    let model = ScriptedModel::new()
+        .reply_text("a1")
+        .reply_text("a2")
+        .reply_tool_call("slot", json!({}))
+        .reply_text("done");
+    let summaries = summarizer();
+    let config = CompactionConfig::default().trigger_messages(4).keep_messages(2);
+    let spec = harness_core::ToolSpec {
+        name: "slot".to_owned(),
+        description: "reads the compaction slot".to_owned(),
+        input_schema: json!({"type": "object"}),
+        annotations: harness_core::ToolAnnotations::new(),
+    };
+    let store = Arc::new(InMemoryStateStore::default());
+    let agent = ReActAgent::builder()
+        .model(model.clone())
+        .sys_prompt("SYS")
+        .tools(vec![Arc::new(SlotReader(spec)) as Arc<dyn Tool>])
+        .middleware(Arc::new(compaction(config, &summaries)))
+        .state_store(store.clone())
+        .build()
+        .expect("agent builds");
+    let ctx = RuntimeContext::for_user(harness_core::UserId::from_static("u1"));
+    agent.call("m1", ctx.clone()).await.expect("call");
+    agent.call("m2", ctx.clone()).await.expect("call");
+    // Five messages reach the trigger: compacted before the step, then the tool runs.
+    agent.call("m3", ctx.clone()).await.expect("call");
+    let compactions = summaries.request_count();
+    assert!(compactions >= 1);
+    let result = model.requests()[3]
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Tool)
+        .map(|m| format!("{:?}", m.content))
+        .unwrap_or_default();
+    assert!(result.contains("compactions=1 records=1"), "{result}");
+    // The kernel saved the slot under the key earlier releases wrote.
+    let key = agent.key_for(&ctx);
+    let (saved, _) = store.load(&key).await.expect("load").expect("saved");
+    assert_eq!(compaction_history(&saved).len(), compactions);
+    assert_eq!(saved.extensions["compaction"]["compactions"], compactions);
+}

@@ -9,6 +9,7 @@ mod caching;
 mod caller_tools;
 mod capability;
 mod compaction;
+mod config_once;
 mod control;
 mod delegation;
 mod doubles;

@@ -412,7 +412,7 @@ fn a_section_owned_twice_is_an_error_naming_both_owners() {
     );
 
     // One of harness.toml's own sections cannot be taken over either.
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Clone, Deserialize)]
     struct FakeMemory {}
     impl ConfigSection for FakeMemory {
         const KEY: &'static str = "memory";
