@@ -779,6 +779,75 @@ async fn read_index(fs: &dyn Filesystem, agent: &AgentId) -> Result<SessionIndex
     }
 }
 
+/// What the background task records of a workspace say now: tasks by status, and the calls
+/// of the tasks waiting for a person ([`Maintenance::task_census`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskCensus {
+    /// Tasks by status name (`running`, `completed`, `awaiting_approval`, ...); every status
+    /// of [`TASK_STATES`] is present, with 0 when no task has it.
+    pub by_state: BTreeMap<String, u64>,
+    /// The pending calls of the tasks in `awaiting_approval`.
+    pub pending_calls: u64,
+}
+
+/// The task statuses a census always reports (a status added later is counted too).
+pub const TASK_STATES: [&str; 7] = [
+    "running",
+    "completed",
+    "failed",
+    "timeout",
+    "cancelled",
+    "lost",
+    "awaiting_approval",
+];
+
+impl Maintenance {
+    /// Counts the background task records of every namespace and agent of the workspace, as
+    /// the shared store holds them (so every replica reports the same numbers). Unreadable
+    /// record files are skipped.
+    ///
+    /// # Errors
+    /// [`MaintenanceError::Fs`] when the filesystem fails listing.
+    pub async fn task_census(&self) -> Result<TaskCensus, MaintenanceError> {
+        let mut census = TaskCensus {
+            by_state: TASK_STATES.iter().map(|state| ((*state).to_owned(), 0)).collect(),
+            pending_calls: 0,
+        };
+        for (namespace, _, _) in self.namespaces(&Target::default()).await? {
+            let fs: Arc<dyn Filesystem> = if namespace.is_root() {
+                Arc::clone(&self.fs)
+            } else {
+                Arc::new(Namespaced::new(Arc::clone(&self.fs), namespace.clone()))
+            };
+            for agent in agents(fs.as_ref()).await? {
+                let dir = WsPath::parse(&format!("agents/{agent}/tasks")).unwrap_or_default();
+                let files = match fs.list(&dir).await {
+                    Ok(entries) => entries,
+                    Err(FsError::NotFound { .. }) => continue,
+                    Err(err) => return Err(fs_error(dir, err)),
+                };
+                for file in files.into_iter().filter(|e| !e.is_dir && e.path.as_str().ends_with(".json")) {
+                    let Ok(bytes) = fs.read(&file.path).await else { continue };
+                    let Ok(tasks) = serde_json::from_slice::<TaskFile>(&bytes) else {
+                        continue;
+                    };
+                    for task in tasks.tasks.values() {
+                        let state = match serde_json::to_value(task.status) {
+                            Ok(serde_json::Value::String(name)) => name,
+                            _ => "unknown".to_owned(),
+                        };
+                        *census.by_state.entry(state).or_default() += 1;
+                        if task.status == TaskStatus::AwaitingApproval {
+                            census.pending_calls += u64::try_from(task.pending.len()).unwrap_or(u64::MAX);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(census)
+    }
+}
+
 /// `(agent, session)` pairs a running or approval-waiting task references: its parent
 /// session and its child's session.
 async fn live_tasks(fs: &dyn Filesystem) -> Result<HashSet<(String, String)>, MaintenanceError> {

@@ -7,6 +7,7 @@ use crate::capability::{Capability, CapabilityError, ConfigSection, Layer, Regis
 use crate::facts::SandboxedShell;
 use harness_core::Middleware;
 use harness_sandbox::{BindCall, CallBinder, SandboxProvider, SandboxSection};
+pub use harness_sandbox::bound_sandboxes;
 use std::sync::Arc;
 
 impl ConfigSection for SandboxSection {
