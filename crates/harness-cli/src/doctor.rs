@@ -199,7 +199,13 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Disk use against `[retention]`: what a maintenance run would remove now (a dry run).
-async fn disk(dir: &std::path::Path, config: &HarnessConfig, detail: String, bytes: u64, schema_current: bool) -> Check {
+async fn disk(
+    dir: &std::path::Path,
+    config: &HarnessConfig,
+    detail: String,
+    bytes: u64,
+    schema_current: bool,
+) -> Check {
     let retention = match config.section::<harness_ops::RetentionSection>() {
         Ok(section) => section.unwrap_or_default(),
         Err(err) => return Check::fail("disk", err.to_string(), "correct [retention] in harness.toml"),
@@ -342,7 +348,13 @@ async fn sandbox(dir: &std::path::Path, config: &HarnessConfig) -> Check {
     let section = match config.section::<harness_sandbox::SandboxSection>() {
         Ok(None) => return Check::ok(NAME, "no sandbox configured ([sandbox] is absent)"),
         Ok(Some(section)) => section,
-        Err(err) => return Check::fail(NAME, harness_core::error_chain(&err), "correct [sandbox] in harness.toml"),
+        Err(err) => {
+            return Check::fail(
+                NAME,
+                harness_core::error_chain(&err),
+                "correct [sandbox] in harness.toml",
+            );
+        }
     };
     if let Err(message) = section.validate(dir) {
         return Check::fail(NAME, message, "correct [sandbox] in harness.toml");

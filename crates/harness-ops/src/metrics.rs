@@ -418,9 +418,15 @@ mod tests {
             samples: vec![(vec![("kind", kind.to_owned())], value)],
         };
         let text = Metrics::default().render(&[part("session", 1.0), part("task", 2.0)]);
-        assert_eq!(text.matches("# TYPE harness_approvals_pending gauge").count(), 1, "{text}");
+        assert_eq!(
+            text.matches("# TYPE harness_approvals_pending gauge").count(),
+            1,
+            "{text}"
+        );
         assert!(
-            text.contains("harness_approvals_pending{kind=\"session\"} 1\nharness_approvals_pending{kind=\"task\"} 2\n"),
+            text.contains(
+                "harness_approvals_pending{kind=\"session\"} 1\nharness_approvals_pending{kind=\"task\"} 2\n"
+            ),
             "{text}"
         );
     }

@@ -970,7 +970,10 @@ impl Maintenance {
                     Err(FsError::NotFound { .. }) => continue,
                     Err(err) => return Err(fs_error(dir, err)),
                 };
-                for file in files.into_iter().filter(|e| !e.is_dir && e.path.as_str().ends_with(".json")) {
+                for file in files
+                    .into_iter()
+                    .filter(|e| !e.is_dir && e.path.as_str().ends_with(".json"))
+                {
                     let Ok(bytes) = fs.read(&file.path).await else { continue };
                     let Ok(tasks) = serde_json::from_slice::<TaskFile>(&bytes) else {
                         continue;
@@ -1083,8 +1086,6 @@ async fn open_snapshots(
     else {
         return Ok(None);
     };
-    let (snapshots, _) = settings
-        .open(dir, Arc::clone(&heads))
-        .map_err(MaintenanceError::Open)?;
+    let (snapshots, _) = settings.open(dir, Arc::clone(&heads)).map_err(MaintenanceError::Open)?;
     Ok(Some((snapshots, heads)))
 }

@@ -140,7 +140,11 @@ impl Queues {
     /// Tool calls waiting for a person in the sessions whose last turn on this server ended
     /// asking (a later turn or resume of the session that ends otherwise clears them).
     pub(crate) fn pending_approvals(&self) -> usize {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner).values().sum()
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {

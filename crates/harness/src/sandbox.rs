@@ -6,8 +6,8 @@
 use crate::capability::{Capability, CapabilityError, ConfigSection, Layer, Registration, Setup};
 use crate::facts::SandboxedShell;
 use harness_core::Middleware;
-use harness_sandbox::{BindCall, CallBinder, SandboxProvider, SandboxSection};
 pub use harness_sandbox::bound_sandboxes;
+use harness_sandbox::{BindCall, CallBinder, SandboxProvider, SandboxSection};
 use std::sync::Arc;
 
 impl ConfigSection for SandboxSection {

@@ -69,7 +69,10 @@ fn failures_name_the_fix_and_set_the_exit_status() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("fail  state: cannot connect to 127.0.0.1:9"), "{out}");
     assert!(out.contains("fix: start the service, or correct [state] url"), "{out}");
-    assert!(!out.contains("state schema"), "no schema probe of an unreachable store: {out}");
+    assert!(
+        !out.contains("state schema"),
+        "no schema probe of an unreachable store: {out}"
+    );
 
     std::fs::write(ws.join("harness.toml"), "[memory]\nenabled = false\n").unwrap();
     let (code, out) = doctor(&ws, &[]);
@@ -218,10 +221,15 @@ fn the_state_schema_line_reads_the_redis_marker_without_writing_it() {
 #[test]
 fn each_mcp_server_gets_a_line_with_its_tools_or_its_stderr() {
     let mcp = std::env::var("HARNESS_TEST_MCP_DIR").unwrap_or_else(|_| {
-        panic!("HARNESS_TEST_MCP_DIR is not set: run `bash scripts/mcp-servers.sh` and export it (scripts/test.sh does)")
+        panic!(
+            "HARNESS_TEST_MCP_DIR is not set: run `bash scripts/mcp-servers.sh` and export it (scripts/test.sh does)"
+        )
     });
     let js = format!("{mcp}/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(std::path::Path::new(&js).is_file(), "{js} missing: run scripts/mcp-servers.sh");
+    assert!(
+        std::path::Path::new(&js).is_file(),
+        "{js} missing: run scripts/mcp-servers.sh"
+    );
     let dir = tempfile::tempdir().unwrap();
     let ws = configured(dir.path(), "");
     std::fs::write(
@@ -261,19 +269,26 @@ fn each_mcp_server_gets_a_line_with_its_tools_or_its_stderr() {
 fn the_sandbox_line_is_the_sandbox_checks_result() {
     use std::os::unix::fs::PermissionsExt;
     // Under /var/tmp and traversable, as the sandbox tests' scratch directories.
-    let dir = tempfile::Builder::new().prefix("hcli-sbx-").tempdir_in("/var/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("hcli-sbx-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let sandbox = "[sandbox]\nkind = \"namespace\"\nuid_range = [231200, 231399]\nstate_dir = \"/var/tmp/harness-sandbox-test-state\"\n";
     let ws = configured(dir.path(), sandbox);
     let (code, out) = doctor(&ws, &[]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("ok    sandbox: namespace tier runs here (bubblewrap "), "{out}");
+    assert!(
+        out.contains("ok    sandbox: namespace tier runs here (bubblewrap "),
+        "{out}"
+    );
 
     let ws = configured(dir.path(), &format!("{sandbox}bwrap = \"/nonexistent/bwrap\"\n"));
     let (code, out, _) = doctor_logged(&ws, &[]);
     assert_eq!(code, 2, "{out}");
     assert!(
-        out.contains("fail  sandbox: the configured tier cannot run on this host:") && out.contains("/nonexistent/bwrap"),
+        out.contains("fail  sandbox: the configured tier cannot run on this host:")
+            && out.contains("/nonexistent/bwrap"),
         "{out}"
     );
     assert!(out.contains("      fix: run `harness sandbox check`"), "{out}");

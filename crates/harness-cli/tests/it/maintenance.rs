@@ -563,7 +563,12 @@ fn snapshot_retention_keeps_the_last_heads_and_what_they_reach() {
     let scope = "3f2a9c0d1e4b5a6978a1b2c3d4e5f601";
     let objects = setup.ws.join(".harness/snapshots/snapshots").join(scope);
     std::fs::create_dir_all(&objects).unwrap();
-    let files = |id: &str| [objects.join(format!("{id}.tar.zst")), objects.join(format!("{id}.manifest.json"))];
+    let files = |id: &str| {
+        [
+            objects.join(format!("{id}.tar.zst")),
+            objects.join(format!("{id}.manifest.json")),
+        ]
+    };
     for id in [&x, &a, &b, &orphan, &fresh] {
         for file in files(id) {
             std::fs::write(file, b"x").unwrap();
@@ -571,7 +576,11 @@ fn snapshot_retention_keeps_the_last_heads_and_what_they_reach() {
     }
     // The new upload's files look old; the old snapshot's look new (they were just written).
     for file in files(&fresh) {
-        let status = Command::new("touch").args(["-d", "2020-01-01"]).arg(&file).status().unwrap();
+        let status = Command::new("touch")
+            .args(["-d", "2020-01-01"])
+            .arg(&file)
+            .status()
+            .unwrap();
         assert!(status.success());
     }
     // The heads, in the shared state store: X, then a full A, then B (a delta on A).
@@ -592,7 +601,10 @@ fn snapshot_retention_keeps_the_last_heads_and_what_they_reach() {
 
     let dry = setup.maintenance(&["--dry-run"]);
     for id in [&x, &orphan] {
-        assert!(dry.contains(&format!("would remove snapshot snapshots/{scope}/{id}.tar.zst")), "{dry}");
+        assert!(
+            dry.contains(&format!("would remove snapshot snapshots/{scope}/{id}.tar.zst")),
+            "{dry}"
+        );
         assert!(all(id), "the dry run deleted {id}");
     }
     let report = setup.maintenance(&[]);
@@ -601,11 +613,17 @@ fn snapshot_retention_keeps_the_last_heads_and_what_they_reach() {
             report.contains(&format!("removed snapshot snapshots/{scope}/{id}.manifest.json (scope {scope}: not in the last 2 head(s), created ")),
             "{report}"
         );
-        assert!(files(id).iter().all(|file| !file.exists()), "{id} is still there:\n{report}");
+        assert!(
+            files(id).iter().all(|file| !file.exists()),
+            "{id} is still there:\n{report}"
+        );
     }
     for id in [&a, &b, &fresh] {
         assert!(all(id), "{id} was deleted:\n{report}");
-        assert!(!report.contains(&format!("snapshot snapshots/{scope}/{id}.tar")), "{report}");
+        assert!(
+            !report.contains(&format!("snapshot snapshots/{scope}/{id}.tar")),
+            "{report}"
+        );
     }
     assert!(
         report.contains("created within the grace period: an upload may be in flight"),

@@ -661,7 +661,14 @@ async fn scrape(client: &reqwest::Client, url: &str, key: &str) -> Vec<Value> {
 
 /// Scrapes until `name{labels}` is `want` (a generous deadline: the value is reached when
 /// a background task or a turn gets there, which a loaded machine may take a while to do).
-async fn await_metric(client: &reqwest::Client, url: &str, key: &str, name: &str, labels: &[(&str, &str)], want: f64) -> Vec<Value> {
+async fn await_metric(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    want: f64,
+) -> Vec<Value> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {
         let samples = scrape(client, url, key).await;
@@ -711,9 +718,18 @@ fn metrics_count_a_pending_approval_and_a_running_background_task() {
     let url = serve.url.clone();
     runtime.block_on(async {
         let before = scrape(&client, &url, "sk-alice").await;
-        assert_eq!(sample(&before, "harness_approvals_pending", &[("kind", "session")]), Some(0.0));
-        assert_eq!(sample(&before, "harness_approvals_pending", &[("kind", "task")]), Some(0.0));
-        assert_eq!(sample(&before, "harness_background_tasks", &[("state", "running")]), Some(0.0));
+        assert_eq!(
+            sample(&before, "harness_approvals_pending", &[("kind", "session")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&before, "harness_approvals_pending", &[("kind", "task")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&before, "harness_background_tasks", &[("state", "running")]),
+            Some(0.0)
+        );
         assert_eq!(sample(&before, "harness_sandboxes_active", &[]), Some(0.0));
 
         let post = |session: &str, message: &str| {
@@ -726,15 +742,32 @@ fn metrics_count_a_pending_approval_and_a_running_background_task() {
         let asked: Value = post("sess-ask", "approve me").await.unwrap().json().await.unwrap();
         assert_eq!(asked["status"], "awaiting_approval", "{asked}");
         let after = scrape(&client, &url, "sk-alice").await;
-        assert_eq!(sample(&after, "harness_approvals_pending", &[("kind", "session")]), Some(1.0));
+        assert_eq!(
+            sample(&after, "harness_approvals_pending", &[("kind", "session")]),
+            Some(1.0)
+        );
 
         let spawned = post("sess-bg", "work in the background").await.unwrap();
         assert_eq!(spawned.status(), 200);
         let body: Value = spawned.json().await.unwrap();
         assert_eq!(body["text"], "spawned", "{body}");
-        let samples = await_metric(&client, &url, "sk-alice", "harness_background_tasks", &[("state", "running")], 1.0).await;
-        assert_eq!(sample(&samples, "harness_background_tasks", &[("state", "completed")]), Some(0.0));
-        assert_eq!(sample(&samples, "harness_approvals_pending", &[("kind", "session")]), Some(1.0));
+        let samples = await_metric(
+            &client,
+            &url,
+            "sk-alice",
+            "harness_background_tasks",
+            &[("state", "running")],
+            1.0,
+        )
+        .await;
+        assert_eq!(
+            sample(&samples, "harness_background_tasks", &[("state", "completed")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&samples, "harness_approvals_pending", &[("kind", "session")]),
+            Some(1.0)
+        );
         for s in &samples {
             for (key, label) in s["labels"].as_object().unwrap() {
                 assert!(!key.contains("user") && !key.contains("session"), "{s}");
@@ -753,7 +786,10 @@ fn metrics_count_a_pending_approval_and_a_running_background_task() {
             .unwrap();
         assert_eq!(decided.status(), 200);
         let after = scrape(&client, &url, "sk-alice").await;
-        assert_eq!(sample(&after, "harness_approvals_pending", &[("kind", "session")]), Some(0.0));
+        assert_eq!(
+            sample(&after, "harness_approvals_pending", &[("kind", "session")]),
+            Some(0.0)
+        );
     });
     drop(serve);
 }
@@ -765,7 +801,10 @@ fn metrics_count_the_sandbox_a_running_turn_holds() {
     use std::os::unix::fs::PermissionsExt;
     // A scratch directory a sandbox uid can traverse, as in the sandbox tests (their uid
     // range and state directory: uid locks there keep concurrent tests apart).
-    let dir = tempfile::Builder::new().prefix("hcli-sbx-").tempdir_in("/var/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("hcli-sbx-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let (base, _seen, _model) = server::start();
     let hash = hex::encode(sha2::Sha256::digest(b"sk-alice"));
