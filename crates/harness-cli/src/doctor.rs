@@ -5,7 +5,7 @@
 
 use crate::WorkspaceArgs;
 use harness::{HarnessConfig, WorkspaceLoader};
-use harness_ops::doctor::{Check, Report, disk_use, redis_ping, tcp_reachable};
+use harness_ops::doctor::{Check, Report, Status, disk_use, redis_ping, tcp_reachable};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -120,6 +120,15 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             .await;
         }
     }
+    let schema_current = match &config.state {
+        Some(state) if state.kind != harness::state::StateKind::File && report.worst() < Status::Fail => {
+            let check = schema(state).await;
+            let current = check.status == Status::Ok;
+            report.push(check);
+            current
+        }
+        _ => true,
+    };
     if let Some(fs) = &config.filesystem
         && matches!(fs.kind, harness::filesystem::FilesystemKind::Composite)
     {
@@ -150,10 +159,12 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         .model(args.model.clone())
         .name(args.ws.agent.clone())
         .host_env(harness_mcp::HostEnv::from_vars(std::env::vars()))
+        // Connecting migrates a schema: the stores were probed above, read-only.
+        .stores(false)
         .load()
         .await;
     match loaded {
-        // The loader resolves the model, opens the state store and starts the extensions.
+        // The loader resolves the model and starts the extensions.
         Err(err) => report.push(Check::fail(
             "agent",
             harness_core::error_chain(&err),
@@ -169,29 +180,7 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 Some((spec, source)) => report.push(Check::ok("model", format!("{spec} ({source:?}); key resolved"))),
             }
             if let Some(extensions) = &loaded.extensions {
-                let servers = extensions.mcp().servers();
-                let broken: Vec<String> = extensions
-                    .failures()
-                    .iter()
-                    .filter(|f| !f.disabled)
-                    .map(|f| format!("{}: {}", f.server, f.reason))
-                    .collect();
-                if broken.is_empty() {
-                    report.push(Check::ok(
-                        "mcp",
-                        if servers.is_empty() {
-                            "no MCP servers configured".to_owned()
-                        } else {
-                            format!("{} started: {}", servers.len(), servers.join(", "))
-                        },
-                    ));
-                } else {
-                    report.push(Check::fail(
-                        "mcp",
-                        broken.join("; "),
-                        "correct the server's command or url in tools.json / .mcp.json, or set \"enabled\": false",
-                    ));
-                }
+                mcp_lines(&mut report, extensions);
                 extensions.shutdown().await;
             }
             if args.online && loaded.model.is_some() {
@@ -199,26 +188,24 @@ pub(crate) async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    if config.capability_section("sandbox").is_some() {
-        report.push(Check::warn(
-            "sandbox",
-            "[sandbox] is configured but this build has no sandbox check",
-            "run the sandbox's own check when it lands",
-        ));
-    } else {
-        report.push(Check::ok("sandbox", "no sandbox configured"));
-    }
+    report.push(sandbox(&dir, &config).await);
     let (bytes, files) = disk_use(&dir);
     #[allow(clippy::cast_precision_loss)] // a display value
     let mib = bytes as f64 / (1024.0 * 1024.0);
     let detail = format!("{mib:.1} MiB in {files} files");
-    report.push(disk(&dir, &config, detail, bytes).await);
+    report.push(disk(&dir, &config, detail, bytes, schema_current).await);
     print!("{}", report.render());
     Ok(ExitCode::from(report.exit_code()))
 }
 
 /// Disk use against `[retention]`: what a maintenance run would remove now (a dry run).
-async fn disk(dir: &std::path::Path, config: &HarnessConfig, detail: String, bytes: u64) -> Check {
+async fn disk(
+    dir: &std::path::Path,
+    config: &HarnessConfig,
+    detail: String,
+    bytes: u64,
+    schema_current: bool,
+) -> Check {
     let retention = match config.section::<harness_ops::RetentionSection>() {
         Ok(section) => section.unwrap_or_default(),
         Err(err) => return Check::fail("disk", err.to_string(), "correct [retention] in harness.toml"),
@@ -238,6 +225,14 @@ async fn disk(dir: &std::path::Path, config: &HarnessConfig, detail: String, byt
         };
     }
     let described = retention.describe();
+    if !schema_current {
+        // The dry run opens the state store, and opening it migrates.
+        return Check::warn(
+            "disk",
+            format!("{detail}; not measured against [retention] ({described}): the state schema is not current"),
+            "see the `state schema` line, then run `harness maintenance --dry-run`",
+        );
+    }
     let dry = match harness_ops::Maintenance::open(dir, config).await {
         Ok(maintenance) => {
             maintenance
@@ -279,6 +274,106 @@ async fn online(builder: harness::HarnessAgentBuilder) -> Check {
             "model call",
             harness_core::error_chain(&err),
             "check the API key, base URL and model name",
+        ),
+    }
+}
+
+/// The state store's schema version, read without migrating: ok when it is this build's (or
+/// nothing was created yet), warn when older (connecting migrates it), fail when newer.
+async fn schema(state: &harness::state::StateConfig) -> Check {
+    const NAME: &str = "state schema";
+    match harness::state::probe_schema(state).await {
+        Ok(None) => Check::ok(NAME, "JSON files (no schema)"),
+        Ok(Some(probe)) => match probe.found {
+            None => Check::ok(
+                NAME,
+                format!(
+                    "nothing created under this prefix yet (the first run creates version {})",
+                    probe.current
+                ),
+            ),
+            Some(found) if found == probe.current => Check::ok(NAME, format!("version {found} (current)")),
+            Some(found) if found < probe.current => Check::warn(
+                NAME,
+                format!("version {found}, older than this binary's {}", probe.current),
+                "back it up, then run `harness maintenance --dry-run` (or start `harness serve`) once with this binary: connecting migrates it",
+            ),
+            Some(found) => Check::fail(
+                NAME,
+                format!("version {found}, newer than this binary's {}", probe.current),
+                "run the Harness version that wrote it (or a newer one); this binary must not write a newer schema",
+            ),
+        },
+        Err(err) => Check::fail(
+            NAME,
+            harness_core::error_chain(&err),
+            "start the service, or correct [state] url and key_prefix in harness.toml",
+        ),
+    }
+}
+
+/// One line per MCP server of tools.json / .mcp.json: started with its tool count, skipped
+/// (`enabled: false`), or failed with the server's error and stderr tail.
+fn mcp_lines(report: &mut Report, extensions: &harness::extensions::Extensions) {
+    let mcp = extensions.mcp();
+    let servers = mcp.servers();
+    if servers.is_empty() && extensions.failures().is_empty() {
+        report.push(Check::ok("mcp", "no MCP servers configured"));
+        return;
+    }
+    for server in servers {
+        let tools = mcp.mcp_tools().iter().filter(|tool| tool.server() == server).count();
+        report.push(Check::ok(
+            format!("mcp {server}"),
+            format!("started, listed {tools} tool(s)"),
+        ));
+    }
+    for failure in extensions.failures() {
+        let name = format!("mcp {}", failure.server);
+        if failure.disabled {
+            report.push(Check::ok(name, "skipped (\"enabled\": false)"));
+        } else {
+            report.push(Check::fail(
+                name,
+                failure.reason.clone(),
+                "correct the server's command, args, env or url in tools.json / .mcp.json (its stderr is quoted above), or set \"enabled\": false",
+            ));
+        }
+    }
+}
+
+/// `harness sandbox check` as one line: the configured tier probed on this host.
+async fn sandbox(dir: &std::path::Path, config: &HarnessConfig) -> Check {
+    const NAME: &str = "sandbox";
+    let section = match config.section::<harness_sandbox::SandboxSection>() {
+        Ok(None) => return Check::ok(NAME, "no sandbox configured ([sandbox] is absent)"),
+        Ok(Some(section)) => section,
+        Err(err) => {
+            return Check::fail(
+                NAME,
+                harness_core::error_chain(&err),
+                "correct [sandbox] in harness.toml",
+            );
+        }
+    };
+    if let Err(message) = section.validate(dir) {
+        return Check::fail(NAME, message, "correct [sandbox] in harness.toml");
+    }
+    match section.provider().probe().await {
+        Ok(caps) => Check::ok(
+            NAME,
+            format!(
+                "namespace tier runs here (bubblewrap {}, landlock ABI {}, seccomp {}, per-sandbox uid {})",
+                caps.bwrap_version,
+                caps.landlock_abi,
+                if caps.seccomp { "yes" } else { "no" },
+                if caps.per_sandbox_uid { "yes" } else { "no" }
+            ),
+        ),
+        Err(err) => Check::fail(
+            NAME,
+            format!("the configured tier cannot run on this host: {err}"),
+            "run `harness sandbox check` for each property; install bubblewrap or correct [sandbox] bwrap, uid_range and state_dir",
         ),
     }
 }

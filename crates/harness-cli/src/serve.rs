@@ -98,7 +98,12 @@ pub(crate) async fn serve(args: ServeArgs, interrupts: Arc<Interrupts>) -> anyho
     eprintln!("sharing: {}", gateway.sharing_notice());
     let takeover = schedule_takeover(&served_agents, &config);
     let _handling = interrupts.handling();
-    let maintenance = schedule_maintenance(&root, &config).await?;
+    let maintenance = harness_ops::Maintenance::open(&root, &config)
+        .await
+        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+    // `/metrics`: background tasks by state from the task records (the shared store's).
+    gateway.add_gauges(Arc::new(maintenance.clone()));
+    let maintenance = schedule_maintenance(maintenance);
     let served = gateway
         .serve(listener, async {
             stop_signal().await;
@@ -139,15 +144,11 @@ fn schedule_takeover(
 
 /// `[retention]` naming anything: maintenance every `interval` on the replica that holds the
 /// leader lease (the session leases' backend), each run summarised on stderr.
-async fn schedule_maintenance(
-    root: &std::path::Path,
-    config: &harness::HarnessConfig,
-) -> anyhow::Result<Option<(harness_core::CancellationToken, tokio::task::JoinHandle<()>)>> {
-    let maintenance = harness_ops::Maintenance::open(root, config)
-        .await
-        .map_err(|err| usage(harness_core::error_chain(&err)))?;
+fn schedule_maintenance(
+    maintenance: harness_ops::Maintenance,
+) -> Option<(harness_core::CancellationToken, tokio::task::JoinHandle<()>)> {
     if !maintenance.retention().names_anything() {
-        return Ok(None);
+        return None;
     }
     let interval = maintenance.retention().interval();
     eprintln!(
@@ -172,7 +173,7 @@ async fn schedule_maintenance(
             })
             .await;
     });
-    Ok(Some((stop, task)))
+    Some((stop, task))
 }
 
 /// SIGTERM or Ctrl-C.

@@ -13,8 +13,8 @@
 //! | `harness_tokens_total` | counter | `provider`, `model`, `kind` (`input`, `output`, `cache_read`) |
 //! | `harness_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`) |
 //!
-//! Gauges of the server (queue depth, ...) are added by the caller at render time
-//! ([`Gauge`]).
+//! Gauges of the server (queue depth, approvals pending, active sandboxes, background tasks
+//! by state) are added by the caller at render time ([`Gauge`], [`GaugeSource`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -75,6 +75,49 @@ pub struct Gauge {
     pub help: &'static str,
     /// Labels and value of each sample.
     pub samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+/// Gauges read when `/metrics` is rendered, from what the process does not hold itself (the
+/// workspace's task records in the shared store).
+#[harness_core::async_trait]
+pub trait GaugeSource: Send + Sync {
+    /// The gauges now; a source that cannot read its backend returns none (and logs why).
+    async fn gauges(&self) -> Vec<Gauge>;
+}
+
+/// `harness_background_tasks{state}` (every status, 0 included) and
+/// `harness_approvals_pending{kind="task"}` from the workspace's task records.
+#[harness_core::async_trait]
+impl GaugeSource for crate::Maintenance {
+    async fn gauges(&self) -> Vec<Gauge> {
+        let census = match self.task_census().await {
+            Ok(census) => census,
+            Err(err) => {
+                tracing::warn!(error = %harness_core::error_chain(&err), "metrics: reading the task records failed");
+                return Vec::new();
+            }
+        };
+        #[allow(clippy::cast_precision_loss)] // counts far below 2^52
+        let tasks = Gauge {
+            name: "harness_background_tasks",
+            help: "Background subagent tasks by state, from the task records of the workspace's store.",
+            samples: census
+                .by_state
+                .into_iter()
+                .map(|(state, count)| (vec![("state", state)], count as f64))
+                .collect(),
+        };
+        #[allow(clippy::cast_precision_loss)] // counts far below 2^52
+        let pending = census.pending_calls as f64;
+        vec![
+            tasks,
+            Gauge {
+                name: "harness_approvals_pending",
+                help: "Tool calls waiting for a person: of sessions whose turn this server ran (kind=session), of background tasks (kind=task).",
+                samples: vec![(vec![("kind", "task".to_owned())], pending)],
+            },
+        ]
+    }
 }
 
 static GLOBAL: LazyLock<Metrics> = LazyLock::new(Metrics::default);
@@ -155,10 +198,21 @@ impl Metrics {
                 let _ = writeln!(out, "{name}_count{} {}", label_text(labels, None), histogram.count);
             }
         }
+        // Gauges of one name (from several sources) are one family: one HELP and TYPE.
+        let mut names: Vec<&'static str> = Vec::new();
         for gauge in gauges {
-            let _ = writeln!(out, "# HELP {} {}\n# TYPE {} gauge", gauge.name, gauge.help, gauge.name);
-            for (labels, value) in &gauge.samples {
-                let _ = writeln!(out, "{}{} {value}", gauge.name, label_text(labels, None));
+            if !names.contains(&gauge.name) {
+                names.push(gauge.name);
+            }
+        }
+        for name in names {
+            let mut parts = gauges.iter().filter(|gauge| gauge.name == name);
+            let help = parts.clone().next().map_or("", |gauge| gauge.help);
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for gauge in parts.by_ref() {
+                for (labels, value) in &gauge.samples {
+                    let _ = writeln!(out, "{name}{} {value}", label_text(labels, None));
+                }
             }
         }
         out
@@ -352,6 +406,27 @@ mod tests {
         );
         assert!(
             text.contains("# TYPE harness_queue_depth gauge\nharness_queue_depth 4"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn gauges_of_one_name_from_two_sources_render_as_one_family() {
+        let part = |kind: &str, value: f64| Gauge {
+            name: "harness_approvals_pending",
+            help: "Calls waiting.",
+            samples: vec![(vec![("kind", kind.to_owned())], value)],
+        };
+        let text = Metrics::default().render(&[part("session", 1.0), part("task", 2.0)]);
+        assert_eq!(
+            text.matches("# TYPE harness_approvals_pending gauge").count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "harness_approvals_pending{kind=\"session\"} 1\nharness_approvals_pending{kind=\"task\"} 2\n"
+            ),
             "{text}"
         );
     }

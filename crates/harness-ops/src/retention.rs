@@ -8,6 +8,7 @@
 //! offloads = "30d"       # compaction offloads (agents/<agent>/compacted/<session>/) of sessions idle this long
 //! tool_results = "30d"   # evicted large tool results whose sessions are all idle this long
 //! daily_logs = "180d"    # memory/YYYY-MM-DD.md older than this, once consolidation merged all of it
+//! snapshots = 3          # sandbox snapshots ([sandbox.snapshots]): the last 3 heads per scope and what they reach
 //! interval = "1h"        # how often `harness serve` runs maintenance (one replica at a time)
 //! ```
 //!
@@ -17,6 +18,9 @@
 //! composite filesystem in Redis or PostgreSQL. A session whose lease is held (a turn runs)
 //! or that a running background task references is kept; a transcript the index never
 //! recorded (age unknown) is kept; an evicted result no transcript references is kept.
+//! Snapshots are kept by count, not age: per scope, the last `snapshots` heads and every
+//! object they reach; an object whose id (a UUIDv7) says it was created within the store's
+//! grace period is kept too (an upload in flight), and the current head's chain always is.
 //! Every deletion is logged (`harness::maintenance` target) and reported.
 
 use harness::capability::{ConfigSection, Registration};
@@ -60,6 +64,11 @@ pub struct RetentionSection {
     /// Daily memory logs dated longer ago than this, once consolidation merged every line.
     #[serde(default, deserialize_with = "age")]
     pub daily_logs: Option<Duration>,
+    /// Sandbox work-tree snapshots (`[sandbox.snapshots]`): the last this many heads of
+    /// each scope are kept with everything they reach (a delta's bases); older snapshot
+    /// objects are deleted.
+    #[serde(default, deserialize_with = "count")]
+    pub snapshots: Option<usize>,
     /// How often `harness serve` runs maintenance (default 1h).
     #[serde(default, deserialize_with = "age")]
     pub interval: Option<Duration>,
@@ -80,10 +89,24 @@ fn age<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Durat
     Ok(Some(duration))
 }
 
+fn count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
+    let count = usize::deserialize(deserializer)?;
+    if count == 0 {
+        return Err(serde::de::Error::custom(
+            "snapshots = 0 would delete every head: keep at least 1 (leave the key out to keep all snapshots)",
+        ));
+    }
+    Ok(Some(count))
+}
+
 impl RetentionSection {
     /// Whether any kind may be deleted.
     pub fn names_anything(&self) -> bool {
-        self.sessions.is_some() || self.offloads.is_some() || self.tool_results.is_some() || self.daily_logs.is_some()
+        self.sessions.is_some()
+            || self.offloads.is_some()
+            || self.tool_results.is_some()
+            || self.daily_logs.is_some()
+            || self.snapshots.is_some()
     }
 
     /// How often `harness serve` runs maintenance.
@@ -99,10 +122,13 @@ impl RetentionSection {
             ("tool_results", self.tool_results),
             ("daily_logs", self.daily_logs),
         ];
-        let named: Vec<String> = kinds
+        let mut named: Vec<String> = kinds
             .iter()
             .filter_map(|(name, age)| age.map(|age| format!("{name} {}", harness_memory::format_duration(age))))
             .collect();
+        if let Some(heads) = self.snapshots {
+            named.push(format!("snapshots: last {heads} head(s)"));
+        }
         if named.is_empty() {
             "nothing".to_owned()
         } else {
@@ -202,6 +228,15 @@ pub enum MaintenanceError {
     /// The workspace's configuration could not be opened.
     #[error("cannot open the workspace: {0}")]
     Open(String),
+    /// The snapshot store (`[sandbox.snapshots]`) failed.
+    #[error("the snapshot store failed for scope {scope}")]
+    Snapshot {
+        /// The scope.
+        scope: String,
+        /// The cause.
+        #[source]
+        source: harness_snapshot::SnapshotError,
+    },
 }
 
 fn fs_error(path: impl std::fmt::Display, source: FsError) -> MaintenanceError {
@@ -221,6 +256,8 @@ pub struct Maintenance {
     isolation: IsolationScope,
     evicted_dir: WsPath,
     retention: RetentionSection,
+    /// `[sandbox.snapshots]`' store and the KV its heads live in, when both are configured.
+    snapshots: Option<(harness_snapshot::Snapshots, Arc<dyn harness_store::KvStore>)>,
 }
 
 impl std::fmt::Debug for Maintenance {
@@ -259,7 +296,16 @@ impl Maintenance {
             isolation,
             evicted_dir: WsPath::parse(harness_fs::DEFAULT_EVICTED_DIR).unwrap_or_default(),
             retention,
+            snapshots: None,
         }
+    }
+
+    /// Snapshot retention (`[retention] snapshots`) applies to `snapshots`, whose heads are
+    /// kept in `heads`.
+    #[must_use]
+    pub fn snapshots(mut self, snapshots: harness_snapshot::Snapshots, heads: Arc<dyn harness_store::KvStore>) -> Self {
+        self.snapshots = Some((snapshots, heads));
+        self
     }
 
     /// Evicted results live under `dir` (`[tool_result_eviction] dir`), not
@@ -318,7 +364,14 @@ impl Maintenance {
                 Arc::new(harness_store::FileLease::new(dir.join(".harness").join("locks"))),
             ),
         };
+        let snapshots = match (&config.state, retention.snapshots) {
+            (Some(state), Some(_)) => open_snapshots(dir, config, state).await?,
+            _ => None,
+        };
         let mut maintenance = Self::new(fs, state, lease, config.agent.isolation.unwrap_or_default(), retention);
+        if let Some((snapshots, heads)) = snapshots {
+            maintenance = maintenance.snapshots(snapshots, heads);
+        }
         if let Ok(Some(eviction)) = config.section::<harness::eviction::EvictionSection>()
             && let Ok(evicted) = WsPath::parse(&eviction.config.dir)
         {
@@ -376,7 +429,98 @@ impl Maintenance {
                 self.daily_logs(&ctx, dry_run, now, &mut report).await?;
             }
         }
+        // Snapshot scopes are hashes of sandbox scope keys: a run narrowed to a user or a
+        // session cannot tell which are theirs, so only a whole run applies `snapshots`.
+        if let Some(keep) = self.retention.snapshots
+            && *target == Target::default()
+        {
+            self.snapshot_retention(keep, dry_run, now, &mut report).await?;
+        }
         Ok(report)
+    }
+
+    /// `[retention] snapshots = keep`: per scope with a head, keeps the objects of the head's
+    /// chain and of the `keep - 1` previous heads (each chain holds its full base and its
+    /// deltas), and deletes the other objects of the scope. An object whose snapshot id says
+    /// it was created within the store's grace period (an upload may be in flight: a live
+    /// sandbox persisting) is kept; the current chain, the one a live sandbox restored from
+    /// or builds its next delta on, is always kept. Ages come from the ids (UUIDv7 creation
+    /// times), never from file times.
+    async fn snapshot_retention(
+        &self,
+        keep: usize,
+        dry_run: bool,
+        now: jiff::Timestamp,
+        report: &mut MaintenanceReport,
+    ) -> Result<(), MaintenanceError> {
+        let Some((snapshots, heads)) = &self.snapshots else {
+            return Ok(());
+        };
+        let failed = |scope: &str| {
+            let scope = scope.to_owned();
+            move |source| MaintenanceError::Snapshot { scope, source }
+        };
+        let grace_ms = i64::try_from(snapshots.options().gc_grace.as_millis()).unwrap_or(i64::MAX);
+        let now_ms = now.as_millisecond();
+        let mut scopes = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = heads
+                .list("snapshots/", after.as_deref(), 500)
+                .await
+                .map_err(|err| failed("*")(harness_snapshot::SnapshotError::Store(err)))?;
+            scopes.extend(page.entries.iter().filter_map(|entry| {
+                entry
+                    .key
+                    .strip_prefix("snapshots/")
+                    .and_then(|rest| rest.strip_suffix("/HEAD"))
+                    .map(str::to_owned)
+            }));
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        for scope in scopes {
+            let (head, _) = snapshots.heads().get(&scope).await.map_err(failed(&scope))?;
+            let Some(head) = head else { continue };
+            let mut kept: BTreeSet<&str> = head.chain.iter().map(String::as_str).collect();
+            for chain in head.history.iter().take(keep.saturating_sub(1)) {
+                kept.extend(chain.iter().map(String::as_str));
+            }
+            for (id, path, _file_time) in snapshots.blobs().objects_of(&scope).await.map_err(failed(&scope))? {
+                if kept.contains(id.as_str()) {
+                    continue;
+                }
+                let Some(created_ms) = uuid_v7_ms(&id) else {
+                    report.kept.push(Kept {
+                        what: format!("snapshot object {path}"),
+                        reason: "its name is no snapshot id, so its age is unknown".into(),
+                    });
+                    continue;
+                };
+                let age_ms = now_ms.saturating_sub(created_ms);
+                if age_ms < grace_ms {
+                    report.kept.push(Kept {
+                        what: format!("snapshot object {path}"),
+                        reason: "created within the grace period: an upload may be in flight".into(),
+                    });
+                    continue;
+                }
+                let age = harness_memory::format_duration(Duration::from_millis(u64::try_from(age_ms).unwrap_or(0)));
+                let reason = format!("scope {scope}: not in the last {keep} head(s), created {age} ago");
+                if !dry_run {
+                    snapshots.blobs().delete(&path).await.map_err(failed(&scope))?;
+                    tracing::info!(target: "harness::maintenance", kind = "snapshot", path = %path, reason = %reason, "deleted");
+                }
+                report.removed.push(Removal {
+                    kind: "snapshot",
+                    path: path.to_string(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The namespaces the run covers: `(prefix, user for the scope, the one session it holds)`.
@@ -779,6 +923,78 @@ async fn read_index(fs: &dyn Filesystem, agent: &AgentId) -> Result<SessionIndex
     }
 }
 
+/// What the background task records of a workspace say now: tasks by status, and the calls
+/// of the tasks waiting for a person ([`Maintenance::task_census`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskCensus {
+    /// Tasks by status name (`running`, `completed`, `awaiting_approval`, ...); every status
+    /// of [`TASK_STATES`] is present, with 0 when no task has it.
+    pub by_state: BTreeMap<String, u64>,
+    /// The pending calls of the tasks in `awaiting_approval`.
+    pub pending_calls: u64,
+}
+
+/// The task statuses a census always reports (a status added later is counted too).
+pub const TASK_STATES: [&str; 7] = [
+    "running",
+    "completed",
+    "failed",
+    "timeout",
+    "cancelled",
+    "lost",
+    "awaiting_approval",
+];
+
+impl Maintenance {
+    /// Counts the background task records of every namespace and agent of the workspace, as
+    /// the shared store holds them (so every replica reports the same numbers). Unreadable
+    /// record files are skipped.
+    ///
+    /// # Errors
+    /// [`MaintenanceError::Fs`] when the filesystem fails listing.
+    pub async fn task_census(&self) -> Result<TaskCensus, MaintenanceError> {
+        let mut census = TaskCensus {
+            by_state: TASK_STATES.iter().map(|state| ((*state).to_owned(), 0)).collect(),
+            pending_calls: 0,
+        };
+        for (namespace, _, _) in self.namespaces(&Target::default()).await? {
+            let fs: Arc<dyn Filesystem> = if namespace.is_root() {
+                Arc::clone(&self.fs)
+            } else {
+                Arc::new(Namespaced::new(Arc::clone(&self.fs), namespace.clone()))
+            };
+            for agent in agents(fs.as_ref()).await? {
+                let dir = WsPath::parse(&format!("agents/{agent}/tasks")).unwrap_or_default();
+                let files = match fs.list(&dir).await {
+                    Ok(entries) => entries,
+                    Err(FsError::NotFound { .. }) => continue,
+                    Err(err) => return Err(fs_error(dir, err)),
+                };
+                for file in files
+                    .into_iter()
+                    .filter(|e| !e.is_dir && e.path.as_str().ends_with(".json"))
+                {
+                    let Ok(bytes) = fs.read(&file.path).await else { continue };
+                    let Ok(tasks) = serde_json::from_slice::<TaskFile>(&bytes) else {
+                        continue;
+                    };
+                    for task in tasks.tasks.values() {
+                        let state = match serde_json::to_value(task.status) {
+                            Ok(serde_json::Value::String(name)) => name,
+                            _ => "unknown".to_owned(),
+                        };
+                        *census.by_state.entry(state).or_default() += 1;
+                        if task.status == TaskStatus::AwaitingApproval {
+                            census.pending_calls += u64::try_from(task.pending.len()).unwrap_or(u64::MAX);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(census)
+    }
+}
+
 /// `(agent, session)` pairs a running or approval-waiting task references: its parent
 /// session and its child's session.
 async fn live_tasks(fs: &dyn Filesystem) -> Result<HashSet<(String, String)>, MaintenanceError> {
@@ -839,4 +1055,37 @@ async fn remove_index_entries(fs: &dyn Filesystem, path: &WsPath, sessions: &BTr
         }
     }
     Err(FsError::Conflict { path: path.clone() })
+}
+
+/// The creation time (ms since the epoch) a UUIDv7 snapshot id records; `None` for any
+/// other name.
+fn uuid_v7_ms(id: &str) -> Option<i64> {
+    let hex: String = id.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) || hex.as_bytes()[12] != b'7' {
+        return None;
+    }
+    i64::from_str_radix(&hex[..12], 16).ok()
+}
+
+/// `[sandbox.snapshots]`' store with its heads in `[state]`'s backend (what the sandbox
+/// capability opens), when the workspace configures it.
+async fn open_snapshots(
+    dir: &std::path::Path,
+    config: &harness::HarnessConfig,
+    state: &harness::state::StateConfig,
+) -> Result<Option<(harness_snapshot::Snapshots, Arc<dyn harness_store::KvStore>)>, MaintenanceError> {
+    let section = config
+        .section::<harness_sandbox::SandboxSection>()
+        .map_err(|err| MaintenanceError::Open(err.to_string()))?;
+    let Some(settings) = section.as_ref().and_then(|section| section.snapshots.as_ref()) else {
+        return Ok(None);
+    };
+    let Some(heads) = harness::state::open_kv(state, "sandbox")
+        .await
+        .map_err(|err| MaintenanceError::Open(harness_core::error_chain(&err)))?
+    else {
+        return Ok(None);
+    };
+    let (snapshots, _) = settings.open(dir, Arc::clone(&heads)).map_err(MaintenanceError::Open)?;
+    Ok(Some((snapshots, heads)))
 }

@@ -48,7 +48,7 @@ pub use binder::{BindCall, CallBinder, CallSandbox, default_init};
 pub use denials::{explaining, prompt_line};
 pub use grants::{CommandGrant, GRANT_TOOL, GrantTool, HostGrant, SandboxGrants, grant_tool};
 pub use init::init_main;
-pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
+pub use manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey, bound_sandboxes};
 pub use namespace::{DEFAULT_INHERITED_ENV, Limits, NamespaceConfig, NamespaceProvider};
 pub use process::{ProcessExit, ProcessOutput, ProcessStdin, SandboxProcess, SpawnRequest, WORK_TREE_MOUNT};
 pub use provider::{

@@ -131,8 +131,18 @@ struct Binding {
     idle: Weak<Mutex<HashMap<ScopeKey, Arc<dyn Sandbox>>>>,
 }
 
+/// Sandboxes bound to a call in this process now (every [`SandboxManager`] together).
+static BOUND: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many sandboxes calls of this process hold bound now (all managers together): the
+/// `harness_sandboxes_active` gauge of `harness serve`'s `/metrics`.
+pub fn bound_sandboxes() -> usize {
+    BOUND.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Drop for Binding {
     fn drop(&mut self) {
+        BOUND.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         // Keep the instance warm for the next acquisition of the key.
         if let Some(idle) = self.idle.upgrade() {
             idle.lock()
@@ -263,6 +273,8 @@ impl SandboxManager {
             let _ = sandbox.shutdown().await;
             return Err(SandboxError::Store(err));
         }
+        // Counted from here; the binding's drop uncounts it.
+        BOUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let binding = Arc::new(Binding {
             key: key.clone(),
             sandbox,

@@ -249,6 +249,8 @@ struct Inner {
     limits: listen::Limits,
     /// The address `serve` listens on (the `Host` check of a keyless server).
     local_addr: std::sync::OnceLock<SocketAddr>,
+    /// More gauges for `/metrics`, read at each scrape ([`Gateway::add_gauges`]).
+    gauges: std::sync::OnceLock<Arc<dyn harness_ops::metrics::GaugeSource>>,
 }
 
 /// The server: agents by name, the per-session queues and the configured keys. Cheap to clone.
@@ -313,8 +315,15 @@ impl Gateway {
                     max_connections: options.max_connections.max(1),
                 },
                 local_addr: std::sync::OnceLock::new(),
+                gauges: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Adds `source`'s gauges to every `/metrics` rendering (e.g. background tasks by state
+    /// from the workspace's task records); only the first source set is used.
+    pub fn add_gauges(&self, source: Arc<dyn harness_ops::metrics::GaugeSource>) {
+        let _ = self.inner.gauges.set(source);
     }
 
     /// Whether API keys are configured.

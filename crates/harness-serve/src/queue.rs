@@ -112,6 +112,8 @@ pub(crate) struct Queues {
     /// Fired when the shutdown grace period is over: a turn cancelled then is flagged as
     /// cut by the shutdown.
     stopping: CancellationToken,
+    /// Sessions whose last turn here ended waiting for a person, and how many calls wait.
+    pending: Mutex<HashMap<SessionKey, usize>>,
 }
 
 impl std::fmt::Debug for Queues {
@@ -131,7 +133,18 @@ impl Queues {
             replay,
             tracker: TaskTracker::new(),
             stopping: CancellationToken::new(),
+            pending: Mutex::default(),
         })
+    }
+
+    /// Tool calls waiting for a person in the sessions whose last turn on this server ended
+    /// asking (a later turn or resume of the session that ends otherwise clears them).
+    pub(crate) fn pending_approvals(&self) -> usize {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -253,7 +266,7 @@ impl Queues {
                     }
                 }
             };
-            run_turn(&agent, &key, job, &self.stopping).await;
+            run_turn(&agent, &key, job, &self.stopping, &self.pending).await;
         }
     }
 
@@ -336,7 +349,16 @@ fn prune(table: &mut Table) {
 }
 
 /// Runs one turn to its end, feeding its events; the feed always gets a terminal event.
-async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job, stopping: &CancellationToken) {
+/// The session's entry in `pending` is cleared when the turn starts and set (before the
+/// event reaches the feed) when the turn ends asking for approval.
+async fn run_turn(
+    agent: &HarnessAgent,
+    key: &SessionKey,
+    job: Job,
+    stopping: &CancellationToken,
+    pending: &Mutex<HashMap<SessionKey, usize>>,
+) {
+    pending.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
     let Job {
         input,
         delegation,
@@ -379,6 +401,12 @@ async fn run_turn(agent: &HarnessAgent, key: &SessionKey, job: Job, stopping: &C
     };
     while let Some(event) = tracing::Instrument::instrument(stream.next(), span.clone()).await {
         if let Some(event) = WireEvent::from_agent(event, Some(&turn_id)) {
+            if let (WireKind::ApprovalRequired { calls }, None) = (&event.kind, &event.source) {
+                pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.clone(), calls.len());
+            }
             feed.push(event);
         }
     }

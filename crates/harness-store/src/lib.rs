@@ -70,5 +70,5 @@ pub use redis_kv::{RedisKv, RedisKvConfig};
 #[cfg(feature = "redis")]
 pub use redis_lease::RedisLease;
 #[cfg(feature = "redis")]
-pub use redis_state::{RedisStateConfig, RedisStateStore};
+pub use redis_state::{REDIS_SCHEMA_VERSION, RedisStateConfig, RedisStateStore};
 pub use state_cache::{DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES};

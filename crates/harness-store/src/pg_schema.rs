@@ -170,6 +170,38 @@ impl PostgresBackend {
         tx.commit().await
     }
 
+    /// The schema version applied under `config`'s prefix, read without migrating or
+    /// creating anything (one short-lived connection); `None` when no store created its
+    /// tables there yet.
+    ///
+    /// # Errors
+    /// [`PostgresSetupError`] when the prefix is invalid or the query fails.
+    pub async fn probe_schema_version(config: &PostgresConfig) -> Result<Option<i32>, PostgresSetupError> {
+        validate_prefix(&config.table_prefix)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(config.acquire_timeout)
+            .connect(&config.url)
+            .await?;
+        let table = format!("{}schema_version", config.table_prefix);
+        let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+            .bind(&table)
+            .fetch_one(&pool)
+            .await?;
+        let version = match exists {
+            None => None,
+            Some(_) => {
+                let version: Option<i32> =
+                    sqlx::query_scalar(sql(&config.table_prefix, "SELECT max(version) FROM {p}schema_version"))
+                        .fetch_one(&pool)
+                        .await?;
+                Some(version.unwrap_or(0))
+            }
+        };
+        pool.close().await;
+        Ok(version)
+    }
+
     /// The table prefix.
     pub fn table_prefix(&self) -> &str {
         &self.prefix

@@ -8,6 +8,7 @@
 //! - `P s:S:msgs` — a list with one JSON message per element;
 //! - `P gen` — the counter `gen` values come from, so a deleted and re-created session never
 //!   repeats a (version, gen) pair;
+//! - `P schema` — the layout version ([`REDIS_SCHEMA_VERSION`]), set at the first connect;
 //! - `P fence:L` — the newest fencing token issued for lease key `L` (written by
 //!   [`RedisLease`](crate::RedisLease) with the same prefix).
 //!
@@ -159,6 +160,13 @@ return {1, v, tonumber(gen), n}",
     }
 }
 
+/// The layout version of the Redis state this build writes (recorded as `P schema`).
+pub const REDIS_SCHEMA_VERSION: u32 = 1;
+
+fn schema_key(prefix: &str) -> String {
+    format!("{prefix}schema")
+}
+
 fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StateError {
     StateError::Backend(Box::new(err))
 }
@@ -172,10 +180,43 @@ impl RedisStateStore {
     /// # Errors
     /// [`StateError::Backend`] when the URL is malformed or the server cannot be reached.
     pub async fn connect(config: &RedisStateConfig) -> Result<Self, StateError> {
-        let connection = connect(&config.url, config.connect_timeout, config.response_timeout)
+        let mut connection = connect(&config.url, config.connect_timeout, config.response_timeout)
+            .await
+            .map_err(backend)?;
+        // The layout marker (`P schema`), written once: what `harness doctor` compares.
+        let _: redis::Value = redis::cmd("SET")
+            .arg(schema_key(&config.key_prefix))
+            .arg(REDIS_SCHEMA_VERSION)
+            .arg("NX")
+            .query_async(&mut connection)
             .await
             .map_err(backend)?;
         Ok(Self::with_connection(connection, config))
+    }
+
+    /// The layout version recorded under the prefix of `config` (`P schema`), read without
+    /// writing anything; `None` when no store connected there yet.
+    ///
+    /// # Errors
+    /// [`StateError::Backend`] when Redis cannot be reached, or the marker is not a number.
+    pub async fn probe_schema_version(config: &RedisStateConfig) -> Result<Option<u32>, StateError> {
+        let mut connection = connect(&config.url, config.connect_timeout, config.response_timeout)
+            .await
+            .map_err(backend)?;
+        let key = schema_key(&config.key_prefix);
+        let value: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await
+            .map_err(backend)?;
+        value
+            .map(|text| {
+                text.parse::<u32>().map_err(|_| StateError::Corrupt {
+                    key: key.clone(),
+                    message: format!("the schema marker holds {text:?}, not a version number"),
+                })
+            })
+            .transpose()
     }
 
     /// A store on an existing connection (shared with a [`RedisLease`](crate::RedisLease),

@@ -49,6 +49,7 @@ pub struct WorkspaceLoader<'a> {
     fallback_observer: Option<FallbackObserver>,
     host_env: Option<HostEnv>,
     extensions: bool,
+    stores: bool,
     sections: Sections,
     registrations: Vec<Registration>,
     parsed: Option<HarnessConfig>,
@@ -116,6 +117,7 @@ impl<'a> WorkspaceLoader<'a> {
             fallback_observer: None,
             host_env: None,
             extensions: true,
+            stores: true,
             sections: Sections::builtin(),
             registrations: Vec::new(),
             parsed: None,
@@ -152,6 +154,14 @@ impl<'a> WorkspaceLoader<'a> {
     /// true). Off for callers that only need the configuration and the models.
     pub fn extensions(mut self, load: bool) -> Self {
         self.extensions = load;
+        self
+    }
+
+    /// Whether to open `[state]`'s backend and a composite `[filesystem]` (default true).
+    /// Off for callers that must not write to them: connecting migrates a PostgreSQL
+    /// schema (`harness doctor` reads the schema version without migrating).
+    pub fn stores(mut self, open: bool) -> Self {
+        self.stores = open;
         self
     }
 
@@ -235,7 +245,7 @@ impl<'a> WorkspaceLoader<'a> {
             .subagent_files(self.dir.clone(), files);
         let mut shell = false;
         let mut servers = None;
-        if let Some(fs_config) = &config.filesystem {
+        if let Some(fs_config) = config.filesystem.as_ref().filter(|_| self.stores) {
             let fs = crate::filesystem::open(fs_config, &self.dir, &name)
                 .await
                 .map_err(|source| ConfigError::Filesystem {
@@ -258,7 +268,7 @@ impl<'a> WorkspaceLoader<'a> {
             let provider = section.probed_provider(&self.dir).await.map_err(refuse)?;
             servers = Some(self.servers_sandbox(&section, Arc::clone(&provider), &name));
             builder = builder.setting(crate::sandbox::SandboxProviderSetting(provider));
-            if section.snapshots.is_some() {
+            if section.snapshots.is_some() && self.stores {
                 let heads = match &config.state {
                     Some(state) => {
                         crate::state::open_kv(state, "sandbox")
@@ -274,7 +284,7 @@ impl<'a> WorkspaceLoader<'a> {
                 builder = builder.setting(crate::sandbox::SnapshotHeads(heads));
             }
         }
-        if let Some(state) = &config.state {
+        if let Some(state) = config.state.as_ref().filter(|_| self.stores) {
             let backend = crate::state::open(state).await.map_err(|source| ConfigError::State {
                 path: file.clone(),
                 source,

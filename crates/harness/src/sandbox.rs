@@ -8,6 +8,7 @@ use crate::capability::{Capability, CapabilityError, ConfigSection, Layer, Regis
 use crate::facts::SandboxedShell;
 use harness_core::Middleware;
 use harness_mcp::{ServerProcess, ServerRead, SpawnedServer, StdioCommand, StdioSpawner};
+pub use harness_sandbox::bound_sandboxes;
 use harness_sandbox::{BindCall, CallBinder, SandboxProcess, SandboxProvider, SandboxSection, ServersSandbox};
 use std::sync::Arc;
 

@@ -190,6 +190,76 @@ pub async fn open_kv(
     }
 }
 
+/// What [`probe_schema`] read: the version recorded in the backend (`None`: nothing created
+/// there yet) and the one this build writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaProbe {
+    /// The recorded version.
+    pub found: Option<i64>,
+    /// This build's version.
+    pub current: i64,
+}
+
+/// The schema version of the shared backend `config` names, read without migrating or
+/// writing anything (`harness doctor`); `None` for `kind = "file"`.
+///
+/// # Errors
+/// [`StateBackendError`] when the backend does not answer or was not built in.
+pub async fn probe_schema(config: &StateConfig) -> Result<Option<SchemaProbe>, StateBackendError> {
+    match config.kind {
+        StateKind::File => Ok(None),
+        StateKind::Redis => probe_redis(config).await.map(Some),
+        StateKind::Postgres => probe_postgres(config).await.map(Some),
+    }
+}
+
+#[cfg(feature = "redis")]
+async fn probe_redis(config: &StateConfig) -> Result<SchemaProbe, StateBackendError> {
+    let redis = harness_store::RedisStateConfig {
+        url: config.url.clone().unwrap_or_default(),
+        key_prefix: config
+            .key_prefix
+            .clone()
+            .unwrap_or_else(|| DEFAULT_REDIS_PREFIX.to_owned()),
+        ..harness_store::RedisStateConfig::default()
+    };
+    let found = harness_store::RedisStateStore::probe_schema_version(&redis)
+        .await
+        .map_err(StateBackendError::Redis)?;
+    Ok(SchemaProbe {
+        found: found.map(i64::from),
+        current: i64::from(harness_store::REDIS_SCHEMA_VERSION),
+    })
+}
+
+#[cfg(not(feature = "redis"))]
+async fn probe_redis(_config: &StateConfig) -> Result<SchemaProbe, StateBackendError> {
+    Err(StateBackendError::NotBuilt("redis"))
+}
+
+#[cfg(feature = "postgres")]
+async fn probe_postgres(config: &StateConfig) -> Result<SchemaProbe, StateBackendError> {
+    let defaults = harness_store::PostgresConfig::default();
+    let postgres = harness_store::PostgresConfig {
+        url: config.url.clone().unwrap_or_default(),
+        table_prefix: config.key_prefix.clone().unwrap_or(defaults.table_prefix.clone()),
+        acquire_timeout: Duration::from_secs(3),
+        ..defaults
+    };
+    let found = harness_store::PostgresBackend::probe_schema_version(&postgres)
+        .await
+        .map_err(|err| StateBackendError::Postgres(Box::new(err)))?;
+    Ok(SchemaProbe {
+        found: found.map(i64::from),
+        current: i64::from(harness_store::SCHEMA_VERSION),
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn probe_postgres(_config: &StateConfig) -> Result<SchemaProbe, StateBackendError> {
+    Err(StateBackendError::NotBuilt("postgres"))
+}
+
 #[cfg(feature = "redis")]
 async fn open_redis(config: &StateConfig) -> Result<StateBackend, StateBackendError> {
     let redis = harness_store::RedisStateConfig {

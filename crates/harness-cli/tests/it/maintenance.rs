@@ -532,3 +532,109 @@ fn doctor_measures_disk_use_against_retention() {
         "{out}"
     );
 }
+
+/// A UUIDv7 snapshot id created `ms` milliseconds after the epoch (the `n`th of that time).
+fn snapshot_id(ms: i64, n: u64) -> String {
+    let time = format!("{ms:012x}");
+    format!("{}-{}-7000-8000-{n:012x}", &time[..8], &time[8..])
+}
+
+/// `[retention] snapshots = 2` on Redis state: per scope the last two heads and what they
+/// reach (a delta's full base, however old) are kept, an older head's snapshot and an
+/// orphaned object are deleted, and an object created within the grace period (an upload in
+/// flight) is kept. Ages come from the recorded creation times (the ids), not file times:
+/// the fresh-looking file of an old snapshot goes, the old-looking file of a new one stays.
+/// The dry run deletes nothing; every deletion is reported.
+#[test]
+fn snapshot_retention_keeps_the_last_heads_and_what_they_reach() {
+    let setup = Setup::new(
+        Backend::Redis,
+        "[sandbox]\nkind = \"namespace\"\n[sandbox.snapshots]\n\n[retention]\nsnapshots = 2\n",
+    );
+    let day = 86_400_000;
+    let now = jiff::Timestamp::now().as_millisecond();
+    let (x, a, b, orphan, fresh) = (
+        snapshot_id(now - 20 * day, 1),
+        snapshot_id(now - 10 * day, 2),
+        snapshot_id(now - 5 * day, 3),
+        snapshot_id(now - 30 * day, 4),
+        snapshot_id(now, 5),
+    );
+    let scope = "3f2a9c0d1e4b5a6978a1b2c3d4e5f601";
+    let objects = setup.ws.join(".harness/snapshots/snapshots").join(scope);
+    std::fs::create_dir_all(&objects).unwrap();
+    let files = |id: &str| {
+        [
+            objects.join(format!("{id}.tar.zst")),
+            objects.join(format!("{id}.manifest.json")),
+        ]
+    };
+    for id in [&x, &a, &b, &orphan, &fresh] {
+        for file in files(id) {
+            std::fs::write(file, b"x").unwrap();
+        }
+    }
+    // The new upload's files look old; the old snapshot's look new (they were just written).
+    for file in files(&fresh) {
+        let status = Command::new("touch")
+            .args(["-d", "2020-01-01"])
+            .arg(&file)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    // The heads, in the shared state store: X, then a full A, then B (a delta on A).
+    block_on(async {
+        let sections = harness_serve::sections().with(harness_ops::RETENTION);
+        let config = harness::HarnessConfig::load_with(&setup.ws, &sections).unwrap();
+        let kv = harness::state::open_kv(config.state.as_ref().unwrap(), "sandbox")
+            .await
+            .unwrap()
+            .unwrap();
+        let heads = harness_snapshot::Heads::new(kv);
+        let fence = harness_snapshot::WriterFence::default();
+        for chain in [vec![x.clone()], vec![a.clone()], vec![a.clone(), b.clone()]] {
+            heads.advance(scope, chain, &fence, 3, now).await.unwrap();
+        }
+    });
+    let all = |id: &str| files(id).iter().all(|file| file.exists());
+
+    let dry = setup.maintenance(&["--dry-run"]);
+    for id in [&x, &orphan] {
+        assert!(
+            dry.contains(&format!("would remove snapshot snapshots/{scope}/{id}.tar.zst")),
+            "{dry}"
+        );
+        assert!(all(id), "the dry run deleted {id}");
+    }
+    let report = setup.maintenance(&[]);
+    for id in [&x, &orphan] {
+        assert!(
+            report.contains(&format!("removed snapshot snapshots/{scope}/{id}.manifest.json (scope {scope}: not in the last 2 head(s), created ")),
+            "{report}"
+        );
+        assert!(
+            files(id).iter().all(|file| !file.exists()),
+            "{id} is still there:\n{report}"
+        );
+    }
+    for id in [&a, &b, &fresh] {
+        assert!(all(id), "{id} was deleted:\n{report}");
+        assert!(
+            !report.contains(&format!("snapshot snapshots/{scope}/{id}.tar")),
+            "{report}"
+        );
+    }
+    assert!(
+        report.contains("created within the grace period: an upload may be in flight"),
+        "{report}"
+    );
+    assert!(report.contains("removed 4 item(s)"), "{report}");
+
+    // Zero heads would drop the current one: refused, naming the key.
+    let setup = Setup::new(Backend::File, "[retention]\nsnapshots = 0\n");
+    let output = setup.command(&["maintenance"]).output().unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("snapshots = 0 would delete every head"), "{stderr}");
+}

@@ -572,28 +572,7 @@ fn metrics_after_real_turns_parse_with_prometheus_client_and_carry_no_user_or_se
         );
         response.text().await.unwrap()
     });
-    let parse = r#"
-import json, sys
-from prometheus_client.parser import text_string_to_metric_families
-out = []
-for family in text_string_to_metric_families(sys.stdin.read()):
-    for sample in family.samples:
-        out.append({"family": family.name, "type": family.type, "name": sample.name,
-                    "labels": sample.labels, "value": sample.value})
-print(json.dumps(out))
-"#;
-    let mut child = std::process::Command::new(python())
-        .args(["-c", parse])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    let (stdout, stderr) = super::cli::text(&output);
-    assert!(output.status.success(), "{stderr}\n{body}");
-    let samples: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let samples = parse_metrics(&body);
     let value = |name: &str, labels: &[(&str, &str)]| {
         samples
             .iter()
@@ -631,6 +610,249 @@ print(json.dumps(out))
             assert!(!label.contains("alice") && !label.contains("sess-"), "{sample}");
         }
     }
+}
+
+/// `/metrics` text parsed by the official `prometheus_client` parser: one JSON object per
+/// sample (`family`, `type`, `name`, `labels`, `value`).
+fn parse_metrics(body: &str) -> Vec<Value> {
+    let parse = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for sample in family.samples:
+        out.append({"family": family.name, "type": family.type, "name": sample.name,
+                    "labels": sample.labels, "value": sample.value})
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new(python())
+        .args(["-c", parse])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) = super::cli::text(&output);
+    assert!(output.status.success(), "{stderr}\n{body}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// The value of the sample `name` with `labels` (among others), if there is one.
+fn sample(samples: &[Value], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| s["name"] == name && labels.iter().all(|(k, v)| s["labels"][*k] == *v))
+        .and_then(|s| s["value"].as_f64())
+}
+
+/// `GET /metrics` with `key`, parsed.
+async fn scrape(client: &reqwest::Client, url: &str, key: &str) -> Vec<Value> {
+    let response = client
+        .get(format!("{url}/metrics"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    parse_metrics(&response.text().await.unwrap())
+}
+
+/// Scrapes until `name{labels}` is `want` (a generous deadline: the value is reached when
+/// a background task or a turn gets there, which a loaded machine may take a while to do).
+async fn await_metric(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    want: f64,
+) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let samples = scrape(client, url, key).await;
+        if sample(&samples, name, labels) == Some(want) {
+            return samples;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} {labels:?} never became {want}: {:?}",
+            sample(&samples, name, labels)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// `/metrics`' gauges after real turns (issue 29): a turn that waits for approval counts
+/// its call in `harness_approvals_pending{kind="session"}`, a running background task shows
+/// in `harness_background_tasks{state="running"}` (read from the task records), and no
+/// label carries a user or session id.
+#[test]
+fn metrics_count_a_pending_approval_and_a_running_background_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let spawn = json!({"tool_calls": [{"name": "agent_spawn",
+        "arguments": {"agent_id": "general-purpose", "task": "slow child work", "timeout_seconds": 0}}]});
+    let rules = json!([
+        {"name": "asks", "when": {"last_role": "user", "last_text_contains": "approve me"},
+         "reply": {"tool_calls": [{"name": "list_files", "arguments": {"path": "."}}]}},
+        {"name": "child hangs", "when": {"last_role": "user", "last_text_contains": "slow child work"},
+         "reply": {"text": "child done"}, "delay_ms": 600000},
+        {"name": "parent spawns", "when": {"last_role": "user", "last_text_contains": "in the background"},
+         "reply": spawn},
+        {"name": "parent answers", "when": {"last_role": "tool"}, "reply": {"text": "spawned"}}
+    ]);
+    let script = dir.path().join("rules.json");
+    std::fs::write(&script, rules.to_string()).unwrap();
+    let model = MockLlm::start(&script);
+    let hash = hex::encode(sha2::Sha256::digest(b"sk-alice"));
+    let ws = workspace(
+        dir.path(),
+        &format!(
+            "[permissions]\nask = [\"list_files\"]\n[serve]\n[[serve.keys]]\nuser = \"alice\"\nsha256 = \"{hash}\"\n"
+        ),
+    );
+    let serve = Serve::start(&ws, &model.base);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let url = serve.url.clone();
+    runtime.block_on(async {
+        let before = scrape(&client, &url, "sk-alice").await;
+        assert_eq!(
+            sample(&before, "harness_approvals_pending", &[("kind", "session")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&before, "harness_approvals_pending", &[("kind", "task")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&before, "harness_background_tasks", &[("state", "running")]),
+            Some(0.0)
+        );
+        assert_eq!(sample(&before, "harness_sandboxes_active", &[]), Some(0.0));
+
+        let post = |session: &str, message: &str| {
+            client
+                .post(format!("{url}/api/agents/harness/sessions/{session}/messages"))
+                .bearer_auth("sk-alice")
+                .json(&json!({"message": message}))
+                .send()
+        };
+        let asked: Value = post("sess-ask", "approve me").await.unwrap().json().await.unwrap();
+        assert_eq!(asked["status"], "awaiting_approval", "{asked}");
+        let after = scrape(&client, &url, "sk-alice").await;
+        assert_eq!(
+            sample(&after, "harness_approvals_pending", &[("kind", "session")]),
+            Some(1.0)
+        );
+
+        let spawned = post("sess-bg", "work in the background").await.unwrap();
+        assert_eq!(spawned.status(), 200);
+        let body: Value = spawned.json().await.unwrap();
+        assert_eq!(body["text"], "spawned", "{body}");
+        let samples = await_metric(
+            &client,
+            &url,
+            "sk-alice",
+            "harness_background_tasks",
+            &[("state", "running")],
+            1.0,
+        )
+        .await;
+        assert_eq!(
+            sample(&samples, "harness_background_tasks", &[("state", "completed")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&samples, "harness_approvals_pending", &[("kind", "session")]),
+            Some(1.0)
+        );
+        for s in &samples {
+            for (key, label) in s["labels"].as_object().unwrap() {
+                assert!(!key.contains("user") && !key.contains("session"), "{s}");
+                let label = label.as_str().unwrap();
+                assert!(!label.contains("alice") && !label.contains("sess-"), "{s}");
+            }
+        }
+
+        // Deciding the call clears it.
+        let decided = client
+            .post(format!("{url}/api/agents/harness/sessions/sess-ask/approvals"))
+            .bearer_auth("sk-alice")
+            .json(&json!({"all": "deny"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(decided.status(), 200);
+        let after = scrape(&client, &url, "sk-alice").await;
+        assert_eq!(
+            sample(&after, "harness_approvals_pending", &[("kind", "session")]),
+            Some(0.0)
+        );
+    });
+    drop(serve);
+}
+
+/// `harness_sandboxes_active` counts the sandbox a running turn holds bound: 1 while a
+/// sandboxed turn waits for its model, 0 once the turn is cancelled and releases it.
+#[test]
+fn metrics_count_the_sandbox_a_running_turn_holds() {
+    use std::os::unix::fs::PermissionsExt;
+    // A scratch directory a sandbox uid can traverse, as in the sandbox tests (their uid
+    // range and state directory: uid locks there keep concurrent tests apart).
+    let dir = tempfile::Builder::new()
+        .prefix("hcli-sbx-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let (base, _seen, _model) = server::start();
+    let hash = hex::encode(sha2::Sha256::digest(b"sk-alice"));
+    let ws = workspace(
+        dir.path(),
+        &format!(
+            "[agent]\nisolation = \"user\"\n[permissions]\nmode = \"bypass\"\n\
+             [sandbox]\nkind = \"namespace\"\nuid_range = [231200, 231399]\nstate_dir = \"/var/tmp/harness-sandbox-test-state\"\n\
+             [serve]\n[[serve.keys]]\nuser = \"alice\"\nsha256 = \"{hash}\"\n"
+        ),
+    );
+    std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let mut serve = Serve::start(&ws, &base);
+    let runtime = runtime();
+    let client = reqwest::Client::new();
+    let url = serve.url.clone();
+    let session = format!("{url}/api/agents/harness/sessions/sess-sbx");
+    runtime.block_on(async {
+        let before = scrape(&client, &url, "sk-alice").await;
+        assert_eq!(sample(&before, "harness_sandboxes_active", &[]), Some(0.0));
+        // The model would answer after 120 s: the turn holds its sandbox meanwhile.
+        let running = {
+            let (client, session) = (client.clone(), session.clone());
+            tokio::spawn(async move {
+                client
+                    .post(format!("{session}/messages"))
+                    .bearer_auth("sk-alice")
+                    .json(&json!({"message": "hang"}))
+                    .send()
+                    .await
+                    .unwrap()
+            })
+        };
+        await_metric(&client, &url, "sk-alice", "harness_sandboxes_active", &[], 1.0).await;
+        let cancelled = client
+            .post(format!("{session}/cancel"))
+            .bearer_auth("sk-alice")
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cancelled.status(), 200);
+        let _ = running.await.unwrap();
+        await_metric(&client, &url, "sk-alice", "harness_sandboxes_active", &[], 0.0).await;
+    });
+    // A clean stop shuts the warm sandbox down.
+    serve.terminate();
+    let _ = serve.child.wait();
 }
 
 /// A chat completion as `user` (no session header): the session it ran in, and the body.
