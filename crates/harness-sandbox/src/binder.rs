@@ -5,19 +5,20 @@
 use crate::manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 use crate::provider::{Network, SandboxError, SandboxProvider};
 use crate::section::SandboxSection;
-use crate::snapshot::{PersistPolicy, SnapshottingManager};
+use crate::snapshot::{PersistPolicy, Projection, SnapshottingManager};
 use async_trait::async_trait;
 use harness_core::{AgentError, AgentNext, CancellationToken, Hooks, Middleware, SessionLease, Turn};
 use harness_fs::{CallReadOnlyShell, CallScope, CallShell, CallWorkTree, Shell};
 use harness_snapshot::Snapshots;
 use sha2::Digest;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The lifecycle behind a binder: plain (the work tree stays on this host) or with snapshots.
 enum Lifecycle {
     Plain(SandboxManager),
-    Snapshotting(Box<SnapshottingManager>),
+    Snapshotting(Arc<SnapshottingManager>),
 }
 
 /// Binds the sandbox of each call's scope key. One per agent (its children share it).
@@ -28,6 +29,10 @@ pub struct CallBinder {
     scope: SandboxScope,
     network: Network,
     work_root: PathBuf,
+    /// `[sandbox] projection_roots`: written into every new instance.
+    projection: Projection,
+    /// Without snapshots: the instance each key was last bound to (a new one is projected).
+    instances: Mutex<HashMap<ScopeKey, String>>,
 }
 
 impl std::fmt::Debug for CallBinder {
@@ -62,6 +67,8 @@ impl CallBinder {
             scope: section.scope_or(default_scope),
             network: section.network,
             work_root,
+            projection: section.projection(workspace),
+            instances: Mutex::new(HashMap::new()),
         }
     }
 
@@ -71,9 +78,9 @@ impl CallBinder {
     #[must_use]
     pub fn with_snapshots(mut self, snapshots: Snapshots, policy: PersistPolicy) -> Self {
         self.manager = match self.manager {
-            Lifecycle::Plain(manager) => {
-                Lifecycle::Snapshotting(Box::new(SnapshottingManager::new(manager, snapshots, policy)))
-            }
+            Lifecycle::Plain(manager) => Lifecycle::Snapshotting(Arc::new(
+                SnapshottingManager::new(manager, snapshots, policy).with_projection_source(self.projection.clone()),
+            )),
             Lifecycle::Snapshotting(managed) => Lifecycle::Snapshotting(managed),
         };
         self
@@ -102,6 +109,11 @@ impl CallBinder {
     pub async fn bind(&self, call: &CallScope, cancel: &CancellationToken) -> Result<BoundSandbox, SandboxError> {
         self.started
             .get_or_init(|| async {
+                // With `on_idle`: a task persisting idle keys while this binder lives (it
+                // ends once the binder is dropped).
+                if let Lifecycle::Snapshotting(managed) = &self.manager {
+                    drop(SnapshottingManager::spawn_idle_persist(managed));
+                }
                 match self.start().await {
                     Ok(0) => {}
                     Ok(reclaimed) => tracing::info!(reclaimed, "sandbox instances of an earlier process reclaimed"),
@@ -113,7 +125,22 @@ impl CallBinder {
             .await;
         let key = ScopeKey::for_call(self.scope, call);
         match &self.manager {
-            Lifecycle::Plain(manager) => manager.acquire(&key, self.work_tree(&key), self.network, cancel).await,
+            Lifecycle::Plain(manager) => {
+                let bound = manager
+                    .acquire(&key, self.work_tree(&key), self.network, cancel)
+                    .await?;
+                let instance = bound.state().instance.clone();
+                let previous = self
+                    .instances
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.clone(), instance.clone());
+                if !self.projection.is_none() && previous.as_ref() != Some(&instance) {
+                    let files = self.projection.collect().await?;
+                    crate::snapshot::apply_projection(bound.sandbox().as_ref(), &files).await?;
+                }
+                Ok(bound)
+            }
             Lifecycle::Snapshotting(managed) => {
                 let acquired = managed
                     .acquire(&key, self.work_tree(&key), self.network, cancel)

@@ -14,12 +14,17 @@
 //! # state_dir = "/var/lib/harness/sandboxes"
 //! # bwrap = "/usr/bin/bwrap"
 //! # allow_unsandboxed = false   # let `execute` ask (through approval) to run one command on the host
+//! # projection_roots = ["AGENTS.md", "skills"]  # workspace files written into every new instance
 //! [sandbox.limits]
 //! max_processes = 512
 //! [sandbox.snapshots]           # work trees saved and restored across processes and replicas
 //! dir = "/srv/harness-snapshots" # a directory every replica shares (default <workspace>/.harness/snapshots)
+//! # url = "s3://bucket/prefix"  # instead of dir: an S3-compatible bucket (credentials from AWS_ACCESS_KEY_ID,
+//! #                             # AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; never passed into a sandbox)
+//! # endpoint = "http://127.0.0.1:9000"  # a non-AWS server (MinIO, moto...); region = "us-east-1"
 //! on_release = true             # persist when a call lets go of its sandbox
 //! on_evict = true               # persist (under the key's lease) before an idle sandbox stops
+//! # on_idle = "10m"             # persist a sandbox released unsaved and unused this long
 //! keep = 3                      # heads kept, with every snapshot they reach
 //! ```
 
@@ -100,6 +105,10 @@ pub struct SandboxSection {
     /// Snapshots of the work trees; `None`: a work tree lives only on this host.
     #[serde(default)]
     pub snapshots: Option<SnapshotsSection>,
+    /// Workspace files and directories (relative to the workspace) projected into every new
+    /// instance's work tree (see [`Projection`](crate::Projection)).
+    #[serde(default)]
+    pub projection_roots: Vec<String>,
 }
 
 /// `[sandbox.snapshots]`: where work-tree snapshots go and when they are taken. The heads
@@ -111,6 +120,19 @@ pub struct SnapshotsSection {
     /// continue each other's sessions must share it.
     #[serde(default)]
     pub dir: Option<PathBuf>,
+    /// Instead of `dir`: an S3-compatible bucket, `s3://<bucket>[/<prefix>]`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// With `url`: the server of a non-AWS store (`http://` allowed for a local one).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// With `url`: the region (default `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Persist a sandbox released without a persist and unused this long (`"10m"`, `"30s"`,
+    /// `"500ms"`); unset: never.
+    #[serde(default)]
+    pub on_idle: Option<String>,
     /// Persist when a call releases its sandbox.
     #[serde(default = "yes")]
     pub on_release: bool,
@@ -129,6 +151,26 @@ fn yes() -> bool {
     true
 }
 
+/// Parses `"90s"`, `"10m"`, `"1h"`, `"500ms"` (one number and one unit) or plain seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let number: u64 = text[..digits]
+        .parse()
+        .map_err(|_| "not a duration".to_owned())?;
+    let duration = match text[digits..].trim() {
+        "" | "s" => std::time::Duration::from_secs(number),
+        "ms" => std::time::Duration::from_millis(number),
+        "m" => std::time::Duration::from_secs(number.saturating_mul(60)),
+        "h" => std::time::Duration::from_secs(number.saturating_mul(3600)),
+        unit => return Err(format!("unknown unit {unit:?}")),
+    };
+    if duration.is_zero() {
+        return Err("a zero idle time would persist after every call: use on_release".to_owned());
+    }
+    Ok(duration)
+}
+
 impl SnapshotsSection {
     /// The object directory for the workspace at `workspace`.
     pub fn dir(&self, workspace: &Path) -> PathBuf {
@@ -139,11 +181,88 @@ impl SnapshotsSection {
         if dir.is_absolute() { dir } else { workspace.join(dir) }
     }
 
+    /// The idle time of `on_idle`.
+    ///
+    /// # Errors
+    /// A message naming the key and the forms it takes.
+    pub fn on_idle(&self) -> Result<Option<std::time::Duration>, String> {
+        self.on_idle
+            .as_deref()
+            .map(|text| {
+                parse_duration(text).map_err(|reason| {
+                    format!("[sandbox.snapshots] on_idle = {text:?}: {reason}; write e.g. \"10m\", \"30s\" or \"500ms\"")
+                })
+            })
+            .transpose()
+    }
+
+    /// The snapshot objects' store: the directory, or the bucket and prefix of `url`.
+    fn blobs(&self, workspace: &Path) -> Result<harness_snapshot::BlobStore, String> {
+        let Some(url) = &self.url else {
+            if self.endpoint.is_some() || self.region.is_some() {
+                return Err("[sandbox.snapshots] endpoint and region apply to an S3 bucket: set url = \"s3://<bucket>\" too, or remove them".to_owned());
+            }
+            let dir = self.dir(workspace);
+            let objects = harness_snapshot::StoreConfig::Local { dir: dir.clone() }
+                .open()
+                .map_err(|err| format!("[sandbox.snapshots] dir = {:?}: {err}", dir.display().to_string()))?;
+            return Ok(harness_snapshot::BlobStore::new(objects, "snapshots"));
+        };
+        if self.dir.is_some() {
+            return Err("[sandbox.snapshots] sets both dir and url: keep one (dir for a shared directory, url for a bucket)".to_owned());
+        }
+        let Some(rest) = url.strip_prefix("s3://") else {
+            return Err(format!(
+                "[sandbox.snapshots] url = {url:?}: only S3-compatible buckets are supported, as \"s3://<bucket>[/<prefix>]\""
+            ));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(format!("[sandbox.snapshots] url = {url:?} names no bucket: write \"s3://<bucket>[/<prefix>]\""));
+        }
+        let prefix = prefix.trim_matches('/');
+        let prefix = if prefix.is_empty() { "snapshots" } else { prefix };
+        self.s3(url, bucket)
+            .map(|objects| harness_snapshot::BlobStore::new(objects, prefix))
+    }
+
+    #[cfg(feature = "s3")]
+    fn s3(&self, url: &str, bucket: &str) -> Result<harness_snapshot::ObjectStoreHandle, String> {
+        let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let region = self
+            .region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .or_else(|| env("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let config = harness_snapshot::S3Config {
+            bucket: bucket.to_owned(),
+            region,
+            endpoint: self.endpoint.clone(),
+            access_key_id: env("AWS_ACCESS_KEY_ID"),
+            secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
+            session_token: env("AWS_SESSION_TOKEN"),
+            allow_http: self.endpoint.as_deref().is_some_and(|endpoint| endpoint.starts_with("http://")),
+        };
+        harness_snapshot::StoreConfig::S3(config)
+            .open()
+            .map_err(|err| format!("[sandbox.snapshots] url = {url:?}: {err}"))
+    }
+
+    #[cfg(not(feature = "s3"))]
+    fn s3(&self, url: &str, _bucket: &str) -> Result<harness_snapshot::ObjectStoreHandle, String> {
+        Err(format!(
+            "[sandbox.snapshots] url = {url:?}: this harness was built without S3 snapshot support; \
+             build it with the `s3` feature (cargo build -p harness-cli --features s3), or use dir = \"<shared directory>\""
+        ))
+    }
+
     /// The snapshots this section describes, with heads in `heads` (the shared state
     /// store), and when to persist.
     ///
     /// # Errors
-    /// A message naming the key when the directory cannot be used or `keep` is 0.
+    /// A message naming the key when the store cannot be used, `keep` is 0 or `on_idle` is
+    /// not a duration.
     pub fn open(
         &self,
         workspace: &Path,
@@ -152,10 +271,8 @@ impl SnapshotsSection {
         if self.keep == Some(0) {
             return Err("[sandbox.snapshots] keep = 0 would drop the current head: keep at least 1".to_owned());
         }
-        let dir = self.dir(workspace);
-        let objects = harness_snapshot::StoreConfig::Local { dir: dir.clone() }
-            .open()
-            .map_err(|err| format!("[sandbox.snapshots] dir = {:?}: {err}", dir.display().to_string()))?;
+        let on_idle = self.on_idle()?;
+        let blobs = self.blobs(workspace)?;
         let mut options = harness_snapshot::SnapshotOptions::default();
         if let Some(keep) = self.keep {
             options.keep = keep;
@@ -164,7 +281,7 @@ impl SnapshotsSection {
             options.pack.excludes.clone_from(excludes);
         }
         let snapshots = harness_snapshot::Snapshots::new(
-            harness_snapshot::BlobStore::new(objects, "snapshots"),
+            blobs,
             harness_snapshot::Heads::new(heads),
             workspace.join(".harness").join("snapshot-spool"),
             options,
@@ -172,6 +289,7 @@ impl SnapshotsSection {
         let policy = crate::PersistPolicy {
             on_release: self.on_release,
             on_evict: self.on_evict,
+            on_idle,
         };
         Ok((snapshots, policy))
     }
@@ -230,6 +348,18 @@ impl SandboxSection {
         crate::ProxyPolicy::new(&self.allow_hosts).map_err(|err| format!("[sandbox] allow_hosts: {err}"))
     }
 
+    /// The projection of `workspace` that `projection_roots` names.
+    pub fn projection(&self, workspace: &Path) -> crate::Projection {
+        if self.projection_roots.is_empty() {
+            crate::Projection::None
+        } else {
+            crate::Projection::Roots {
+                workspace: workspace.to_owned(),
+                roots: self.projection_roots.clone(),
+            }
+        }
+    }
+
     /// Where the work trees of `workspace` live.
     pub fn work_root(&self, workspace: &Path) -> PathBuf {
         self.work_root
@@ -245,6 +375,12 @@ impl SandboxSection {
     /// A message naming the key and what to do.
     pub fn validate(&self, workspace: &Path) -> Result<(), String> {
         self.proxy_policy()?;
+        for root in &self.projection_roots {
+            crate::check_projection_root(root)?;
+        }
+        if let Some(snapshots) = &self.snapshots {
+            snapshots.on_idle()?;
+        }
         if !self.allow_hosts.is_empty() && self.network != Network::Proxy {
             return Err(format!(
                 "[sandbox] allow_hosts is set but network = \"{}\": the allow-list applies only with network = \"proxy\"; set it, or remove allow_hosts",
