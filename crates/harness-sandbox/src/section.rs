@@ -155,9 +155,7 @@ fn yes() -> bool {
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
     let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let number: u64 = text[..digits]
-        .parse()
-        .map_err(|_| "not a duration".to_owned())?;
+    let number: u64 = text[..digits].parse().map_err(|_| "not a duration".to_owned())?;
     let duration = match text[digits..].trim() {
         "" | "s" => std::time::Duration::from_secs(number),
         "ms" => std::time::Duration::from_millis(number),
@@ -190,7 +188,9 @@ impl SnapshotsSection {
             .as_deref()
             .map(|text| {
                 parse_duration(text).map_err(|reason| {
-                    format!("[sandbox.snapshots] on_idle = {text:?}: {reason}; write e.g. \"10m\", \"30s\" or \"500ms\"")
+                    format!(
+                        "[sandbox.snapshots] on_idle = {text:?}: {reason}; write e.g. \"10m\", \"30s\" or \"500ms\""
+                    )
                 })
             })
             .transpose()
@@ -209,7 +209,10 @@ impl SnapshotsSection {
             return Ok(harness_snapshot::BlobStore::new(objects, "snapshots"));
         };
         if self.dir.is_some() {
-            return Err("[sandbox.snapshots] sets both dir and url: keep one (dir for a shared directory, url for a bucket)".to_owned());
+            return Err(
+                "[sandbox.snapshots] sets both dir and url: keep one (dir for a shared directory, url for a bucket)"
+                    .to_owned(),
+            );
         }
         let Some(rest) = url.strip_prefix("s3://") else {
             return Err(format!(
@@ -218,7 +221,9 @@ impl SnapshotsSection {
         };
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Err(format!("[sandbox.snapshots] url = {url:?} names no bucket: write \"s3://<bucket>[/<prefix>]\""));
+            return Err(format!(
+                "[sandbox.snapshots] url = {url:?} names no bucket: write \"s3://<bucket>[/<prefix>]\""
+            ));
         }
         let prefix = prefix.trim_matches('/');
         let prefix = if prefix.is_empty() { "snapshots" } else { prefix };
@@ -242,7 +247,10 @@ impl SnapshotsSection {
             access_key_id: env("AWS_ACCESS_KEY_ID"),
             secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
             session_token: env("AWS_SESSION_TOKEN"),
-            allow_http: self.endpoint.as_deref().is_some_and(|endpoint| endpoint.starts_with("http://")),
+            allow_http: self
+                .endpoint
+                .as_deref()
+                .is_some_and(|endpoint| endpoint.starts_with("http://")),
         };
         harness_snapshot::StoreConfig::S3(config)
             .open()
@@ -459,5 +467,96 @@ mod tests {
         let offline = section(serde_json::json!({"kind": "namespace", "allow_hosts": ["pypi.org"]}));
         let err = offline.validate(workspace).unwrap_err();
         assert!(err.contains("network = \"offline\"") && err.contains("proxy"), "{err}");
+    }
+
+    fn snapshots(json: serde_json::Value) -> super::SnapshotsSection {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn heads() -> std::sync::Arc<dyn harness_store::KvStore> {
+        std::sync::Arc::new(harness_store::InMemoryKv::default())
+    }
+
+    /// `on_idle` takes one number and a unit (or seconds); anything else, or zero, is
+    /// refused naming the key, at validation and at open.
+    #[test]
+    fn on_idle_is_a_duration_named_when_wrong() {
+        let ok = |text: &str| snapshots(serde_json::json!({ "on_idle": text })).on_idle().unwrap();
+        assert_eq!(ok("10m"), Some(std::time::Duration::from_secs(600)));
+        assert_eq!(ok("30s"), Some(std::time::Duration::from_secs(30)));
+        assert_eq!(ok("45"), Some(std::time::Duration::from_secs(45)));
+        assert_eq!(ok("500ms"), Some(std::time::Duration::from_millis(500)));
+        assert_eq!(ok("2h"), Some(std::time::Duration::from_secs(7200)));
+        assert_eq!(snapshots(serde_json::json!({})).on_idle().unwrap(), None);
+        for bad in ["soon", "10 minutes", "0s", ""] {
+            let err = snapshots(serde_json::json!({ "on_idle": bad })).on_idle().unwrap_err();
+            assert!(err.contains("[sandbox.snapshots] on_idle"), "{bad}: {err}");
+        }
+        let sandbox = section(serde_json::json!({"kind": "namespace", "snapshots": {"on_idle": "later"}}));
+        let err = sandbox.validate(std::path::Path::new("/nonexistent-ws")).unwrap_err();
+        assert!(err.contains("on_idle = \"later\""), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let err = snapshots(serde_json::json!({ "on_idle": "later" }))
+            .open(dir.path(), heads())
+            .unwrap_err();
+        assert!(err.contains("on_idle"), "{err}");
+    }
+
+    /// `url` must be an S3 bucket and excludes `dir`; `endpoint` and `region` need `url`.
+    #[test]
+    fn a_snapshot_url_is_an_s3_bucket_or_refused_naming_the_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = |json: serde_json::Value| snapshots(json).open(dir.path(), heads()).unwrap_err();
+        let err = refused(serde_json::json!({"url": "gs://bucket"}));
+        assert!(
+            err.contains("url = \"gs://bucket\"") && err.contains("s3://<bucket>"),
+            "{err}"
+        );
+        let err = refused(serde_json::json!({"url": "s3://"}));
+        assert!(err.contains("names no bucket"), "{err}");
+        let err = refused(serde_json::json!({"url": "s3://b", "dir": "/srv/x"}));
+        assert!(err.contains("both dir and url"), "{err}");
+        let err = refused(serde_json::json!({"endpoint": "http://127.0.0.1:9000"}));
+        assert!(err.contains("set url"), "{err}");
+    }
+
+    /// Without the `s3` feature, a bucket url stops the start with how to get one.
+    #[cfg(not(feature = "s3"))]
+    #[test]
+    fn a_bucket_url_without_the_s3_feature_says_how_to_build_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = snapshots(serde_json::json!({"url": "s3://bucket"}))
+            .open(dir.path(), heads())
+            .unwrap_err();
+        assert!(
+            err.contains("without S3 snapshot support") && err.contains("--features s3"),
+            "{err}"
+        );
+    }
+
+    /// With the `s3` feature a bucket url opens (no request is made until a snapshot).
+    #[cfg(feature = "s3")]
+    #[test]
+    fn a_bucket_url_opens_the_bucket_with_its_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let (snapshots, _) = snapshots(serde_json::json!({
+            "url": "s3://bucket/team/a/", "endpoint": "http://127.0.0.1:9", "region": "eu-west-1"
+        }))
+        .open(dir.path(), heads())
+        .unwrap();
+        assert_eq!(snapshots.blobs().prefix(), "team/a");
+    }
+
+    /// `projection_roots` entries stay inside the workspace.
+    #[test]
+    fn projection_roots_outside_the_workspace_are_refused() {
+        let workspace = std::path::Path::new("/nonexistent-ws");
+        for bad in ["../secrets", "/etc/passwd", "a/../../b", ""] {
+            let sandbox = section(serde_json::json!({"kind": "namespace", "projection_roots": [bad]}));
+            let err = sandbox.validate(workspace).unwrap_err();
+            assert!(err.contains("[sandbox] projection_roots"), "{bad}: {err}");
+        }
+        let fine = section(serde_json::json!({"kind": "namespace", "projection_roots": ["AGENTS.md", "./skills"]}));
+        fine.validate(workspace).unwrap();
     }
 }

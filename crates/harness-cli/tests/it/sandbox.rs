@@ -558,7 +558,10 @@ fn start_moto() -> Moto {
     let moto = Moto(child, port);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "moto did not start on port {port}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "moto did not start on port {port}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     moto
@@ -617,7 +620,17 @@ fn s3_snapshot_objects_carry_a_session_across_replicas() {
     let b = replica_with(dir.path(), "replica-b", &store, &keys);
     let run_s3 = |ws: &Path, model: &str| {
         let output = harness()
-            .args(["run", "--json", "--model", model, "--user", "alice", "--session", "s1", "--workspace"])
+            .args([
+                "run",
+                "--json",
+                "--model",
+                model,
+                "--user",
+                "alice",
+                "--session",
+                "s1",
+                "--workspace",
+            ])
             .arg(ws)
             .arg("do what the page says")
             .env("OPENAI_API_KEY", SECRET)
@@ -637,12 +650,25 @@ fn s3_snapshot_objects_carry_a_session_across_replicas() {
     assert!(tool_results(&stdout).contains("installed"), "{stdout}");
     let after_a = bucket_objects(moto.1, "harness-snapshots");
     assert!(
-        after_a.keys().any(|key| key.starts_with("team-a/") && key.ends_with(".tar.zst"))
-            && after_a.keys().any(|key| key.starts_with("team-a/") && key.ends_with(".manifest.json")),
+        after_a
+            .keys()
+            .any(|key| key.starts_with("team-a/") && key.ends_with(".tar.zst"))
+            && after_a
+                .keys()
+                .any(|key| key.starts_with("team-a/") && key.ends_with(".manifest.json")),
         "no snapshot in the bucket: {after_a:?}"
     );
-    let heads: Vec<String> = keys.keys().into_iter().filter(|key| key.contains("HEAD")).collect();
-    assert_eq!(heads.len(), 1, "the head is not in the shared [state]: {:?}", keys.keys());
+    let heads: Vec<String> = keys
+        .keys()
+        .into_iter()
+        .filter(|key| key.contains("state:sandbox:d:snapshots/") && key.ends_with("/HEAD"))
+        .collect();
+    assert_eq!(
+        heads.len(),
+        1,
+        "the head is not in the shared [state]: {:?}",
+        keys.keys()
+    );
 
     let model = script(
         dir.path(),
@@ -655,12 +681,18 @@ fn s3_snapshot_objects_carry_a_session_across_replicas() {
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     let results = tool_results(&stdout);
     assert!(results.contains("s3-tool-ok\n0\n0\n"), "{results}\n{stderr}");
-    assert!(!stdout.contains(AWS_SECRET) && !results.contains(AWS_SECRET), "{results}");
+    assert!(
+        !stdout.contains(AWS_SECRET) && !results.contains(AWS_SECRET),
+        "{results}"
+    );
     let after_b = bucket_objects(moto.1, "harness-snapshots");
     for (key, etag) in &after_a {
         assert_eq!(after_b.get(key), Some(etag), "{key} was rewritten or removed");
     }
-    assert!(after_b.len() > after_a.len(), "B's change was not persisted: {after_b:?}");
+    assert!(
+        after_b.len() > after_a.len(),
+        "B's change was not persisted: {after_b:?}"
+    );
 }
 
 /// A `url` that is not an S3 bucket is refused at start, naming the key and the form.
@@ -672,29 +704,33 @@ fn a_snapshot_url_that_is_not_s3_is_refused_naming_the_form() {
     let model = script(dir.path(), &replies(vec![execute("x", "true")]));
     let (code, stdout, stderr) = run(&ws, &model, "alice");
     assert_eq!(code, Some(2), "{stdout}\n{stderr}");
-    assert!(stderr.contains("url = \"gs://bucket\"") && stderr.contains("s3://<bucket>"), "{stderr}");
+    assert!(
+        stderr.contains("url = \"gs://bucket\"") && stderr.contains("s3://<bucket>"),
+        "{stderr}"
+    );
 }
 
 /// `[sandbox] projection_roots`: the named workspace files are in a new sandbox's work tree
-/// (written through the sandbox), the rest of the workspace (harness.toml) is not.
+/// (written through the sandbox), the rest of the workspace (its harness.toml) is not.
 #[test]
 fn projection_roots_put_workspace_files_into_a_new_sandbox() {
     let dir = scratch();
-    let ws = workspace(dir.path(), "projection_roots = [\"AGENTS.md\", \"notes\"]\n");
+    let ws = workspace(dir.path(), "projection_roots = [\"requirements.txt\", \"notes\"]\n");
+    std::fs::write(ws.join("requirements.txt"), "requests==2.32\n").unwrap();
     std::fs::create_dir_all(ws.join("notes/review")).unwrap();
     std::fs::write(ws.join("notes/review/todo.md"), "review notes\n").unwrap();
     let model = script(
         dir.path(),
         &replies(vec![execute(
             "p1",
-            "cat AGENTS.md notes/review/todo.md; test ! -e harness.toml && echo no-config",
+            "cat requirements.txt notes/review/todo.md; ls -A | grep -c toml",
         )]),
     );
     let (code, stdout, stderr) = run(&ws, &model, "alice");
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     let results = tool_results(&stdout);
     assert!(
-        results.contains("You are the operator's agent.\nreview notes\nno-config"),
+        results.contains("requests==2.32\nreview notes\n0"),
         "{results}\n{stderr}"
     );
 }

@@ -418,12 +418,20 @@ impl SnapshottingManager {
                 .ok_or_else(|| snapshot_error(SnapshotError::Restore("the head vanished".to_owned())))?;
             restore_in_sandbox(bound.sandbox().as_ref(), &restore, present).await?;
             write_marker(&work_tree, &restore.head.chain)?;
-            restore.layers.last().map(|layer| layer.manifest.projection_hash.clone())
+            restore
+                .layers
+                .last()
+                .map(|layer| layer.manifest.projection_hash.clone())
         } else if let Some(head) = head.as_ref().filter(|_| branch == RestoreBranch::Stopped)
             && let Some(last) = head.chain.last()
         {
             // The tree on disk is the head: it holds the head's projection.
-            let manifest = self.snapshots.blobs().manifest(&scope, last).await.map_err(snapshot_error)?;
+            let manifest = self
+                .snapshots
+                .blobs()
+                .manifest(&scope, last)
+                .await
+                .map_err(snapshot_error)?;
             Some(manifest.projection_hash)
         } else {
             None

@@ -90,9 +90,8 @@ fn walk(workspace: &Path, relative: &Path, files: &mut Vec<(WsPath, Vec<u8>)>) -
     // Symlinks are not followed: a projection never reaches outside the workspace.
     if meta.is_file() {
         let text = relative.to_string_lossy().replace('\\', "/");
-        let path = WsPath::parse(&text).map_err(|err| {
-            io("name projected file")(std::io::Error::other(format!("{}: {err}", host.display())))
-        })?;
+        let path = WsPath::parse(&text)
+            .map_err(|err| io("name projected file")(std::io::Error::other(format!("{}: {err}", host.display()))))?;
         let bytes = std::fs::read(&host).map_err(io("read projected file"))?;
         files.push((path, bytes));
     } else if meta.is_dir() {
@@ -124,7 +123,8 @@ impl Projection {
                 tokio::task::spawn_blocking(move || {
                     let mut files = Vec::new();
                     for root in &roots {
-                        check_root(root).map_err(|message| io("read projection root")(std::io::Error::other(message)))?;
+                        check_root(root)
+                            .map_err(|message| io("read projection root")(std::io::Error::other(message)))?;
                         let relative: PathBuf = Path::new(root)
                             .components()
                             .filter(|part| matches!(part, std::path::Component::Normal(_)))

@@ -559,19 +559,35 @@ async fn a_changed_projection_is_reapplied_on_a_new_instance_an_unchanged_one_is
     let v1 = roots(&host).collect().await.unwrap();
     assert_eq!(v1.files.len(), 2, "{v1:?}");
 
-    let cold = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let cold = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!((cold.branch, cold.projected), (RestoreBranch::Cold, true));
     assert_eq!(
-        sh(&cold, "cat AGENTS.md skills/review/SKILL.md; test ! -e not-projected.txt && echo only-roots").await,
+        sh(
+            &cold,
+            "cat AGENTS.md skills/review/SKILL.md; test ! -e not-projected.txt && echo only-roots"
+        )
+        .await,
         "agents v1\nskill v1\nonly-roots\n"
     );
     sh(&cold, "echo edited > AGENTS.md").await;
     a.manager.release(cold.bound).await.unwrap();
     a.manager.evict_idle().await.unwrap();
-    assert_eq!(head_projection(&a, &key).await, v1.hash, "the manifest records the projection");
+    assert_eq!(
+        head_projection(&a, &key).await,
+        v1.hash,
+        "the manifest records the projection"
+    );
 
     // Unchanged projection, new instance restored from the snapshot: not re-projected.
-    let restored = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    let restored = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!((restored.branch, restored.projected), (RestoreBranch::Snapshot, false));
     assert_eq!(sh(&restored, "cat AGENTS.md").await, "edited\n");
     b.manager.release(restored.bound).await.unwrap();
@@ -582,11 +598,22 @@ async fn a_changed_projection_is_reapplied_on_a_new_instance_an_unchanged_one_is
     std::fs::write(host.join("AGENTS.md"), "agents v2\n").unwrap();
     let v2 = roots(&host).collect().await.unwrap();
     assert_ne!(v1.hash, v2.hash);
-    let stopped = a.manager.acquire(&key, &a.work, Network::Offline, &cancel).await.unwrap();
+    let stopped = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!((stopped.branch, stopped.projected), (RestoreBranch::Stopped, true));
-    assert_eq!(sh(&stopped, "cat AGENTS.md skills/review/SKILL.md").await, "agents v2\nskill v1\n");
+    assert_eq!(
+        sh(&stopped, "cat AGENTS.md skills/review/SKILL.md").await,
+        "agents v2\nskill v1\n"
+    );
     a.manager.release(stopped.bound).await.unwrap();
-    assert_eq!(head_projection(&a, &key).await, v2.hash, "the new projection is recorded");
+    assert_eq!(
+        head_projection(&a, &key).await,
+        v2.hash,
+        "the new projection is recorded"
+    );
     a.manager.evict_idle().await.unwrap();
 
     // A replica that never persists: its fresh instance on an empty tree is projected even
@@ -596,19 +623,34 @@ async fn a_changed_projection_is_reapplied_on_a_new_instance_an_unchanged_one_is
         on_evict: false,
         on_idle: None,
     };
-    let mut c = replica_on(&scratch, "replica-c", &lease, &states, &(Arc::new(InMemoryKv::default()) as Arc<dyn KvStore>), quiet);
+    let mut c = replica_on(
+        &scratch,
+        "replica-c",
+        &lease,
+        &states,
+        &(Arc::new(InMemoryKv::default()) as Arc<dyn KvStore>),
+        quiet,
+    );
     c.manager = c.manager.with_projection_source(roots(&host));
     let other = ScopeKey::for_call(
         SandboxScope::User,
         &CallScope::parse(IsolationScope::User, "agent", "bob", "s1").unwrap(),
     );
-    let first = c.manager.acquire(&other, &c.work, Network::Offline, &cancel).await.unwrap();
+    let first = c
+        .manager
+        .acquire(&other, &c.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!((first.branch, first.projected), (RestoreBranch::Cold, true));
     c.manager.release(first.bound).await.unwrap();
     c.manager.evict_idle().await.unwrap();
     std::fs::remove_dir_all(&c.work).unwrap();
     std::fs::create_dir_all(&c.work).unwrap();
-    let fresh = c.manager.acquire(&other, &c.work, Network::Offline, &cancel).await.unwrap();
+    let fresh = c
+        .manager
+        .acquire(&other, &c.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!((fresh.branch, fresh.projected), (RestoreBranch::Cold, true));
     assert_eq!(sh(&fresh, "cat AGENTS.md").await, "agents v2\n");
     drop(fresh);
@@ -642,12 +684,19 @@ async fn a_sandbox_left_idle_is_persisted_without_waiting_for_shutdown() {
     assert_eq!(a.release(first.bound).await.unwrap(), None, "release persisted");
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while a.snapshots().heads().get(&scope).await.unwrap().0.is_none() {
-        assert!(std::time::Instant::now() < deadline, "the idle sandbox was never persisted");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle sandbox was never persisted"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     task.abort();
 
-    let on_b = b.manager.acquire(&key, &b.work, Network::Offline, &cancel).await.unwrap();
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
     assert_eq!(on_b.branch, RestoreBranch::Snapshot);
     assert_eq!(sh(&on_b, "cat idle.txt").await, "idle\n");
     drop(on_b);

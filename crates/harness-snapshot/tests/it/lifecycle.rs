@@ -589,10 +589,7 @@ async fn two_concurrent_retention_runs_do_the_work_once_and_keep_what_is_reachab
         }
         harness_snapshot::Retention::Busy => 0,
     };
-    let (a, b) = (
-        a.unwrap_or_else(|e| panic!("{e}")),
-        b.unwrap_or_else(|e| panic!("{e}")),
-    );
+    let (a, b) = (a.unwrap_or_else(|e| panic!("{e}")), b.unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(deleted(&a) + deleted(&b), 12, "{a:?} {b:?}");
     assert_eq!(deleted(&a).max(deleted(&b)), 12, "the work was split: {a:?} {b:?}");
     assert_reachable_intact(&first, dir.path()).await;
@@ -612,7 +609,10 @@ async fn a_retention_run_leaves_the_store_to_the_lease_holder() {
         .unwrap_or_else(|e| panic!("{e}"));
     let short = std::time::Duration::from_millis(100);
     assert_eq!(
-        snapshots.collect_all(&lease, short).await.unwrap_or_else(|e| panic!("{e}")),
+        snapshots
+            .collect_all(&lease, short)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
         harness_snapshot::Retention::Busy
     );
     assert_eq!(
@@ -622,7 +622,11 @@ async fn a_retention_run_leaves_the_store_to_the_lease_holder() {
             .unwrap_or_else(|e| panic!("{e}")),
         harness_snapshot::Retention::Busy
     );
-    let objects = snapshots.blobs().objects_of("s1").await.unwrap_or_else(|e| panic!("{e}"));
+    let objects = snapshots
+        .blobs()
+        .objects_of("s1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(objects.len(), 14, "a busy run deleted something");
     held.release().await;
     assert_eq!(
@@ -643,7 +647,10 @@ async fn the_manifest_records_the_projection_hash() {
     let tree = dir.path().join("tree");
     write(&tree, "AGENTS.md", b"projected");
     let snapshots = local_snapshots(dir.path(), memory(), SnapshotOptions::default());
-    assert_eq!(snapshots.head_projection("s").await.unwrap_or_else(|e| panic!("{e}")), None);
+    assert_eq!(
+        snapshots.head_projection("s").await.unwrap_or_else(|e| panic!("{e}")),
+        None
+    );
     let manifest = written(
         snapshots
             .persist_with_projection("s", &tree, &WriterFence::token(1), "abc123")
