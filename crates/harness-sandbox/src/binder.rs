@@ -33,6 +33,8 @@ pub struct CallBinder {
     projection: Projection,
     /// Without snapshots: the instance each key was last bound to (a new one is projected).
     instances: Mutex<HashMap<ScopeKey, String>>,
+    /// The idle persist task (`on_idle`), ended and awaited at shutdown.
+    idle_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for CallBinder {
@@ -69,6 +71,7 @@ impl CallBinder {
             work_root,
             projection: section.projection(workspace),
             instances: Mutex::new(HashMap::new()),
+            idle_task: Mutex::new(None),
         }
     }
 
@@ -112,7 +115,8 @@ impl CallBinder {
                 // With `on_idle`: a task persisting idle keys while this binder lives (it
                 // ends once the binder is dropped).
                 if let Lifecycle::Snapshotting(managed) = &self.manager {
-                    drop(SnapshottingManager::spawn_idle_persist(managed));
+                    *self.idle_task.lock().unwrap_or_else(PoisonError::into_inner) =
+                        SnapshottingManager::spawn_idle_persist(managed);
                 }
                 match self.start().await {
                     Ok(0) => {}
@@ -181,7 +185,15 @@ impl CallBinder {
     pub async fn shutdown(&self) -> Result<(), SandboxError> {
         match &self.manager {
             Lifecycle::Plain(manager) => manager.shutdown().await,
-            Lifecycle::Snapshotting(managed) => managed.evict_idle().await,
+            Lifecycle::Snapshotting(managed) => {
+                // No idle persist runs past this point (its lease hold would outlive the process).
+                managed.stop_idle_persist();
+                let task = self.idle_task.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(task) = task {
+                    let _ = task.await;
+                }
+                managed.evict_idle().await
+            }
         }
     }
 }

@@ -283,6 +283,8 @@ pub struct SnapshottingManager {
     projected: Mutex<HashMap<String, String>>,
     /// Keys released without a persist since, and when (the idle persist's work list).
     unsaved: Mutex<HashMap<ScopeKey, Instant>>,
+    /// Ends the idle persist task between two rounds ([`stop_idle_persist`](Self::stop_idle_persist)).
+    idle_stop: CancellationToken,
 }
 
 impl std::fmt::Debug for SnapshottingManager {
@@ -305,6 +307,7 @@ impl SnapshottingManager {
             projection: Projection::None,
             projected: Mutex::new(HashMap::new()),
             unsaved: Mutex::new(HashMap::new()),
+            idle_stop: CancellationToken::new(),
         }
     }
 
@@ -560,19 +563,30 @@ impl SnapshottingManager {
 
     /// With [`PersistPolicy::on_idle`]: a task that runs
     /// [`persist_idle_for`](Self::persist_idle_for) a few times per idle period while the
-    /// manager lives (it holds it weakly, and ends once the manager is dropped). `None` when
-    /// the policy has no idle time. Must be called inside a Tokio runtime.
+    /// manager lives (it holds it weakly, and ends once the manager is dropped or
+    /// [`stop_idle_persist`](Self::stop_idle_persist) is called — between two rounds, never
+    /// in the middle of a persist). `None` when the policy has no idle time. Must be called
+    /// inside a Tokio runtime.
     pub fn spawn_idle_persist(this: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
         let idle = this.policy.on_idle?;
         let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
         let weak = Arc::downgrade(this);
+        let stop = this.idle_stop.clone();
         Some(tokio::spawn(async move {
             loop {
-                tokio::time::sleep(tick).await;
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(tick) => {}
+                }
                 let Some(manager) = weak.upgrade() else { break };
                 manager.persist_idle_for(idle).await;
             }
         }))
+    }
+
+    /// Ends the idle persist task after its current round (await its handle to know when).
+    pub fn stop_idle_persist(&self) {
+        self.idle_stop.cancel();
     }
 
     /// Shuts down the idle instances. With [`PersistPolicy::on_evict`], each one's tree is

@@ -690,7 +690,12 @@ async fn a_sandbox_left_idle_is_persisted_without_waiting_for_shutdown() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    task.abort();
+    // The task ends between two rounds when asked (the binder does so at shutdown).
+    a.stop_idle_persist();
+    tokio::time::timeout(Duration::from_secs(120), task)
+        .await
+        .expect("the idle task did not stop")
+        .unwrap();
 
     let on_b = b
         .manager
