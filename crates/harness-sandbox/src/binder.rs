@@ -5,19 +5,20 @@
 use crate::manager::{BoundSandbox, SandboxManager, SandboxScope, ScopeKey};
 use crate::provider::{Network, SandboxError, SandboxProvider};
 use crate::section::SandboxSection;
-use crate::snapshot::{PersistPolicy, SnapshottingManager};
+use crate::snapshot::{PersistPolicy, Projection, SnapshottingManager};
 use async_trait::async_trait;
 use harness_core::{AgentError, AgentNext, CancellationToken, Hooks, Middleware, SessionLease, Turn};
 use harness_fs::{CallReadOnlyShell, CallScope, CallShell, CallWorkTree, Shell};
 use harness_snapshot::Snapshots;
 use sha2::Digest;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The lifecycle behind a binder: plain (the work tree stays on this host) or with snapshots.
 enum Lifecycle {
     Plain(SandboxManager),
-    Snapshotting(Box<SnapshottingManager>),
+    Snapshotting(Arc<SnapshottingManager>),
 }
 
 /// Binds the sandbox of each call's scope key. One per agent (its children share it).
@@ -28,6 +29,12 @@ pub struct CallBinder {
     scope: SandboxScope,
     network: Network,
     work_root: PathBuf,
+    /// `[sandbox] projection_roots`: written into every new instance.
+    projection: Projection,
+    /// Without snapshots: the instance each key was last bound to (a new one is projected).
+    instances: Mutex<HashMap<ScopeKey, String>>,
+    /// The idle persist task (`on_idle`), ended and awaited at shutdown.
+    idle_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for CallBinder {
@@ -59,6 +66,9 @@ impl CallBinder {
             scope: section.scope_or(default_scope),
             network: section.network,
             work_root,
+            projection: section.projection(workspace),
+            instances: Mutex::new(HashMap::new()),
+            idle_task: Mutex::new(None),
         }
     }
 
@@ -68,9 +78,9 @@ impl CallBinder {
     #[must_use]
     pub fn with_snapshots(mut self, snapshots: Snapshots, policy: PersistPolicy) -> Self {
         self.manager = match self.manager {
-            Lifecycle::Plain(manager) => {
-                Lifecycle::Snapshotting(Box::new(SnapshottingManager::new(manager, snapshots, policy)))
-            }
+            Lifecycle::Plain(manager) => Lifecycle::Snapshotting(Arc::new(
+                SnapshottingManager::new(manager, snapshots, policy).with_projection_source(self.projection.clone()),
+            )),
             Lifecycle::Snapshotting(managed) => Lifecycle::Snapshotting(managed),
         };
         self
@@ -99,6 +109,12 @@ impl CallBinder {
     pub async fn bind(&self, call: &CallScope, cancel: &CancellationToken) -> Result<BoundSandbox, SandboxError> {
         self.started
             .get_or_init(|| async {
+                // With `on_idle`: a task persisting idle keys while this binder lives (it
+                // ends once the binder is dropped).
+                if let Lifecycle::Snapshotting(managed) = &self.manager {
+                    *self.idle_task.lock().unwrap_or_else(PoisonError::into_inner) =
+                        SnapshottingManager::spawn_idle_persist(managed);
+                }
                 match self.start().await {
                     Ok(0) => {}
                     Ok(reclaimed) => tracing::info!(reclaimed, "sandbox instances of an earlier process reclaimed"),
@@ -110,7 +126,22 @@ impl CallBinder {
             .await;
         let key = ScopeKey::for_call(self.scope, call);
         match &self.manager {
-            Lifecycle::Plain(manager) => manager.acquire(&key, self.work_tree(&key), self.network, cancel).await,
+            Lifecycle::Plain(manager) => {
+                let bound = manager
+                    .acquire(&key, self.work_tree(&key), self.network, cancel)
+                    .await?;
+                let instance = bound.state().instance.clone();
+                let previous = self
+                    .instances
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.clone(), instance.clone());
+                if !self.projection.is_none() && previous.as_ref() != Some(&instance) {
+                    let files = self.projection.collect().await?;
+                    crate::snapshot::apply_projection(bound.sandbox().as_ref(), &files).await?;
+                }
+                Ok(bound)
+            }
             Lifecycle::Snapshotting(managed) => {
                 let acquired = managed
                     .acquire(&key, self.work_tree(&key), self.network, cancel)
@@ -151,7 +182,15 @@ impl CallBinder {
     pub async fn shutdown(&self) -> Result<(), SandboxError> {
         match &self.manager {
             Lifecycle::Plain(manager) => manager.shutdown().await,
-            Lifecycle::Snapshotting(managed) => managed.evict_idle().await,
+            Lifecycle::Snapshotting(managed) => {
+                // No idle persist runs past this point (its lease hold would outlive the process).
+                managed.stop_idle_persist();
+                let task = self.idle_task.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(task) = task {
+                    let _ = task.await;
+                }
+                managed.evict_idle().await
+            }
         }
     }
 }

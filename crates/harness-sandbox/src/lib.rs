@@ -57,4 +57,7 @@ pub use provider::{
 pub use proxy::{NetworkDenial, PROXY_LISTEN, ProxyPolicy, ProxyPolicyError};
 pub use section::{DEFAULT_STATE_DIR, LimitsSection, SandboxKind, SandboxSection};
 pub use servers::ServersSandbox;
-pub use snapshot::{Acquired, PersistPolicy, RestoreBranch, SnapshottingManager, restore_in_sandbox};
+pub use snapshot::{
+    Acquired, PersistPolicy, ProjectedFiles, Projection, RestoreBranch, SnapshottingManager, apply_projection,
+    check_projection_root, restore_in_sandbox,
+};

@@ -112,6 +112,11 @@ impl BoundSandbox {
         &self.0.sandbox
     }
 
+    /// The scope key it is bound under.
+    pub fn key(&self) -> &ScopeKey {
+        &self.0.key
+    }
+
     /// Its state as persisted at acquisition (with the lease's fencing token).
     pub fn state(&self) -> &SandboxState {
         &self.0.state
@@ -284,6 +289,11 @@ impl SandboxManager {
         });
         *slot = Arc::downgrade(&binding);
         Ok(BoundSandbox(binding))
+    }
+
+    /// The lease the keys are held under.
+    pub fn lease(&self) -> &Arc<dyn SessionLease> {
+        &self.lease
     }
 
     /// The keys whose warm instance no binding holds (what [`evict_idle`](Self::evict_idle)

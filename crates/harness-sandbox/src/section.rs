@@ -14,12 +14,17 @@
 //! # state_dir = "/var/lib/harness/sandboxes"
 //! # bwrap = "/usr/bin/bwrap"
 //! # allow_unsandboxed = false   # let `execute` ask (through approval) to run one command on the host
+//! # projection_roots = ["AGENTS.md", "skills"]  # workspace files written into every new instance
 //! [sandbox.limits]
 //! max_processes = 512
 //! [sandbox.snapshots]           # work trees saved and restored across processes and replicas
 //! dir = "/srv/harness-snapshots" # a directory every replica shares (default <workspace>/.harness/snapshots)
+//! # url = "s3://bucket/prefix"  # instead of dir: an S3-compatible bucket (credentials from AWS_ACCESS_KEY_ID,
+//! #                             # AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; never passed into a sandbox)
+//! # endpoint = "http://127.0.0.1:9000"  # a non-AWS server (MinIO, moto...); region = "us-east-1"
 //! on_release = true             # persist when a call lets go of its sandbox
 //! on_evict = true               # persist (under the key's lease) before an idle sandbox stops
+//! # on_idle = "10m"             # persist a sandbox released unsaved and unused this long
 //! keep = 3                      # heads kept, with every snapshot they reach
 //! ```
 
@@ -100,6 +105,10 @@ pub struct SandboxSection {
     /// Snapshots of the work trees; `None`: a work tree lives only on this host.
     #[serde(default)]
     pub snapshots: Option<SnapshotsSection>,
+    /// Workspace files and directories (relative to the workspace) projected into every new
+    /// instance's work tree (see [`Projection`](crate::Projection)).
+    #[serde(default)]
+    pub projection_roots: Vec<String>,
 }
 
 /// `[sandbox.snapshots]`: where work-tree snapshots go and when they are taken. The heads
@@ -111,6 +120,19 @@ pub struct SnapshotsSection {
     /// continue each other's sessions must share it.
     #[serde(default)]
     pub dir: Option<PathBuf>,
+    /// Instead of `dir`: an S3-compatible bucket, `s3://<bucket>[/<prefix>]`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// With `url`: the server of a non-AWS store (`http://` allowed for a local one).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// With `url`: the region (default `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Persist a sandbox released without a persist and unused this long (`"10m"`, `"30s"`,
+    /// `"500ms"`); unset: never.
+    #[serde(default)]
+    pub on_idle: Option<String>,
     /// Persist when a call releases its sandbox.
     #[serde(default = "yes")]
     pub on_release: bool,
@@ -129,6 +151,24 @@ fn yes() -> bool {
     true
 }
 
+/// Parses `"90s"`, `"10m"`, `"1h"`, `"500ms"` (one number and one unit) or plain seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let number: u64 = text[..digits].parse().map_err(|_| "not a duration".to_owned())?;
+    let duration = match text[digits..].trim() {
+        "" | "s" => std::time::Duration::from_secs(number),
+        "ms" => std::time::Duration::from_millis(number),
+        "m" => std::time::Duration::from_secs(number.saturating_mul(60)),
+        "h" => std::time::Duration::from_secs(number.saturating_mul(3600)),
+        unit => return Err(format!("unknown unit {unit:?}")),
+    };
+    if duration.is_zero() {
+        return Err("a zero idle time would persist after every call: use on_release".to_owned());
+    }
+    Ok(duration)
+}
+
 impl SnapshotsSection {
     /// The object directory for the workspace at `workspace`.
     pub fn dir(&self, workspace: &Path) -> PathBuf {
@@ -139,11 +179,98 @@ impl SnapshotsSection {
         if dir.is_absolute() { dir } else { workspace.join(dir) }
     }
 
+    /// The idle time of `on_idle`.
+    ///
+    /// # Errors
+    /// A message naming the key and the forms it takes.
+    pub fn on_idle(&self) -> Result<Option<std::time::Duration>, String> {
+        self.on_idle
+            .as_deref()
+            .map(|text| {
+                parse_duration(text).map_err(|reason| {
+                    format!(
+                        "[sandbox.snapshots] on_idle = {text:?}: {reason}; write e.g. \"10m\", \"30s\" or \"500ms\""
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    /// The snapshot objects' store: the directory, or the bucket and prefix of `url`.
+    fn blobs(&self, workspace: &Path) -> Result<harness_snapshot::BlobStore, String> {
+        let Some(url) = &self.url else {
+            if self.endpoint.is_some() || self.region.is_some() {
+                return Err("[sandbox.snapshots] endpoint and region apply to an S3 bucket: set url = \"s3://<bucket>\" too, or remove them".to_owned());
+            }
+            let dir = self.dir(workspace);
+            let objects = harness_snapshot::StoreConfig::Local { dir: dir.clone() }
+                .open()
+                .map_err(|err| format!("[sandbox.snapshots] dir = {:?}: {err}", dir.display().to_string()))?;
+            return Ok(harness_snapshot::BlobStore::new(objects, "snapshots"));
+        };
+        if self.dir.is_some() {
+            return Err(
+                "[sandbox.snapshots] sets both dir and url: keep one (dir for a shared directory, url for a bucket)"
+                    .to_owned(),
+            );
+        }
+        let Some(rest) = url.strip_prefix("s3://") else {
+            return Err(format!(
+                "[sandbox.snapshots] url = {url:?}: only S3-compatible buckets are supported, as \"s3://<bucket>[/<prefix>]\""
+            ));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(format!(
+                "[sandbox.snapshots] url = {url:?} names no bucket: write \"s3://<bucket>[/<prefix>]\""
+            ));
+        }
+        let prefix = prefix.trim_matches('/');
+        let prefix = if prefix.is_empty() { "snapshots" } else { prefix };
+        self.s3(url, bucket)
+            .map(|objects| harness_snapshot::BlobStore::new(objects, prefix))
+    }
+
+    #[cfg(feature = "s3")]
+    fn s3(&self, url: &str, bucket: &str) -> Result<harness_snapshot::ObjectStoreHandle, String> {
+        let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let region = self
+            .region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .or_else(|| env("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let config = harness_snapshot::S3Config {
+            bucket: bucket.to_owned(),
+            region,
+            endpoint: self.endpoint.clone(),
+            access_key_id: env("AWS_ACCESS_KEY_ID"),
+            secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
+            session_token: env("AWS_SESSION_TOKEN"),
+            allow_http: self
+                .endpoint
+                .as_deref()
+                .is_some_and(|endpoint| endpoint.starts_with("http://")),
+        };
+        harness_snapshot::StoreConfig::S3(config)
+            .open()
+            .map_err(|err| format!("[sandbox.snapshots] url = {url:?}: {err}"))
+    }
+
+    #[cfg(not(feature = "s3"))]
+    fn s3(&self, url: &str, _bucket: &str) -> Result<harness_snapshot::ObjectStoreHandle, String> {
+        Err(format!(
+            "[sandbox.snapshots] url = {url:?}: this harness was built without S3 snapshot support; \
+             build it with the `s3` feature (cargo build -p harness-cli --features s3), or use dir = \"<shared directory>\""
+        ))
+    }
+
     /// The snapshots this section describes, with heads in `heads` (the shared state
     /// store), and when to persist.
     ///
     /// # Errors
-    /// A message naming the key when the directory cannot be used or `keep` is 0.
+    /// A message naming the key when the store cannot be used, `keep` is 0 or `on_idle` is
+    /// not a duration.
     pub fn open(
         &self,
         workspace: &Path,
@@ -152,10 +279,8 @@ impl SnapshotsSection {
         if self.keep == Some(0) {
             return Err("[sandbox.snapshots] keep = 0 would drop the current head: keep at least 1".to_owned());
         }
-        let dir = self.dir(workspace);
-        let objects = harness_snapshot::StoreConfig::Local { dir: dir.clone() }
-            .open()
-            .map_err(|err| format!("[sandbox.snapshots] dir = {:?}: {err}", dir.display().to_string()))?;
+        let on_idle = self.on_idle()?;
+        let blobs = self.blobs(workspace)?;
         let mut options = harness_snapshot::SnapshotOptions::default();
         if let Some(keep) = self.keep {
             options.keep = keep;
@@ -164,7 +289,7 @@ impl SnapshotsSection {
             options.pack.excludes.clone_from(excludes);
         }
         let snapshots = harness_snapshot::Snapshots::new(
-            harness_snapshot::BlobStore::new(objects, "snapshots"),
+            blobs,
             harness_snapshot::Heads::new(heads),
             workspace.join(".harness").join("snapshot-spool"),
             options,
@@ -172,6 +297,7 @@ impl SnapshotsSection {
         let policy = crate::PersistPolicy {
             on_release: self.on_release,
             on_evict: self.on_evict,
+            on_idle,
         };
         Ok((snapshots, policy))
     }
@@ -230,6 +356,18 @@ impl SandboxSection {
         crate::ProxyPolicy::new(&self.allow_hosts).map_err(|err| format!("[sandbox] allow_hosts: {err}"))
     }
 
+    /// The projection of `workspace` that `projection_roots` names.
+    pub fn projection(&self, workspace: &Path) -> crate::Projection {
+        if self.projection_roots.is_empty() {
+            crate::Projection::None
+        } else {
+            crate::Projection::Roots {
+                workspace: workspace.to_owned(),
+                roots: self.projection_roots.clone(),
+            }
+        }
+    }
+
     /// Where the work trees of `workspace` live.
     pub fn work_root(&self, workspace: &Path) -> PathBuf {
         self.work_root
@@ -245,6 +383,12 @@ impl SandboxSection {
     /// A message naming the key and what to do.
     pub fn validate(&self, workspace: &Path) -> Result<(), String> {
         self.proxy_policy()?;
+        for root in &self.projection_roots {
+            crate::check_projection_root(root)?;
+        }
+        if let Some(snapshots) = &self.snapshots {
+            snapshots.on_idle()?;
+        }
         if !self.allow_hosts.is_empty() && self.network != Network::Proxy {
             return Err(format!(
                 "[sandbox] allow_hosts is set but network = \"{}\": the allow-list applies only with network = \"proxy\"; set it, or remove allow_hosts",
@@ -323,5 +467,96 @@ mod tests {
         let offline = section(serde_json::json!({"kind": "namespace", "allow_hosts": ["pypi.org"]}));
         let err = offline.validate(workspace).unwrap_err();
         assert!(err.contains("network = \"offline\"") && err.contains("proxy"), "{err}");
+    }
+
+    fn snapshots(json: serde_json::Value) -> super::SnapshotsSection {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn heads() -> std::sync::Arc<dyn harness_store::KvStore> {
+        std::sync::Arc::new(harness_store::InMemoryKv::default())
+    }
+
+    /// `on_idle` takes one number and a unit (or seconds); anything else, or zero, is
+    /// refused naming the key, at validation and at open.
+    #[test]
+    fn on_idle_is_a_duration_named_when_wrong() {
+        let ok = |text: &str| snapshots(serde_json::json!({ "on_idle": text })).on_idle().unwrap();
+        assert_eq!(ok("10m"), Some(std::time::Duration::from_secs(600)));
+        assert_eq!(ok("30s"), Some(std::time::Duration::from_secs(30)));
+        assert_eq!(ok("45"), Some(std::time::Duration::from_secs(45)));
+        assert_eq!(ok("500ms"), Some(std::time::Duration::from_millis(500)));
+        assert_eq!(ok("2h"), Some(std::time::Duration::from_secs(7200)));
+        assert_eq!(snapshots(serde_json::json!({})).on_idle().unwrap(), None);
+        for bad in ["soon", "10 minutes", "0s", ""] {
+            let err = snapshots(serde_json::json!({ "on_idle": bad })).on_idle().unwrap_err();
+            assert!(err.contains("[sandbox.snapshots] on_idle"), "{bad}: {err}");
+        }
+        let sandbox = section(serde_json::json!({"kind": "namespace", "snapshots": {"on_idle": "later"}}));
+        let err = sandbox.validate(std::path::Path::new("/nonexistent-ws")).unwrap_err();
+        assert!(err.contains("on_idle = \"later\""), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let err = snapshots(serde_json::json!({ "on_idle": "later" }))
+            .open(dir.path(), heads())
+            .unwrap_err();
+        assert!(err.contains("on_idle"), "{err}");
+    }
+
+    /// `url` must be an S3 bucket and excludes `dir`; `endpoint` and `region` need `url`.
+    #[test]
+    fn a_snapshot_url_is_an_s3_bucket_or_refused_naming_the_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = |json: serde_json::Value| snapshots(json).open(dir.path(), heads()).unwrap_err();
+        let err = refused(serde_json::json!({"url": "gs://bucket"}));
+        assert!(
+            err.contains("url = \"gs://bucket\"") && err.contains("s3://<bucket>"),
+            "{err}"
+        );
+        let err = refused(serde_json::json!({"url": "s3://"}));
+        assert!(err.contains("names no bucket"), "{err}");
+        let err = refused(serde_json::json!({"url": "s3://b", "dir": "/srv/x"}));
+        assert!(err.contains("both dir and url"), "{err}");
+        let err = refused(serde_json::json!({"endpoint": "http://127.0.0.1:9000"}));
+        assert!(err.contains("set url"), "{err}");
+    }
+
+    /// Without the `s3` feature, a bucket url stops the start with how to get one.
+    #[cfg(not(feature = "s3"))]
+    #[test]
+    fn a_bucket_url_without_the_s3_feature_says_how_to_build_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = snapshots(serde_json::json!({"url": "s3://bucket"}))
+            .open(dir.path(), heads())
+            .unwrap_err();
+        assert!(
+            err.contains("without S3 snapshot support") && err.contains("--features s3"),
+            "{err}"
+        );
+    }
+
+    /// With the `s3` feature a bucket url opens (no request is made until a snapshot).
+    #[cfg(feature = "s3")]
+    #[test]
+    fn a_bucket_url_opens_the_bucket_with_its_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let (snapshots, _) = snapshots(serde_json::json!({
+            "url": "s3://bucket/team/a/", "endpoint": "http://127.0.0.1:9", "region": "eu-west-1"
+        }))
+        .open(dir.path(), heads())
+        .unwrap();
+        assert_eq!(snapshots.blobs().prefix(), "team/a");
+    }
+
+    /// `projection_roots` entries stay inside the workspace.
+    #[test]
+    fn projection_roots_outside_the_workspace_are_refused() {
+        let workspace = std::path::Path::new("/nonexistent-ws");
+        for bad in ["../secrets", "/etc/passwd", "a/../../b", ""] {
+            let sandbox = section(serde_json::json!({"kind": "namespace", "projection_roots": [bad]}));
+            let err = sandbox.validate(workspace).unwrap_err();
+            assert!(err.contains("[sandbox] projection_roots"), "{bad}: {err}");
+        }
+        let fine = section(serde_json::json!({"kind": "namespace", "projection_roots": ["AGENTS.md", "./skills"]}));
+        fine.validate(workspace).unwrap();
     }
 }

@@ -12,7 +12,8 @@
 //! - **Restore** ([`Snapshots::fetch`], [`unpack`]): archives verified against their hash while
 //!   read; the hardened unpacker with limits is meant to run inside the sandbox as its uid
 //!   (`harness-sandbox-init unpack`).
-//! - **Retention** ([`Snapshots::collect`]): keep N heads and everything they reach.
+//! - **Retention** ([`Snapshots::collect`]): keep N heads and everything they reach; one
+//!   process at a time per store ([`Snapshots::collect_all`], under the store's retention lease).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
@@ -42,10 +43,13 @@ mod unpack;
 pub use head::{Head, Heads, WriterFence};
 pub use manifest::{ArchiveInfo, Comparable, Entry, EntryKind, FORMAT, Manifest, TreeView};
 pub use pack::{DEFAULT_EXCLUDES, MODE_MASK, PackOptions, PackRequest, pack};
-pub use snapshots::{Layer, Persisted, Restore, SnapshotOptions, Snapshots, scope_name};
+pub use snapshots::{Layer, Persisted, Restore, Retention, SnapshotOptions, Snapshots, scope_name};
 #[cfg(feature = "s3")]
 pub use store::S3Config;
 pub use store::{BlobStore, StoreConfig};
+
+/// An opened object store ([`StoreConfig::open`]).
+pub type ObjectStoreHandle = std::sync::Arc<dyn object_store::ObjectStore>;
 pub use unpack::{PROGRESS_EVERY, PROGRESS_PREFIX, UnpackLimits, UnpackPlan, UnpackReport, unpack, unpack_main};
 
 /// Why a snapshot operation failed.
@@ -95,6 +99,9 @@ pub enum SnapshotError {
         /// What is wrong.
         reason: String,
     },
+    /// The retention lease could not be taken (its backend failed).
+    #[error("snapshot retention lease")]
+    Lease(#[source] harness_core::LeaseError),
     /// The configuration is unusable.
     #[error("snapshot configuration: {0}")]
     Config(String),

@@ -56,6 +56,20 @@ pub enum Persisted {
     Unchanged,
 }
 
+/// What a retention run under the store's lease did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// Another process holds the retention lease: it does the work.
+    Busy,
+    /// This run held the lease.
+    Done {
+        /// Scopes looked at.
+        scopes: usize,
+        /// Objects deleted.
+        deleted: usize,
+    },
+}
+
 /// One layer of a restore: its manifest, the plan for the unpacker, and the archive, fetched
 /// to a local spool file and verified against the manifest's hash while it was read.
 #[derive(Debug)]
@@ -153,6 +167,22 @@ impl Snapshots {
     /// # Errors
     /// [`SnapshotError::Store`] with `Fenced` for a stale writer, IO and object-store errors.
     pub async fn persist(&self, scope: &str, root: &Path, fence: &WriterFence) -> Result<Persisted, SnapshotError> {
+        self.persist_with_projection(scope, root, fence, "").await
+    }
+
+    /// [`persist`](Self::persist), recording in the manifest the hash of the workspace
+    /// projection the tree holds (`""`: none known), so a restore can tell whether the
+    /// projection changed since ([`Snapshots::head_projection`]).
+    ///
+    /// # Errors
+    /// As [`persist`](Self::persist).
+    pub async fn persist_with_projection(
+        &self,
+        scope: &str,
+        root: &Path,
+        fence: &WriterFence,
+        projection_hash: &str,
+    ) -> Result<Persisted, SnapshotError> {
         let (head, _) = self.heads.get(scope).await?;
         Heads::check(scope, head.as_ref(), fence)?;
         let manifests = match &head {
@@ -212,6 +242,8 @@ impl Snapshots {
             path: scope.to_owned(),
             source: std::io::Error::other(err),
         })??;
+        let mut manifest = manifest;
+        projection_hash.clone_into(&mut manifest.projection_hash);
         if manifest.base.is_some() && manifest.entries.is_empty() && manifest.deleted.is_empty() {
             return Ok(Persisted::Unchanged);
         }
@@ -317,6 +349,100 @@ impl Snapshots {
             });
         }
         Ok(Some(Restore { layers, head }))
+    }
+
+    /// The projection hash the head's tree holds (its last manifest's), `None` when the scope
+    /// has no head. `Some("")`: the head was written without a projection hash.
+    ///
+    /// # Errors
+    /// Store and object-store errors.
+    pub async fn head_projection(&self, scope: &str) -> Result<Option<(Head, String)>, SnapshotError> {
+        let (Some(head), _) = self.heads.get(scope).await? else {
+            return Ok(None);
+        };
+        let Some(last) = head.chain.last() else {
+            return Ok(Some((head, String::new())));
+        };
+        let manifest = self.blobs.manifest(scope, last).await?;
+        Ok(Some((head, manifest.projection_hash)))
+    }
+
+    /// Retention of every scope in the store, by one process at a time: the store's
+    /// retention lease (`snapshot-retention/<prefix>` in `lease`) is taken first, waiting at
+    /// most `wait`; when another process holds it, this run does nothing and says
+    /// [`Retention::Busy`] (that holder does the work). Each scope keeps its kept heads and
+    /// everything they reach ([`collect`](Self::collect)).
+    ///
+    /// # Errors
+    /// The lease backend, store and object-store errors (the lease is released either way).
+    pub async fn collect_all(
+        &self,
+        lease: &dyn harness_core::SessionLease,
+        wait: std::time::Duration,
+    ) -> Result<Retention, SnapshotError> {
+        let Some(guard) = self.retention_lease(lease, wait).await? else {
+            return Ok(Retention::Busy);
+        };
+        let result = async {
+            let mut deleted = 0;
+            let scopes = self.blobs.scopes().await?;
+            for scope in &scopes {
+                deleted += self.collect(scope).await?;
+            }
+            Ok(Retention::Done {
+                scopes: scopes.len(),
+                deleted,
+            })
+        }
+        .await;
+        guard.release().await;
+        result
+    }
+
+    /// [`collect`](Self::collect) of one scope under the store's retention lease (see
+    /// [`collect_all`](Self::collect_all)): [`Retention::Busy`] when another process holds it.
+    ///
+    /// # Errors
+    /// As [`collect_all`](Self::collect_all).
+    pub async fn collect_exclusive(
+        &self,
+        scope: &str,
+        lease: &dyn harness_core::SessionLease,
+        wait: std::time::Duration,
+    ) -> Result<Retention, SnapshotError> {
+        let Some(guard) = self.retention_lease(lease, wait).await? else {
+            return Ok(Retention::Busy);
+        };
+        let result = self.collect(scope).await;
+        guard.release().await;
+        result.map(|deleted| Retention::Done { scopes: 1, deleted })
+    }
+
+    /// The lease key of this store's retention.
+    pub fn retention_key(&self) -> harness_core::LeaseKey {
+        harness_core::LeaseKey::new(&["snapshot-retention", self.blobs.prefix()])
+    }
+
+    async fn retention_lease(
+        &self,
+        lease: &dyn harness_core::SessionLease,
+        wait: std::time::Duration,
+    ) -> Result<Option<harness_core::LeaseGuard>, SnapshotError> {
+        let cancel = harness_core::CancellationToken::new();
+        let key = self.retention_key();
+        let acquire = lease.acquire(&key, &cancel);
+        let outcome = tokio::select! {
+            outcome = acquire => outcome,
+            () = tokio::time::sleep(wait) => {
+                cancel.cancel();
+                return Ok(None);
+            }
+        };
+        match outcome {
+            Ok(guard) => Ok(Some(guard)),
+            Err(harness_core::LeaseError::Cancelled) => Ok(None),
+            Err(err) => Err(SnapshotError::Lease(err)),
+        }
     }
 
     /// Retention: deletes the objects of `scope` that no kept head reaches and that are older

@@ -38,10 +38,12 @@ pub struct S3Config {
     pub region: String,
     /// A custom endpoint (`http://127.0.0.1:5055` for a local server); `None` for AWS.
     pub endpoint: Option<String>,
-    /// Access key id (`None`: from the environment / instance metadata).
+    /// Access key id (`None`: instance metadata or another provider the store finds).
     pub access_key_id: Option<String>,
     /// Secret access key.
     pub secret_access_key: Option<String>,
+    /// Session token (temporary credentials).
+    pub session_token: Option<String>,
     /// Allow plain HTTP (local servers only).
     pub allow_http: bool,
 }
@@ -79,6 +81,9 @@ impl StoreConfig {
                 }
                 if let Some(secret) = &s3.secret_access_key {
                     builder = builder.with_secret_access_key(secret);
+                }
+                if let Some(token) = &s3.session_token {
+                    builder = builder.with_token(token);
                 }
                 let store = builder
                     .build()
@@ -121,6 +126,31 @@ impl BlobStore {
     /// The underlying object store.
     pub fn objects(&self) -> &Arc<dyn ObjectStore> {
         &self.objects
+    }
+
+    /// The prefix under which the objects live.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Every scope with at least one object.
+    ///
+    /// # Errors
+    /// [`SnapshotError::Objects`].
+    pub async fn scopes(&self) -> Result<Vec<String>, SnapshotError> {
+        let prefix = ObjectPath::from(self.prefix.as_str());
+        let listing = self
+            .objects
+            .list_with_delimiter(Some(&prefix))
+            .await
+            .map_err(backend("list snapshot scopes"))?;
+        let mut scopes: Vec<String> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|path| path.filename().map(str::to_owned))
+            .collect();
+        scopes.sort();
+        Ok(scopes)
     }
 
     fn path(&self, scope: &str, name: &str) -> ObjectPath {

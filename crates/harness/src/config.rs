@@ -426,12 +426,15 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # allow_hosts = ["pypi.org"]      # network = "proxy": the only hosts reachable (host, *.domain, IP, each [:port])
 # uid_range = [200000, 200999]    # required as root: host uids nobody else uses
 # read_only = []                  # host toolchain dirs outside /usr, offered read-only (never /root, /home)
+# projection_roots = ["AGENTS.md", "skills"]  # workspace files copied into every new sandbox instance
 # Snapshots: a work tree saved when a call ends and restored inside a new sandbox, in a later process or on
 # another replica. Heads live in the shared [state] (redis or postgres); objects in `dir`, shared by the replicas.
 # [sandbox.snapshots]
 # dir = "/srv/harness-snapshots"  # default .harness/snapshots
+# url = "s3://bucket/prefix"      # instead of dir: S3-compatible (endpoint = "http://…", region); AWS_* env credentials
 # on_release = true               # persist when a call ends
 # on_evict = true                 # persist an idle sandbox before it stops
+# on_idle = "10m"                 # persist a sandbox unsaved and unused this long
 # keep = 3                        # heads kept per scope, with every snapshot they reach
 
 # Where agent state and the session lease live. redis/postgres let several replicas share sessions

@@ -445,15 +445,19 @@ fn proxy_mode_reaches_the_allowed_host_and_names_allow_hosts_for_the_others() {
 /// `shared` and whose state (sessions, snapshot heads, the lease) and shared files are on
 /// Redis under `keys`, as replicas are deployed.
 fn replica(dir: &Path, name: &str, shared: &Path, keys: &harness_test_support::services::RedisPrefix) -> PathBuf {
+    replica_with(dir, name, &format!("dir = \"{}\"", shared.display()), keys)
+}
+
+/// A replica directory whose `[sandbox.snapshots]` store is `store` (its keys).
+fn replica_with(dir: &Path, name: &str, store: &str, keys: &harness_test_support::services::RedisPrefix) -> PathBuf {
     let root = dir.join(name);
     std::fs::create_dir_all(&root).unwrap();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
     // The `harness` binary is its own init (and unpacker), as in an install.
     let extra = format!(
-        "init = \"{}\"\n\n[sandbox.snapshots]\ndir = \"{}\"\n\n[state]\nkind = \"redis\"\nurl = \"{url}\"\nkey_prefix = \"{prefix}state:\"\n\n\
+        "init = \"{}\"\n\n[sandbox.snapshots]\n{store}\n\n[state]\nkind = \"redis\"\nurl = \"{url}\"\nkey_prefix = \"{prefix}state:\"\n\n\
          [filesystem]\nkind = \"composite\"\nurl = \"{url}\"\nkey_prefix = \"{prefix}kv:\"\n",
         env!("CARGO_BIN_EXE_harness"),
-        shared.display(),
         url = keys.url(),
         prefix = keys.prefix()
     );
@@ -1012,4 +1016,208 @@ fn an_unsandboxed_command_needs_the_key_and_an_approval() {
 fn rustix_uid() -> u32 {
     let output = std::process::Command::new("id").arg("-u").output().unwrap();
     String::from_utf8_lossy(&output.stdout).trim().parse().unwrap()
+}
+/// A moto S3 server (`HARNESS_TEST_MOTO`) on a free port, killed at drop.
+struct Moto(std::process::Child, u16);
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_moto() -> Moto {
+    let server = std::env::var_os("HARNESS_TEST_MOTO")
+        .map_or_else(|| PathBuf::from("/var/tmp/harness-moto/bin/moto_server"), Into::into);
+    assert!(server.exists(), "{} is missing: run scripts/moto.sh", server.display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(server)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let moto = Moto(child, port);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "moto did not start on port {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    moto
+}
+
+/// One plain (unsigned) request to moto; the whole reply.
+fn s3_request(port: u16, method: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    reply
+}
+
+/// The bucket's objects: key → ETag.
+fn bucket_objects(port: u16, bucket: &str) -> std::collections::BTreeMap<String, String> {
+    let reply = s3_request(port, "GET", &format!("/{bucket}?list-type=2"));
+    let field = |chunk: &str, name: &str| {
+        let open = format!("<{name}>");
+        let start = chunk.find(&open)? + open.len();
+        let end = chunk[start..].find(&format!("</{name}>"))? + start;
+        Some(chunk[start..end].to_owned())
+    };
+    reply
+        .split("<Contents>")
+        .skip(1)
+        .filter_map(|chunk| Some((field(chunk, "Key")?, field(chunk, "ETag")?)))
+        .collect()
+}
+
+/// Issue 25, S3 through the binary: with `[sandbox.snapshots] url = "s3://..."` (a moto
+/// server), replica A persists what its session installed into the bucket — archives and
+/// manifests under the url's prefix, the head in the shared `[state]` — and replica B
+/// continues the session with the tree restored. B's snapshot adds objects and never
+/// rewrites one of A's (conditional create; the store-level refusal of an existing manifest
+/// is `harness-snapshot`'s `s3_store_round_trips_with_conditional_create`). The AWS
+/// credentials the harness reads never reach the sandbox.
+#[test]
+fn s3_snapshot_objects_carry_a_session_across_replicas() {
+    const AWS_SECRET: &str = "aws-secret-4f1c9e";
+    let moto = start_moto();
+    s3_request(moto.1, "PUT", "/harness-snapshots");
+    let dir = scratch();
+    let keys = harness_test_support::services::RedisPrefix::new("sbx-s3");
+    let store = format!(
+        "url = \"s3://harness-snapshots/team-a\"\nendpoint = \"http://127.0.0.1:{}\"\nregion = \"us-east-1\"",
+        moto.1
+    );
+    let a = replica_with(dir.path(), "replica-a", &store, &keys);
+    let b = replica_with(dir.path(), "replica-b", &store, &keys);
+    let run_s3 = |ws: &Path, model: &str| {
+        let output = harness()
+            .args([
+                "run",
+                "--json",
+                "--model",
+                model,
+                "--user",
+                "alice",
+                "--session",
+                "s1",
+                "--workspace",
+            ])
+            .arg(ws)
+            .arg("do what the page says")
+            .env("OPENAI_API_KEY", SECRET)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&output);
+        (output.status.code(), stdout, stderr)
+    };
+
+    let install = "mkdir -p .local/bin && printf '#!/bin/sh\\necho s3-tool-ok\\n' > .local/bin/mytool && \
+                   chmod 755 .local/bin/mytool && env > env.txt && echo installed";
+    let model = script(dir.path(), &replies(vec![execute("a1", install)]));
+    let (code, stdout, stderr) = run_s3(&a, &model);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(tool_results(&stdout).contains("installed"), "{stdout}");
+    let after_a = bucket_objects(moto.1, "harness-snapshots");
+    assert!(
+        after_a
+            .keys()
+            .any(|key| key.starts_with("team-a/") && key.ends_with(".tar.zst"))
+            && after_a
+                .keys()
+                .any(|key| key.starts_with("team-a/") && key.ends_with(".manifest.json")),
+        "no snapshot in the bucket: {after_a:?}"
+    );
+    let heads: Vec<String> = keys
+        .keys()
+        .into_iter()
+        .filter(|key| key.contains("state:sandbox:d:snapshots/") && key.ends_with("/HEAD"))
+        .collect();
+    assert_eq!(
+        heads.len(),
+        1,
+        "the head is not in the shared [state]: {:?}",
+        keys.keys()
+    );
+
+    let model = script(
+        dir.path(),
+        &replies(vec![execute(
+            "b1",
+            ".local/bin/mytool && grep -c AWS_ env.txt; env | grep -c AWS_; echo from-b > b.txt",
+        )]),
+    );
+    let (code, stdout, stderr) = run_s3(&b, &model);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let results = tool_results(&stdout);
+    assert!(results.contains("s3-tool-ok\n0\n0\n"), "{results}\n{stderr}");
+    assert!(
+        !stdout.contains(AWS_SECRET) && !results.contains(AWS_SECRET),
+        "{results}"
+    );
+    let after_b = bucket_objects(moto.1, "harness-snapshots");
+    for (key, etag) in &after_a {
+        assert_eq!(after_b.get(key), Some(etag), "{key} was rewritten or removed");
+    }
+    assert!(
+        after_b.len() > after_a.len(),
+        "B's change was not persisted: {after_b:?}"
+    );
+}
+
+/// A `url` that is not an S3 bucket is refused at start, naming the key and the form.
+#[test]
+fn a_snapshot_url_that_is_not_s3_is_refused_naming_the_form() {
+    let dir = scratch();
+    let keys = harness_test_support::services::RedisPrefix::new("sbx-s3-bad");
+    let ws = replica_with(dir.path(), "replica", "url = \"gs://bucket\"", &keys);
+    let model = script(dir.path(), &replies(vec![execute("x", "true")]));
+    let (code, stdout, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("url = \"gs://bucket\"") && stderr.contains("s3://<bucket>"),
+        "{stderr}"
+    );
+}
+
+/// `[sandbox] projection_roots`: the named workspace files are in a new sandbox's work tree
+/// (written through the sandbox), the rest of the workspace (its harness.toml) is not.
+#[test]
+fn projection_roots_put_workspace_files_into_a_new_sandbox() {
+    let dir = scratch();
+    let ws = workspace(dir.path(), "projection_roots = [\"requirements.txt\", \"notes\"]\n");
+    std::fs::write(ws.join("requirements.txt"), "requests==2.32\n").unwrap();
+    std::fs::create_dir_all(ws.join("notes/review")).unwrap();
+    std::fs::write(ws.join("notes/review/todo.md"), "review notes\n").unwrap();
+    let model = script(
+        dir.path(),
+        &replies(vec![execute(
+            "p1",
+            "cat requirements.txt notes/review/todo.md; ls -A | grep -c toml",
+        )]),
+    );
+    let (code, stdout, stderr) = run(&ws, &model, "alice");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let results = tool_results(&stdout);
+    assert!(
+        results.contains("requests==2.32\nreview notes\n0"),
+        "{results}\n{stderr}"
+    );
 }

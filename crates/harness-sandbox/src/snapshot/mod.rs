@@ -13,9 +13,19 @@
 //! - **cold**: no head and an empty tree: the instance starts from the projection alone.
 //!
 //! Every new instance (stopped, snapshot, cold; never warm) then gets the projection
-//! ([`SnapshottingManager::with_projection`]): workspace files written through the sandbox's
-//! work-tree filesystem after any import. Retention runs after each persist, by the holder
-//! of the scope key's lease.
+//! ([`SnapshottingManager::with_projection_source`], [`Projection`]): workspace files written
+//! through the sandbox's work-tree filesystem after any import — unless the tree it starts
+//! from already holds the current projection: each snapshot's manifest records the hash of
+//! the projection of the instance it was taken from (`projection_hash`), so a restored tree
+//! whose projection is unchanged is not re-projected, and one whose projection changed, or a
+//! tree of unknown projection (cold, or no snapshot), is. The hash belongs to the instance
+//! that was projected, never to the scope: a new instance never inherits "already
+//! projected" from an earlier one unless its tree came from that instance's snapshot.
+//!
+//! Persisting happens on release, on eviction, and after an idle time
+//! ([`PersistPolicy::on_idle`], [`SnapshottingManager::spawn_idle_persist`]); retention runs
+//! after each persist, under the store's retention lease (one process at a time,
+//! [`Snapshots::collect_exclusive`]).
 //!
 //! The import runs **inside** the sandbox: the init binary's `unpack` mode, as the sandbox
 //! uid under its Landlock rules and seccomp filter, reads the plan and the archive (fetched and
@@ -28,8 +38,17 @@ use harness_core::CancellationToken;
 use harness_snapshot::{Persisted, Restore, SnapshotError, Snapshots, UnpackPlan, UnpackReport, WriterFence};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
+
+mod projection;
+
+pub use projection::{ProjectedFiles, Projection, apply as apply_projection, check_root as check_projection_root};
+
+/// How long a persist waits for the store's retention lease before leaving retention to
+/// the process that holds it.
+const RETENTION_WAIT: Duration = Duration::from_secs(1);
 
 /// Where the init binary is inside every sandbox (see the namespace backend's mount view).
 const INIT_IN_SANDBOX: &str = "/.harness-init";
@@ -63,6 +82,10 @@ pub struct PersistPolicy {
     /// On [`SnapshottingManager::evict_idle`] (for each key released since its last
     /// snapshot... persisted under a fresh hold of its lease).
     pub on_evict: bool,
+    /// After a key has been released (and not persisted) and left unbound this long, its
+    /// tree is persisted under a fresh hold of its lease, without waiting for eviction
+    /// ([`SnapshottingManager::spawn_idle_persist`]). `None`: never.
+    pub on_idle: Option<Duration>,
 }
 
 impl Default for PersistPolicy {
@@ -70,6 +93,7 @@ impl Default for PersistPolicy {
         Self {
             on_release: true,
             on_evict: true,
+            on_idle: None,
         }
     }
 }
@@ -81,6 +105,9 @@ pub struct Acquired {
     pub bound: BoundSandbox,
     /// The branch.
     pub branch: RestoreBranch,
+    /// Whether the projection was written into the tree by this acquisition (a new
+    /// instance whose tree did not hold the current projection already).
+    pub projected: bool,
 }
 
 /// Snapshot errors as sandbox errors.
@@ -249,8 +276,15 @@ pub struct SnapshottingManager {
     /// The instance each key was last bound to in this process (warm detection), and the
     /// network it was bound with (to bind it again for a persist on eviction).
     seen: Mutex<HashMap<ScopeKey, (String, Network)>>,
-    /// Workspace files written into every new instance's tree (after a restore, so they win).
-    projection: Vec<(harness_fs::WsPath, Vec<u8>)>,
+    /// Workspace files written into new instances' trees (after a restore, so they win).
+    projection: Projection,
+    /// The projection hash each live instance's tree holds, by instance id: what its next
+    /// snapshot's manifest records.
+    projected: Mutex<HashMap<String, String>>,
+    /// Keys released without a persist since, and when (the idle persist's work list).
+    unsaved: Mutex<HashMap<ScopeKey, Instant>>,
+    /// Ends the idle persist task between two rounds ([`stop_idle_persist`](Self::stop_idle_persist)).
+    idle_stop: CancellationToken,
 }
 
 impl std::fmt::Debug for SnapshottingManager {
@@ -270,32 +304,51 @@ impl SnapshottingManager {
             snapshots,
             policy,
             seen: Mutex::new(HashMap::new()),
-            projection: Vec::new(),
+            projection: Projection::None,
+            projected: Mutex::new(HashMap::new()),
+            unsaved: Mutex::new(HashMap::new()),
+            idle_stop: CancellationToken::new(),
         }
     }
 
-    /// Files projected into every **new** instance (the stopped, snapshot and cold branches;
-    /// a warm instance keeps what it has): written through the sandbox's work-tree
-    /// filesystem after any import, so the workspace's current version replaces a restored
-    /// one.
+    /// Fixed files projected into **new** instances (see
+    /// [`with_projection_source`](Self::with_projection_source)).
     #[must_use]
-    pub fn with_projection(mut self, files: Vec<(harness_fs::WsPath, Vec<u8>)>) -> Self {
-        self.projection = files;
+    pub fn with_projection(self, files: Vec<(harness_fs::WsPath, Vec<u8>)>) -> Self {
+        self.with_projection_source(Projection::Files(files))
+    }
+
+    /// The projection of **new** instances (the stopped, snapshot and cold branches; a warm
+    /// instance keeps what it has): its files are read at each new instance and written
+    /// through the sandbox's work-tree filesystem after any import, so the workspace's
+    /// current version replaces a restored one — unless the tree already holds this very
+    /// projection (its snapshot's manifest names the same hash).
+    #[must_use]
+    pub fn with_projection_source(mut self, projection: Projection) -> Self {
+        self.projection = projection;
         self
     }
 
-    async fn project(&self, bound: &BoundSandbox) -> Result<(), SandboxError> {
-        let filesystem = bound.sandbox().filesystem();
-        for (path, bytes) in &self.projection {
-            filesystem
-                .write(path, bytes, harness_fs::WriteMode::Overwrite)
-                .await
-                .map_err(|err| SandboxError::Io {
-                    operation: "project workspace file",
-                    source: std::io::Error::other(err),
-                })?;
+    /// Projects into the new instance of `bound` when its tree (whose projection hash is
+    /// `tree_hash`, `None` when unknown) does not hold the current projection; records the
+    /// hash the tree holds afterwards under the instance. Returns whether it wrote.
+    async fn project(&self, bound: &BoundSandbox, tree_hash: Option<&str>) -> Result<bool, SandboxError> {
+        let files = self.projection.collect().await?;
+        let current = tree_hash.is_some_and(|hash| !hash.is_empty() && hash == files.hash);
+        let wrote = !current && !files.files.is_empty();
+        if wrote {
+            apply_projection(bound.sandbox().as_ref(), &files).await?;
         }
-        Ok(())
+        let hash = if wrote || current {
+            files.hash
+        } else {
+            tree_hash.unwrap_or_default().to_owned()
+        };
+        self.projected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(bound.state().instance.clone(), hash);
+        Ok(wrote)
     }
 
     /// The wrapped manager.
@@ -349,6 +402,7 @@ impl SnapshottingManager {
             return Ok(Acquired {
                 bound,
                 branch: RestoreBranch::Warm,
+                projected: false,
             });
         }
         let present = top_level_entries(&work_tree)?;
@@ -358,7 +412,7 @@ impl SnapshottingManager {
             Some(_) if current => RestoreBranch::Stopped,
             Some(_) => RestoreBranch::Snapshot,
         };
-        if branch == RestoreBranch::Snapshot {
+        let tree_hash = if branch == RestoreBranch::Snapshot {
             let restore = self
                 .snapshots
                 .fetch(&scope)
@@ -367,9 +421,30 @@ impl SnapshottingManager {
                 .ok_or_else(|| snapshot_error(SnapshotError::Restore("the head vanished".to_owned())))?;
             restore_in_sandbox(bound.sandbox().as_ref(), &restore, present).await?;
             write_marker(&work_tree, &restore.head.chain)?;
-        }
-        self.project(&bound).await?;
-        Ok(Acquired { bound, branch })
+            restore
+                .layers
+                .last()
+                .map(|layer| layer.manifest.projection_hash.clone())
+        } else if let Some(head) = head.as_ref().filter(|_| branch == RestoreBranch::Stopped)
+            && let Some(last) = head.chain.last()
+        {
+            // The tree on disk is the head: it holds the head's projection.
+            let manifest = self
+                .snapshots
+                .blobs()
+                .manifest(&scope, last)
+                .await
+                .map_err(snapshot_error)?;
+            Some(manifest.projection_hash)
+        } else {
+            None
+        };
+        let projected = self.project(&bound, tree_hash.as_deref()).await?;
+        Ok(Acquired {
+            bound,
+            branch,
+            projected,
+        })
     }
 
     /// Persists the work tree of `bound` now, under its lease's fence.
@@ -383,9 +458,17 @@ impl SnapshottingManager {
             token: state.fence,
             kv: None,
         };
+        // The projection of this very instance (never another's: a new instance has its own).
+        let projection_hash = self
+            .projected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&state.instance)
+            .cloned()
+            .unwrap_or_default();
         let persisted = self
             .snapshots
-            .persist(&scope, &state.work_tree, &fence)
+            .persist_with_projection(&scope, &state.work_tree, &fence, &projection_hash)
             .await
             .map_err(snapshot_error)?;
         let chain = match &persisted {
@@ -402,8 +485,21 @@ impl SnapshottingManager {
         if let Some(chain) = chain {
             write_marker(&state.work_tree, &chain)?;
         }
-        if let Err(err) = self.snapshots.collect(&scope).await {
-            tracing::warn!(error = %err, "snapshot retention failed");
+        self.unsaved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(bound.key());
+        let lease = self.manager.lease();
+        match self
+            .snapshots
+            .collect_exclusive(&scope, lease.as_ref(), RETENTION_WAIT)
+            .await
+        {
+            Ok(harness_snapshot::Retention::Busy) => {
+                tracing::debug!("snapshot retention left to the process holding its lease");
+            }
+            Ok(harness_snapshot::Retention::Done { .. }) => {}
+            Err(err) => tracing::warn!(error = %harness_core::error_chain(&err), "snapshot retention failed"),
         }
         Ok(persisted)
     }
@@ -415,11 +511,82 @@ impl SnapshottingManager {
     /// As [`persist`](Self::persist); the binding is dropped either way.
     pub async fn release(&self, bound: BoundSandbox) -> Result<Option<Persisted>, SandboxError> {
         if !self.policy.on_release {
+            self.mark_unsaved(&bound);
             return Ok(None);
         }
         let persisted = self.persist(&bound).await;
+        if persisted.is_err() {
+            self.mark_unsaved(&bound);
+        }
         drop(bound);
         persisted.map(Some)
+    }
+
+    fn mark_unsaved(&self, bound: &BoundSandbox) {
+        self.unsaved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(bound.key().clone(), Instant::now());
+    }
+
+    /// Persists every key released without a persist at least `idle` ago and unbound now,
+    /// each under a fresh hold of its lease (a key another process holds is skipped: its
+    /// holder persists it). Returns how many were persisted.
+    pub async fn persist_idle_for(&self, idle: Duration) -> usize {
+        let unbound: std::collections::HashSet<ScopeKey> = self.manager.idle_keys().into_iter().collect();
+        let due: Vec<ScopeKey> = {
+            let unsaved = self.unsaved.lock().unwrap_or_else(PoisonError::into_inner);
+            unsaved
+                .iter()
+                .filter(|(key, since)| since.elapsed() >= idle && unbound.contains(*key))
+                .map(|(key, _)| key.clone())
+                .collect()
+        };
+        let mut persisted = 0;
+        for key in due {
+            let network = self
+                .seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&key)
+                .map_or(Network::Offline, |(_, network)| *network);
+            match self.persist_idle(&key, network, Duration::from_secs(5)).await {
+                Ok(true) => persisted += 1,
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(key = key.as_str(), error = %harness_core::error_chain(&err), "persist after idle failed");
+                }
+            }
+        }
+        persisted
+    }
+
+    /// With [`PersistPolicy::on_idle`]: a task that runs
+    /// [`persist_idle_for`](Self::persist_idle_for) a few times per idle period while the
+    /// manager lives (it holds it weakly, and ends once the manager is dropped or
+    /// [`stop_idle_persist`](Self::stop_idle_persist) is called — between two rounds, never
+    /// in the middle of a persist). `None` when the policy has no idle time. Must be called
+    /// inside a Tokio runtime.
+    pub fn spawn_idle_persist(this: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        let idle = this.policy.on_idle?;
+        let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+        let weak = Arc::downgrade(this);
+        let stop = this.idle_stop.clone();
+        Some(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(tick) => {}
+                }
+                let Some(manager) = weak.upgrade() else { break };
+                manager.persist_idle_for(idle).await;
+            }
+        }))
+    }
+
+    /// Ends the idle persist task after its current round (await its handle to know when).
+    pub fn stop_idle_persist(&self) {
+        self.idle_stop.cancel();
     }
 
     /// Shuts down the idle instances. With [`PersistPolicy::on_evict`], each one's tree is
@@ -460,9 +627,9 @@ impl SnapshottingManager {
         key: &ScopeKey,
         network: Network,
         lease_wait: std::time::Duration,
-    ) -> Result<(), SandboxError> {
+    ) -> Result<bool, SandboxError> {
         let Some(work_tree) = self.manager.idle_work_tree(key) else {
-            return Ok(());
+            return Ok(false);
         };
         let cancel = CancellationToken::new();
         let timer = {
@@ -477,9 +644,9 @@ impl SnapshottingManager {
         let acquired = match acquired {
             Ok(acquired) => acquired,
             // Another process holds the key: its holder persists the tree.
-            Err(SandboxError::Lease(harness_core::LeaseError::Cancelled)) => return Ok(()),
+            Err(SandboxError::Lease(harness_core::LeaseError::Cancelled)) => return Ok(false),
             Err(err) => return Err(err),
         };
-        self.persist(&acquired.bound).await.map(|_| ())
+        self.persist(&acquired.bound).await.map(|_| true)
     }
 }

@@ -6,8 +6,8 @@ use crate::support::{Scratch, config};
 use harness_core::{CancellationToken, SessionLease};
 use harness_fs::{CallScope, IsolationScope, ShellRequest};
 use harness_sandbox::{
-    Acquired, NamespaceProvider, Network, PersistPolicy, RestoreBranch, SandboxManager, SandboxScope, ScopeKey,
-    SnapshottingManager, restore_in_sandbox,
+    Acquired, NamespaceProvider, Network, PersistPolicy, Projection, RestoreBranch, SandboxManager, SandboxScope,
+    ScopeKey, SnapshottingManager, restore_in_sandbox,
 };
 use harness_snapshot::{BlobStore, Heads, Layer, Persisted, Restore, SnapshotOptions, Snapshots, StoreConfig};
 use harness_store::{InMemoryKv, KvStore, LocalLease};
@@ -365,6 +365,7 @@ async fn persist_on_eviction_saves_what_release_did_not() {
     let on_evict_only = PersistPolicy {
         on_release: false,
         on_evict: true,
+        on_idle: None,
     };
     let a = replica_with(&scratch, "replica-a", &lease, &states, on_evict_only);
     let b = replica(&scratch, "replica-b", &lease, &states);
@@ -511,4 +512,199 @@ async fn the_projection_is_applied_to_every_new_instance_and_only_to_new_ones() 
     assert_eq!(sh(&fresh, "cat AGENTS.md").await, "projected v2\n");
     drop(fresh);
     b.manager.evict_idle().await.unwrap();
+}
+
+/// The projection of a host directory's roots, as `[sandbox] projection_roots` gives it.
+fn roots(workspace: &Path) -> Projection {
+    Projection::Roots {
+        workspace: workspace.to_owned(),
+        roots: vec!["AGENTS.md".to_owned(), "skills".to_owned(), "missing".to_owned()],
+    }
+}
+
+async fn head_projection(replica: &Replica, key: &ScopeKey) -> String {
+    let scope = harness_snapshot::scope_name(key.as_str());
+    replica
+        .manager
+        .snapshots()
+        .head_projection(&scope)
+        .await
+        .unwrap()
+        .expect("a head")
+        .1
+}
+
+/// The projection comes from the host workspace's roots and its hash goes into each
+/// snapshot's manifest: a new instance restored from a snapshot whose projection is
+/// unchanged is not re-projected (the agent's edit stays); once the host files change, the
+/// next new instance gets them (stopped branch, the tree on disk being the head); and a new
+/// instance on an empty tree is always projected, whatever an earlier instance held (the
+/// original's hash reset on the wrong instance).
+#[tokio::test]
+async fn a_changed_projection_is_reapplied_on_a_new_instance_an_unchanged_one_is_not() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let host = scratch.join("host-workspace");
+    std::fs::create_dir_all(host.join("skills/review")).unwrap();
+    std::fs::write(host.join("AGENTS.md"), "agents v1\n").unwrap();
+    std::fs::write(host.join("skills/review/SKILL.md"), "skill v1\n").unwrap();
+    std::fs::write(host.join("not-projected.txt"), "host only\n").unwrap();
+    let mut a = replica(&scratch, "replica-a", &lease, &states);
+    a.manager = a.manager.with_projection_source(roots(&host));
+    let mut b = replica(&scratch, "replica-b", &lease, &states);
+    b.manager = b.manager.with_projection_source(roots(&host));
+    let cancel = CancellationToken::new();
+    let key = key();
+    let v1 = roots(&host).collect().await.unwrap();
+    assert_eq!(v1.files.len(), 2, "{v1:?}");
+
+    let cold = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!((cold.branch, cold.projected), (RestoreBranch::Cold, true));
+    assert_eq!(
+        sh(
+            &cold,
+            "cat AGENTS.md skills/review/SKILL.md; test ! -e not-projected.txt && echo only-roots"
+        )
+        .await,
+        "agents v1\nskill v1\nonly-roots\n"
+    );
+    sh(&cold, "echo edited > AGENTS.md").await;
+    a.manager.release(cold.bound).await.unwrap();
+    a.manager.evict_idle().await.unwrap();
+    assert_eq!(
+        head_projection(&a, &key).await,
+        v1.hash,
+        "the manifest records the projection"
+    );
+
+    // Unchanged projection, new instance restored from the snapshot: not re-projected.
+    let restored = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!((restored.branch, restored.projected), (RestoreBranch::Snapshot, false));
+    assert_eq!(sh(&restored, "cat AGENTS.md").await, "edited\n");
+    b.manager.release(restored.bound).await.unwrap();
+    b.manager.evict_idle().await.unwrap();
+    assert_eq!(head_projection(&b, &key).await, v1.hash);
+
+    // The host's files change: the next new instance (A's tree on disk is the head) gets them.
+    std::fs::write(host.join("AGENTS.md"), "agents v2\n").unwrap();
+    let v2 = roots(&host).collect().await.unwrap();
+    assert_ne!(v1.hash, v2.hash);
+    let stopped = a
+        .manager
+        .acquire(&key, &a.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!((stopped.branch, stopped.projected), (RestoreBranch::Stopped, true));
+    assert_eq!(
+        sh(&stopped, "cat AGENTS.md skills/review/SKILL.md").await,
+        "agents v2\nskill v1\n"
+    );
+    a.manager.release(stopped.bound).await.unwrap();
+    assert_eq!(
+        head_projection(&a, &key).await,
+        v2.hash,
+        "the new projection is recorded"
+    );
+    a.manager.evict_idle().await.unwrap();
+
+    // A replica that never persists: its fresh instance on an empty tree is projected even
+    // though an instance of the same key held this projection before.
+    let quiet = PersistPolicy {
+        on_release: false,
+        on_evict: false,
+        on_idle: None,
+    };
+    let mut c = replica_on(
+        &scratch,
+        "replica-c",
+        &lease,
+        &states,
+        &(Arc::new(InMemoryKv::default()) as Arc<dyn KvStore>),
+        quiet,
+    );
+    c.manager = c.manager.with_projection_source(roots(&host));
+    let other = ScopeKey::for_call(
+        SandboxScope::User,
+        &CallScope::parse(IsolationScope::User, "agent", "bob", "s1").unwrap(),
+    );
+    let first = c
+        .manager
+        .acquire(&other, &c.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!((first.branch, first.projected), (RestoreBranch::Cold, true));
+    c.manager.release(first.bound).await.unwrap();
+    c.manager.evict_idle().await.unwrap();
+    std::fs::remove_dir_all(&c.work).unwrap();
+    std::fs::create_dir_all(&c.work).unwrap();
+    let fresh = c
+        .manager
+        .acquire(&other, &c.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!((fresh.branch, fresh.projected), (RestoreBranch::Cold, true));
+    assert_eq!(sh(&fresh, "cat AGENTS.md").await, "agents v2\n");
+    drop(fresh);
+    c.manager.evict_idle().await.unwrap();
+}
+
+/// `on_idle`: a key released without a persist and left unbound for the idle time is
+/// persisted by the manager's idle task (under a fresh hold of its lease), with no eviction
+/// and no shutdown; another replica then restores it.
+#[tokio::test]
+async fn a_sandbox_left_idle_is_persisted_without_waiting_for_shutdown() {
+    let scratch = Scratch::new();
+    let lease: Arc<dyn SessionLease> = Arc::new(LocalLease::default());
+    let states: Arc<dyn KvStore> = Arc::new(InMemoryKv::default());
+    let idle_only = PersistPolicy {
+        on_release: false,
+        on_evict: false,
+        on_idle: Some(Duration::from_millis(300)),
+    };
+    let a = replica_with(&scratch, "replica-a", &lease, &states, idle_only);
+    let a_work = a.work.clone();
+    let a = Arc::new(a.manager);
+    let task = SnapshottingManager::spawn_idle_persist(&a).expect("an idle task");
+    let b = replica(&scratch, "replica-b", &lease, &states);
+    let cancel = CancellationToken::new();
+    let key = key();
+    let scope = harness_snapshot::scope_name(key.as_str());
+
+    let first = a.acquire(&key, &a_work, Network::Offline, &cancel).await.unwrap();
+    sh(&first, "echo idle > idle.txt").await;
+    assert_eq!(a.release(first.bound).await.unwrap(), None, "release persisted");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while a.snapshots().heads().get(&scope).await.unwrap().0.is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle sandbox was never persisted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The task ends between two rounds when asked (the binder does so at shutdown).
+    a.stop_idle_persist();
+    tokio::time::timeout(Duration::from_secs(120), task)
+        .await
+        .expect("the idle task did not stop")
+        .unwrap();
+
+    let on_b = b
+        .manager
+        .acquire(&key, &b.work, Network::Offline, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(on_b.branch, RestoreBranch::Snapshot);
+    assert_eq!(sh(&on_b, "cat idle.txt").await, "idle\n");
+    drop(on_b);
+    b.manager.evict_idle().await.unwrap();
+    a.evict_idle().await.unwrap();
 }

@@ -474,6 +474,7 @@ async fn s3_store_round_trips_with_conditional_create() {
         endpoint: Some(format!("http://127.0.0.1:{}", moto.1)),
         access_key_id: Some("test".to_owned()),
         secret_access_key: Some("test".to_owned()),
+        session_token: None,
         allow_http: true,
     });
     let objects = config.open().unwrap_or_else(|e| panic!("{e}"));
@@ -515,4 +516,152 @@ async fn s3_store_round_trips_with_conditional_create() {
     std::fs::create_dir_all(&restored).unwrap_or_else(|e| panic!("{e}"));
     let view = restore_into(&snapshots, "s", &restored).await;
     assert_eq!(view_of(&restored).comparable(), view.comparable());
+}
+
+/// Two scopes, each with 7 snapshots of which retention (keep 2, max chain 2) may delete 3
+/// (6 objects): 12 deletable objects in all.
+async fn store_with_garbage(dir: &Path, kv: Arc<dyn KvStore>) -> Snapshots {
+    let options = SnapshotOptions {
+        max_chain: 2,
+        keep: 2,
+        gc_grace: std::time::Duration::ZERO,
+        ..SnapshotOptions::default()
+    };
+    let snapshots = local_snapshots(dir, kv, options);
+    let fence = WriterFence::token(1);
+    for scope in ["s1", "s2"] {
+        let tree = dir.join(format!("tree-{scope}"));
+        write(&tree, "base", &vec![1u8; 100_000]);
+        for round in 0..7 {
+            write(&tree, "counter", format!("{round}").as_bytes());
+            written(
+                snapshots
+                    .persist(scope, &tree, &fence)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            );
+        }
+    }
+    snapshots
+}
+
+async fn assert_reachable_intact(snapshots: &Snapshots, dir: &Path) {
+    for scope in ["s1", "s2"] {
+        let (head, _) = snapshots.heads().get(scope).await.unwrap_or_else(|e| panic!("{e}"));
+        let head = head.unwrap_or_else(|| panic!("no head"));
+        let objects = snapshots
+            .blobs()
+            .objects_of(scope)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        for id in head.reachable() {
+            let count = objects.iter().filter(|(object, _, _)| *object == id).count();
+            assert_eq!(count, 2, "reachable snapshot {id} of {scope} lost an object");
+        }
+        assert_eq!(objects.len(), 2 * head.reachable().len(), "{scope}: garbage left");
+        let restored = dir.join(format!("restored-{scope}"));
+        std::fs::create_dir_all(&restored).unwrap_or_else(|e| panic!("{e}"));
+        restore_into(snapshots, scope, &restored).await;
+        assert_eq!(
+            std::fs::read(restored.join("counter")).unwrap_or_else(|e| panic!("{e}")),
+            b"6"
+        );
+    }
+}
+
+/// Retention of a store runs in one process at a time (the store's retention lease, as
+/// memory consolidation does): two concurrent runs of two processes sharing the store and
+/// the lease backend delete each unreachable object once between them — one does the work,
+/// the other finds nothing left or the lease busy — and nothing a kept head reaches goes.
+#[tokio::test]
+async fn two_concurrent_retention_runs_do_the_work_once_and_keep_what_is_reachable() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kv = memory();
+    let first = store_with_garbage(dir.path(), kv.clone()).await;
+    let second = local_snapshots(dir.path(), kv, first.options().clone());
+    let lease = harness_store::LocalLease::default();
+    let wait = std::time::Duration::from_secs(60);
+    let (a, b) = tokio::join!(first.collect_all(&lease, wait), second.collect_all(&lease, wait));
+    let deleted = |outcome: &harness_snapshot::Retention| match outcome {
+        harness_snapshot::Retention::Done { deleted, scopes } => {
+            assert_eq!(*scopes, 2);
+            *deleted
+        }
+        harness_snapshot::Retention::Busy => 0,
+    };
+    let (a, b) = (a.unwrap_or_else(|e| panic!("{e}")), b.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(deleted(&a) + deleted(&b), 12, "{a:?} {b:?}");
+    assert_eq!(deleted(&a).max(deleted(&b)), 12, "the work was split: {a:?} {b:?}");
+    assert_reachable_intact(&first, dir.path()).await;
+}
+
+/// While another process holds the store's retention lease, a run does nothing and says
+/// so ([`Retention::Busy`]); once it is free, the run does the work.
+#[tokio::test]
+async fn a_retention_run_leaves_the_store_to_the_lease_holder() {
+    use harness_core::SessionLease;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let snapshots = store_with_garbage(dir.path(), memory()).await;
+    let lease = harness_store::LocalLease::default();
+    let held = lease
+        .acquire(&snapshots.retention_key(), &harness_core::CancellationToken::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let short = std::time::Duration::from_millis(100);
+    assert_eq!(
+        snapshots
+            .collect_all(&lease, short)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        harness_snapshot::Retention::Busy
+    );
+    assert_eq!(
+        snapshots
+            .collect_exclusive("s1", &lease, short)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        harness_snapshot::Retention::Busy
+    );
+    let objects = snapshots
+        .blobs()
+        .objects_of("s1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(objects.len(), 14, "a busy run deleted something");
+    held.release().await;
+    assert_eq!(
+        snapshots
+            .collect_all(&lease, std::time::Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        harness_snapshot::Retention::Done { scopes: 2, deleted: 12 }
+    );
+    assert_reachable_intact(&snapshots, dir.path()).await;
+}
+
+/// The manifest records the projection hash it was persisted with; the head's is readable
+/// without fetching the archives.
+#[tokio::test]
+async fn the_manifest_records_the_projection_hash() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tree = dir.path().join("tree");
+    write(&tree, "AGENTS.md", b"projected");
+    let snapshots = local_snapshots(dir.path(), memory(), SnapshotOptions::default());
+    assert_eq!(
+        snapshots.head_projection("s").await.unwrap_or_else(|e| panic!("{e}")),
+        None
+    );
+    let manifest = written(
+        snapshots
+            .persist_with_projection("s", &tree, &WriterFence::token(1), "abc123")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert_eq!(manifest.projection_hash, "abc123");
+    let (head, hash) = snapshots
+        .head_projection("s")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no head"));
+    assert_eq!((head.chain, hash.as_str()), (vec![manifest.id], "abc123"));
 }
