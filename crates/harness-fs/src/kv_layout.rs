@@ -151,10 +151,11 @@ fn namespaces(keys: &[WsPath], marker: &str) -> BTreeSet<WsPath> {
         }
         let segments: Vec<&str> = key.segments().collect();
         for (at, window) in segments.windows(5).enumerate() {
-            if window[0] == "agents" && window[2] == "subagents" {
-                if let Ok(layer) = WsPath::parse(&segments[..at + 5].join("/")) {
-                    found.insert(layer);
-                }
+            if window[0] == "agents"
+                && window[2] == "subagents"
+                && let Ok(layer) = WsPath::parse(&segments[..at + 5].join("/"))
+            {
+                found.insert(layer);
             }
         }
     }
