@@ -208,6 +208,7 @@ fn targets(namespace: &WsPath, rest: &WsPath, old: &OldLayout) -> Vec<WsPath> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::KvFs;
