@@ -501,4 +501,3 @@ pub const CONFIG_TEMPLATE: &str = r#"# Harness configuration. Every key is optio
 # daily_logs = "180d"    # memory/YYYY-MM-DD.md older than this, once consolidated into MEMORY.md
 # interval = "1h"
 "#;
-

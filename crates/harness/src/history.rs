@@ -400,4 +400,3 @@ fn snippet(text: &str, lower: &str, terms: &[String]) -> String {
     }
     out
 }
-

@@ -123,8 +123,8 @@ fn template_parses_and_values_load() {
         HarnessConfig::parse(CONFIG_TEMPLATE, Path::new("t")).ok(),
         Some(HarnessConfig::default())
     );
-    let config = HarnessConfig::parse("[agent]\nmax_iters = 3\nisolation = \"session\"\n", Path::new("t"))
-        .unwrap_or_default();
+    let config =
+        HarnessConfig::parse("[agent]\nmax_iters = 3\nisolation = \"session\"\n", Path::new("t")).unwrap_or_default();
     assert_eq!(config.agent.max_iters, Some(3));
     assert_eq!(config.agent.isolation, Some(IsolationScope::Session));
 }

@@ -30,7 +30,10 @@ async fn a_transcript_without_an_index_entry_is_listed_and_searchable() {
     let alice = UserId::parse("alice").unwrap_or_else(|e| panic!("{e}"));
     // Alice's layer under the user scope.
     let root: Arc<dyn Filesystem> = Arc::new(harness_fs::LocalFs::new(dir.path()).unwrap_or_else(|e| panic!("{e}")));
-    let fs: Arc<dyn Filesystem> = Arc::new(Namespaced::new(root, WsPath::parse("alice").unwrap_or_else(|e| panic!("{e}"))));
+    let fs: Arc<dyn Filesystem> = Arc::new(Namespaced::new(
+        root,
+        WsPath::parse("alice").unwrap_or_else(|e| panic!("{e}")),
+    ));
     // s1 is indexed; s2 died during its first turn (transcript only).
     let index = r#"{"v":1,"sessions":{"s1":{"summary":"hello","created":"2026-01-01T00:00:00Z","updated":"2026-01-01T00:00:00Z","message_count":2}}}"#;
     write(fs.as_ref(), "agents/harness/sessions/sessions.json", index.as_bytes()).await;
