@@ -215,14 +215,7 @@ pub async fn probe_schema(config: &StateConfig) -> Result<Option<SchemaProbe>, S
 
 #[cfg(feature = "redis")]
 async fn probe_redis(config: &StateConfig) -> Result<SchemaProbe, StateBackendError> {
-    let redis = harness_store::RedisStateConfig {
-        url: config.url.clone().unwrap_or_default(),
-        key_prefix: config
-            .key_prefix
-            .clone()
-            .unwrap_or_else(|| DEFAULT_REDIS_PREFIX.to_owned()),
-        ..harness_store::RedisStateConfig::default()
-    };
+    let redis = redis_config(config);
     let found = harness_store::RedisStateStore::probe_schema_version(&redis)
         .await
         .map_err(StateBackendError::Redis)?;
@@ -239,12 +232,9 @@ async fn probe_redis(_config: &StateConfig) -> Result<SchemaProbe, StateBackendE
 
 #[cfg(feature = "postgres")]
 async fn probe_postgres(config: &StateConfig) -> Result<SchemaProbe, StateBackendError> {
-    let defaults = harness_store::PostgresConfig::default();
     let postgres = harness_store::PostgresConfig {
-        url: config.url.clone().unwrap_or_default(),
-        table_prefix: config.key_prefix.clone().unwrap_or(defaults.table_prefix.clone()),
         acquire_timeout: Duration::from_secs(3),
-        ..defaults
+        ..postgres_config(config)
     };
     let found = harness_store::PostgresBackend::probe_schema_version(&postgres)
         .await
@@ -262,14 +252,7 @@ async fn probe_postgres(_config: &StateConfig) -> Result<SchemaProbe, StateBacke
 
 #[cfg(feature = "redis")]
 async fn open_redis(config: &StateConfig) -> Result<StateBackend, StateBackendError> {
-    let redis = harness_store::RedisStateConfig {
-        url: config.url.clone().unwrap_or_default(),
-        key_prefix: config
-            .key_prefix
-            .clone()
-            .unwrap_or_else(|| DEFAULT_REDIS_PREFIX.to_owned()),
-        ..harness_store::RedisStateConfig::default()
-    };
+    let redis = redis_config(config);
     let store = harness_store::RedisStateStore::connect(&redis)
         .await
         .map_err(StateBackendError::Redis)?;
@@ -289,12 +272,7 @@ async fn open_redis(_config: &StateConfig) -> Result<StateBackend, StateBackendE
 
 #[cfg(feature = "postgres")]
 async fn open_postgres(config: &StateConfig) -> Result<StateBackend, StateBackendError> {
-    let defaults = harness_store::PostgresConfig::default();
-    let postgres = harness_store::PostgresConfig {
-        url: config.url.clone().unwrap_or_default(),
-        table_prefix: config.key_prefix.clone().unwrap_or(defaults.table_prefix.clone()),
-        ..defaults
-    };
+    let postgres = postgres_config(config);
     let store = harness_store::PostgresStateStore::connect(&postgres)
         .await
         .map_err(|err| StateBackendError::Postgres(Box::new(err)))?;
@@ -312,6 +290,28 @@ async fn open_postgres(config: &StateConfig) -> Result<StateBackend, StateBacken
 #[cfg(not(feature = "postgres"))]
 async fn open_postgres(_config: &StateConfig) -> Result<StateBackend, StateBackendError> {
     Err(StateBackendError::NotBuilt("postgres"))
+}
+
+#[cfg(feature = "redis")]
+fn redis_config(config: &StateConfig) -> harness_store::RedisStateConfig {
+    harness_store::RedisStateConfig {
+        url: config.url.clone().unwrap_or_default(),
+        key_prefix: config
+            .key_prefix
+            .clone()
+            .unwrap_or_else(|| DEFAULT_REDIS_PREFIX.to_owned()),
+        ..harness_store::RedisStateConfig::default()
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_config(config: &StateConfig) -> harness_store::PostgresConfig {
+    let defaults = harness_store::PostgresConfig::default();
+    harness_store::PostgresConfig {
+        url: config.url.clone().unwrap_or_default(),
+        table_prefix: config.key_prefix.clone().unwrap_or(defaults.table_prefix.clone()),
+        ..defaults
+    }
 }
 
 #[cfg(test)]
